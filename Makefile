@@ -1,0 +1,55 @@
+# The two commands a newcomer needs: `make run` and `make test`. Everything else is a step of those.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PACKAGES := proto quorum broker metadata_log client spark
+TYPECHECK_TREE := build/typecheck/pykraft
+
+.PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean
+
+# Creates .venv and installs pykraft (editable) with its development tools.
+$(STAMP): pyproject.toml setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+# Starts a local cluster (3 controllers) and shows that it works; Ctrl-C stops it.
+run: $(STAMP)
+	$(BIN)/python deploy/local_cluster.py
+
+# The whole suite: generated code fresh, lint and types clean, then every test.
+test: proto-check lint
+	$(BIN)/python -m pytest -q
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m 'not integration'
+
+integration: $(STAMP)
+	$(BIN)/python -m pytest -q -m integration
+
+proto: $(STAMP)
+	$(BIN)/python tools/gen_proto.py
+
+proto-check: $(STAMP)
+	$(BIN)/python tools/gen_proto.py --check
+
+# mypy cannot follow setuptools' editable import hook, so it reads the packages through a tree of
+# links named the way they are imported (pykraft.<folder>).
+typecheck-tree:
+	mkdir -p $(TYPECHECK_TREE)
+	for p in $(PACKAGES); do ln -sfn ../../../$$p $(TYPECHECK_TREE)/$$p; done
+
+lint: $(STAMP) typecheck-tree
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy $(foreach p,$(PACKAGES),-p pykraft.$(p)) tests bench tools deploy
+
+bench: $(STAMP)
+	$(BIN)/python bench/metadata_quorum.py
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache
