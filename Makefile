@@ -46,7 +46,8 @@ typecheck-tree:
 lint: $(STAMP) typecheck-tree
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy $(foreach p,$(PACKAGES),-p pykraft.$(p)) tests bench tools deploy
+	$(BIN)/mypy $(foreach p,$(PACKAGES),-p pykraft.$(p))
+	$(BIN)/mypy tests bench tools deploy
 
 bench: $(STAMP)
 	$(BIN)/python bench/metadata_quorum.py

@@ -56,8 +56,10 @@ def main() -> int:
             stale = [p.name for p in fresh if not _same(p, PROTO_DIR / p.name)]
             extra = {p.name for p in committed_modules()} - {p.name for p in fresh}
             if stale or extra:
-                print(f"stale generated modules: {sorted(stale) + sorted(extra)}; run 'make proto'",
-                      file=sys.stderr)
+                print(
+                    f"stale generated modules: {sorted(stale) + sorted(extra)}; run 'make proto'",
+                    file=sys.stderr,
+                )
                 return 1
             print(f"proto-check: {len(fresh)} generated modules are up to date")
             return 0

@@ -1,0 +1,205 @@
+"""Benchmark of the controller quorum: three real controller processes on 127.0.0.1.
+
+Prints:
+- metadata commit throughput: operations/s and records/s, one client and many concurrent clients
+  (IncrementalAlterConfigs, one record per operation; CreateTopics of 100 partitions, 101 records);
+- failover time: kill -9 of the active controller until the next committed write, several times;
+- the time for a MetadataFetch of the whole image with 100 topics x 100 partitions (as a new broker
+  would: from offset -1 through the retained log, and from a snapshot).
+
+Run: `make bench` (or `.venv/bin/python bench/metadata_quorum.py [--clients 8] [--seconds 5]`).
+Figures depend on the machine; compare ratios taken in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pykraft.proto import admin_pb2, common_pb2, controller_pb2  # noqa: E402
+from tests.integration.cluster import (  # noqa: E402
+    Quorum,
+    StandInBroker,
+    fetch_image,
+    make_quorum,
+    wait_for,
+)
+
+
+def alter_config_op(quorum: Quorum, topic: str) -> Callable[[int], int]:
+    def op(i: int) -> int:
+        request = admin_pb2.AlterConfigsRequest(
+            resources=[
+                admin_pb2.AlterConfigsResource(
+                    type=admin_pb2.CONFIG_RESOURCE_TOPIC,
+                    name=topic,
+                    configs=[admin_pb2.AlterableConfig(name="retention.ms", value=str(60_000 + i))],
+                )
+            ]
+        )
+        response = quorum.admin(quorum.wait_active().address).IncrementalAlterConfigs(request)
+        assert response.header.error_code == common_pb2.NONE, response.header
+        assert response.results[0].error_code == common_pb2.NONE, response.results[0]
+        return 1
+
+    return op
+
+
+def create_topic_op(quorum: Quorum, prefix: str, partitions: int) -> Callable[[int], int]:
+    def op(i: int) -> int:
+        request = admin_pb2.CreateTopicsRequest(
+            topics=[admin_pb2.CreatableTopic(
+                name=f"{prefix}-{i}", num_partitions=partitions, replication_factor=3
+            )]
+        )  # fmt: skip
+        response = quorum.admin(quorum.wait_active().address).CreateTopics(request)
+        assert response.header.error_code == common_pb2.NONE, response.header
+        assert response.topics[0].error_code == common_pb2.NONE, response.topics[0]
+        return 1 + partitions
+
+    return op
+
+
+def throughput(op: Callable[[int], int], *, clients: int, seconds: float) -> tuple[float, float]:
+    """Runs `op` from `clients` threads for `seconds`; returns (operations/s, records/s)."""
+    counts = [0] * clients
+    records = [0] * clients
+    stop = threading.Event()
+
+    def worker(index: int) -> None:
+        i = index
+        while not stop.is_set():
+            records[index] += op(i)
+            counts[index] += 1
+            i += clients
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    stop.wait(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    return sum(counts) / elapsed, sum(records) / elapsed
+
+
+def failover_ms(quorum: Quorum, rounds: int) -> list[float]:
+    results = []
+    for round_index in range(rounds):
+        active = quorum.wait_active()
+        active.kill()
+        killed = time.perf_counter()
+        create = create_topic_op(quorum, f"failover{round_index}", 1)
+        wait_for(partial(_succeeds, create), timeout_s=30, what="a write after failover")
+        results.append((time.perf_counter() - killed) * 1000)
+        active.start()
+        wait_for(lambda: _caught_up(quorum), timeout_s=30, what="the killed controller rejoining")
+    return results
+
+
+def _succeeds(op: Callable[[int], int]) -> bool:
+    try:
+        op(0)
+        return True
+    except Exception:
+        return False
+
+
+def _caught_up(quorum: Quorum) -> bool:
+    response = quorum.admin(quorum.wait_active().address).DescribeQuorum(
+        admin_pb2.DescribeQuorumRequest(), timeout=2
+    )
+    return all(v.status != "Unreachable" and v.lag == 0 for v in response.voters)
+
+
+def fetch_whole_image(quorum: Quorum) -> tuple[float, float, int, int]:
+    """A new broker's first fetch: (ms for the response, ms to rebuild the image, bytes, records).
+
+    The bench keeps a short retained tail, so a fetch from offset -1 is answered with a snapshot.
+    """
+    stub = quorum.controller_stub(quorum.wait_active().address)
+    request = controller_pb2.MetadataFetchRequest(after_offset=-1, max_wait_ms=0)
+    started = time.perf_counter()
+    response = stub.MetadataFetch(request, timeout=30)
+    response_ms = (time.perf_counter() - started) * 1000
+    assert response.HasField("snapshot"), "expected a snapshot for a fetch from -1"
+    started = time.perf_counter()
+    image = fetch_image(stub)
+    rebuild_ms = (time.perf_counter() - started) * 1000
+    return response_ms, rebuild_ms, response.ByteSize(), len(image.write())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--failovers", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        quorum = make_quorum(Path(tmp), extra_args=("--metadata-tail-records-max", "1000"))
+        quorum.start()
+        try:
+            return _run(quorum, args)
+        finally:
+            quorum.close()
+
+
+def _run(quorum: Quorum, args: argparse.Namespace) -> int:
+    quorum.wait_active(timeout_s=30)
+    brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
+    for broker in brokers:
+        broker.start()
+    create_topic_op(quorum, "config-target", 1)(0)
+    print(f"metadata commit throughput ({args.seconds:.0f} s each):")
+    for clients in (1, args.clients):
+        ops, records = throughput(
+            alter_config_op(quorum, "config-target-0"), clients=clients, seconds=args.seconds
+        )
+        print(
+            f"  alter config (1 record/op), {clients} client(s): "
+            f"{ops:8.0f} ops/s {records:9.0f} records/s"
+        )
+    ops, records = throughput(
+        create_topic_op(quorum, "wide", 100), clients=args.clients, seconds=args.seconds
+    )
+    print(
+        f"  create topic x100 partitions, {args.clients} clients: "
+        f"{ops:8.0f} ops/s {records:9.0f} records/s"
+    )
+
+    image_topics = len(quorum.image().topics.by_id)
+    for i in range(max(0, 100 - image_topics)):
+        create_topic_op(quorum, "fill", 100)(i)
+    response_ms, rebuild_ms, size, record_count = fetch_whole_image(quorum)
+    topics = len(quorum.image().topics.by_id)
+    print(
+        f"MetadataFetch of the whole image ({topics} topics, {record_count} records, "
+        f"{size / 1024:.0f} KiB snapshot): {response_ms:.0f} ms for the response, "
+        f"{rebuild_ms:.0f} ms including decoding and rebuilding the image"
+    )
+
+    times = failover_ms(quorum, args.failovers)
+    print(
+        f"failover (kill -9 of the active until the next committed write), {len(times)} runs: "
+        f"median {statistics.median(times):.0f} ms, max {max(times):.0f} ms, "
+        f"all {[round(t) for t in times]}"
+    )
+    for broker in brokers:
+        broker.pause()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""AdminClient: topics, configs and cluster state over the controllers' AdminService.
+
+The client needs only some controller addresses: it finds the active controller by itself
+(see `pykraft.client.routing`). Every method either returns typed values or raises a
+`KafkaError` subclass; per-item errors (one topic of several) raise as well, the first one in
+request order. Writes are answered once committed to the metadata log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Literal
+
+from pykraft.client.admin_types import (
+    BrokerInfo,
+    ClusterDescription,
+    ConfigSource,
+    ConfigValue,
+    ControllerInfo,
+    NewTopic,
+    PartitionInfo,
+    QuorumDescription,
+    TopicCreated,
+    TopicDescription,
+    VoterInfo,
+)
+from pykraft.client.errors import raise_for
+from pykraft.client.routing import ControllerRouter, parse_bootstrap
+from pykraft.proto import admin_pb2
+
+ResourceType = Literal["topic", "broker"]
+
+_RESOURCE_TYPES: dict[str, admin_pb2.ConfigResourceType] = {
+    "topic": admin_pb2.CONFIG_RESOURCE_TOPIC,
+    "broker": admin_pb2.CONFIG_RESOURCE_BROKER,
+}
+_CONFIG_SOURCES: dict[int, ConfigSource] = {
+    admin_pb2.CONFIG_SOURCE_DYNAMIC_TOPIC: ConfigSource.DYNAMIC_TOPIC_CONFIG,
+    admin_pb2.CONFIG_SOURCE_DYNAMIC_BROKER: ConfigSource.DYNAMIC_BROKER_CONFIG,
+    admin_pb2.CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    admin_pb2.CONFIG_SOURCE_DEFAULT: ConfigSource.DEFAULT_CONFIG,
+}
+
+
+class AdminClient:
+    """Administers a pykraft cluster through any of its controllers.
+
+    `bootstrap` is "host:port[,host:port...]" or a list of such addresses (ValueError if
+    malformed). A request, redirects and retries included, gives up after `request_timeout_ms`
+    and raises the last error seen. Safe to share between threads; use as a context manager or
+    call `close()`.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        if request_timeout_ms <= 0 or retry_backoff_ms < 0:
+            raise ValueError("request_timeout_ms must be > 0 and retry_backoff_ms >= 0")
+        self._router = ControllerRouter(
+            parse_bootstrap(bootstrap),
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+
+    def create_topics(
+        self, topics: Sequence[NewTopic], *, validate_only: bool = False
+    ) -> dict[str, TopicCreated]:
+        """Creates the topics; raises the first per-topic error (earlier topics may exist)."""
+        request = admin_pb2.CreateTopicsRequest(
+            topics=[
+                admin_pb2.CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    configs=dict(t.configs),
+                )
+                for t in topics
+            ],
+            timeout_ms=self._router.attempt_timeout_ms,
+            validate_only=validate_only,
+        )
+        response = self._router.call("CreateTopics", request, admin_pb2.CreateTopicsResponse)
+        for result in response.topics:
+            raise_for(result.error_code, result.error_message)
+        return {
+            r.name: TopicCreated(r.name, r.topic_id, r.num_partitions, r.replication_factor)
+            for r in response.topics
+        }
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicCreated:
+        """Creates one topic; see `create_topics`."""
+        topic = NewTopic(name, num_partitions, replication_factor, dict(configs or {}))
+        return self.create_topics([topic], validate_only=validate_only)[name]
+
+    def delete_topics(self, names: str | Iterable[str]) -> None:
+        """Deletes the topics; raises the first per-topic error (e.g. an unknown topic)."""
+        request = admin_pb2.DeleteTopicsRequest(
+            names=_names(names), timeout_ms=self._router.attempt_timeout_ms
+        )
+        response = self._router.call("DeleteTopics", request, admin_pb2.DeleteTopicsResponse)
+        for result in response.topics:
+            raise_for(result.error_code, result.error_message)
+
+    def create_partitions(
+        self, new_totals: Mapping[str, int], *, validate_only: bool = False
+    ) -> None:
+        """Grows each topic to the given total partition count (Kafka never shrinks a topic)."""
+        request = admin_pb2.CreatePartitionsRequest(
+            topics=[admin_pb2.PartitionCount(name=n, count=c) for n, c in new_totals.items()],
+            timeout_ms=self._router.attempt_timeout_ms,
+            validate_only=validate_only,
+        )
+        response = self._router.call(
+            "CreatePartitions", request, admin_pb2.CreatePartitionsResponse
+        )
+        for result in response.topics:
+            raise_for(result.error_code, result.error_message)
+
+    def list_topics(self) -> list[str]:
+        """The names of every topic, sorted."""
+        return sorted(t.name for t in self.describe_topics(None))
+
+    def describe_topics(
+        self, names: str | Iterable[str] | None = None, *, include_configs: bool = False
+    ) -> list[TopicDescription]:
+        """The named topics (None: every topic); an unknown name raises its error."""
+        request = admin_pb2.DescribeTopicsRequest(
+            names=_names(names or ()), include_configs=include_configs
+        )
+        response = self._router.call("DescribeTopics", request, admin_pb2.DescribeTopicsResponse)
+        for topic in response.topics:
+            raise_for(topic.error_code, topic.error_message)
+        return [_topic_description(t) for t in response.topics]
+
+    def describe_configs(self, resource_type: ResourceType, name: str) -> dict[str, ConfigValue]:
+        """Every config of a topic, or of a broker (name: its id; "" the cluster default)."""
+        resource = admin_pb2.ConfigResource(type=_resource_type(resource_type), name=name)
+        request = admin_pb2.DescribeConfigsRequest(resources=[resource])
+        response = self._router.call("DescribeConfigs", request, admin_pb2.DescribeConfigsResponse)
+        for result in response.results:
+            raise_for(result.error_code, result.error_message)
+        return {e.name: _config_value(e) for r in response.results for e in r.entries}
+
+    def alter_configs(
+        self,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        set: Mapping[str, str] | None = None,
+        delete: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> None:
+        """Sets and deletes (reverts to default) configs in one IncrementalAlterConfigs."""
+        ops = [
+            admin_pb2.AlterableConfig(name=k, op=admin_pb2.ALTER_CONFIG_SET, value=v)
+            for k, v in (set or {}).items()
+        ]
+        ops += [admin_pb2.AlterableConfig(name=k, op=admin_pb2.ALTER_CONFIG_DELETE) for k in delete]
+        resource = admin_pb2.AlterConfigsResource(
+            type=_resource_type(resource_type), name=name, configs=ops
+        )
+        request = admin_pb2.AlterConfigsRequest(resources=[resource], validate_only=validate_only)
+        response = self._router.call(
+            "IncrementalAlterConfigs", request, admin_pb2.AlterConfigsResponse
+        )
+        for result in response.results:
+            raise_for(result.error_code, result.error_message)
+
+    def describe_cluster(self) -> ClusterDescription:
+        """The cluster id, the controllers (which one is active) and the registered brokers."""
+        response = self._router.call(
+            "DescribeCluster", admin_pb2.DescribeClusterRequest(), admin_pb2.DescribeClusterResponse
+        )
+        return ClusterDescription(
+            cluster_id=response.cluster_id,
+            controller_id=response.controller_id,
+            controllers=[
+                ControllerInfo(c.id, c.address, c.is_active) for c in response.controllers
+            ],
+            brokers=[
+                BrokerInfo(b.id, b.address, b.rack, b.state, b.epoch) for b in response.brokers
+            ],
+        )
+
+    def describe_quorum(self) -> QuorumDescription:
+        """The metadata quorum as its leader sees it: epoch, high watermark, voters' lag."""
+        response = self._router.call(
+            "DescribeQuorum", admin_pb2.DescribeQuorumRequest(), admin_pb2.DescribeQuorumResponse
+        )
+        return QuorumDescription(
+            leader_id=response.leader_id,
+            leader_epoch=response.leader_epoch,
+            high_watermark=response.high_watermark,
+            voters=[
+                VoterInfo(v.id, v.address, v.log_end_offset, v.lag, v.status)
+                for v in response.voters
+            ],
+            observers=list(response.observers),
+        )
+
+    def close(self) -> None:
+        """Closes the connections; the client cannot be used afterwards."""
+        self._router.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _names(names: str | Iterable[str]) -> list[str]:
+    """A bare string is one name, not a sequence of one-letter names."""
+    return [names] if isinstance(names, str) else list(names)
+
+
+def _resource_type(resource_type: str) -> admin_pb2.ConfigResourceType:
+    try:
+        return _RESOURCE_TYPES[resource_type]
+    except KeyError:
+        raise ValueError(
+            f"resource_type must be one of {sorted(_RESOURCE_TYPES)}, not {resource_type!r}"
+        ) from None
+
+
+def _config_value(entry: admin_pb2.ConfigEntry) -> ConfigValue:
+    return ConfigValue(
+        value=entry.value,
+        source=_CONFIG_SOURCES.get(entry.source, ConfigSource.UNKNOWN),
+        is_default=entry.is_default,
+        read_only=entry.read_only,
+        type=entry.type,
+    )
+
+
+def _topic_description(topic: admin_pb2.TopicDescription) -> TopicDescription:
+    partitions = [
+        PartitionInfo(p.partition, p.leader, p.leader_epoch, list(p.replicas), list(p.isr))
+        for p in sorted(topic.partitions, key=lambda p: p.partition)
+    ]
+    configs = {e.name: _config_value(e) for e in topic.configs}
+    return TopicDescription(topic.name, topic.topic_id, partitions, configs)

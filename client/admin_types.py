@@ -1,0 +1,120 @@
+"""What the AdminClient takes and returns: plain frozen values, free of protobuf types.
+
+Ids follow Kafka: -1 means "none" (no leader, no controller known); lists keep the order the
+controller sent (replicas in assignment order, the first being the preferred leader).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create; -1 takes the cluster default (num.partitions or
+    default.replication.factor)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicCreated:
+    """The outcome of creating one topic (with validate_only, what would have been created)."""
+
+    name: str
+    topic_id: str
+    num_partitions: int
+    replication_factor: int
+
+
+class ConfigSource(StrEnum):
+    """Where a config value comes from, named as Kafka's ConfigEntry.ConfigSource."""
+
+    UNKNOWN = "UNKNOWN"
+    DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
+    DYNAMIC_BROKER_CONFIG = "DYNAMIC_BROKER_CONFIG"
+    DYNAMIC_DEFAULT_BROKER_CONFIG = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    DEFAULT_CONFIG = "DEFAULT_CONFIG"
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One config entry; `type` is Kafka's name for it (INT, LONG, STRING, LIST, ...)."""
+
+    value: str
+    source: ConfigSource
+    is_default: bool
+    read_only: bool
+    type: str
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic and its partitions (by partition number); `configs` is empty unless asked for."""
+
+    name: str
+    topic_id: str
+    partitions: list[PartitionInfo]
+    configs: dict[str, ConfigValue]
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    id: int
+    address: str
+    is_active: bool
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A registered broker; `state` is "fenced", "unfenced" or "controlled_shutdown"."""
+
+    id: int
+    address: str
+    rack: str
+    state: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int
+    controllers: list[ControllerInfo]
+    brokers: list[BrokerInfo]
+
+
+@dataclass(frozen=True)
+class VoterInfo:
+    """A quorum voter as the leader sees it; `status` is "Leader", "Follower" or "Unreachable"."""
+
+    id: int
+    address: str
+    log_end_offset: int
+    lag: int
+    status: str
+
+
+@dataclass(frozen=True)
+class QuorumDescription:
+    """The Raft quorum of controllers; `observers` are the broker ids fetching the metadata log."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[VoterInfo]
+    observers: list[int]

@@ -1,0 +1,194 @@
+"""How the `pykraft` CLI shows the AdminClient's values: JSON objects and aligned text tables.
+
+The JSON shapes are an interface (scripts parse them); the tables are for people and follow
+Kafka's kafka-topics --describe and kafka-metadata-quorum describe --status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from pykraft.client.admin_types import (
+    ClusterDescription,
+    ConfigValue,
+    QuorumDescription,
+    TopicCreated,
+    TopicDescription,
+)
+
+JsonObject = dict[str, object]
+_COLUMN_GAP = "  "
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Left-aligned columns, each as wide as its widest cell; no trailing spaces."""
+    cells = [[str(h) for h in headers], *([str(c) for c in row] for row in rows)]
+    assert all(len(row) == len(headers) for row in cells), "every row has a cell per column"
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = (
+        _COLUMN_GAP.join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells
+    )
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def format_fields(fields: Sequence[tuple[str, object]]) -> str:
+    """Lines of `Name: value` with the values aligned, as kafka-metadata-quorum prints them."""
+    width = max(len(name) for name, _ in fields) + 1
+    return "\n".join(f"{name + ':':<{width}} {value}" for name, value in fields)
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _node(node_id: int) -> str:
+    return "none" if node_id < 0 else str(node_id)
+
+
+def topic_overrides(topic: TopicDescription) -> dict[str, str]:
+    """The configs set on the topic itself or its brokers (what Kafka's describe lists)."""
+    return {k: v.value for k, v in sorted(topic.configs.items()) if not v.is_default}
+
+
+def topic_json(topic: TopicDescription) -> JsonObject:
+    return {
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "partitions": [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+            }
+            for p in topic.partitions
+        ],
+        "configs": topic_overrides(topic),
+    }
+
+
+def topics_table(topics: Sequence[TopicDescription]) -> str:
+    """Per topic a summary line, then its partitions as an indented table."""
+    blocks = []
+    for topic in topics:
+        replication_factor = len(topic.partitions[0].replicas) if topic.partitions else 0
+        configs = ",".join(f"{k}={v}" for k, v in topic_overrides(topic).items())
+        summary = _COLUMN_GAP.join(
+            [
+                f"Topic: {topic.name}",
+                f"TopicId: {topic.topic_id}",
+                f"PartitionCount: {len(topic.partitions)}",
+                f"ReplicationFactor: {replication_factor}",
+                f"Configs: {configs}",
+            ]
+        )
+        partitions = format_table(
+            ["Partition", "Leader", "LeaderEpoch", "Replicas", "Isr"],
+            [
+                [p.partition, _node(p.leader), p.leader_epoch, _ids(p.replicas), _ids(p.isr)]
+                for p in topic.partitions
+            ],
+        )
+        indented = "\n".join("    " + line for line in partitions.splitlines())
+        blocks.append(f"{summary}\n{indented}")
+    return "\n\n".join(blocks)
+
+
+def topic_created_json(created: TopicCreated) -> JsonObject:
+    return {
+        "name": created.name,
+        "topic_id": created.topic_id,
+        "num_partitions": created.num_partitions,
+        "replication_factor": created.replication_factor,
+    }
+
+
+def configs_json(configs: Mapping[str, ConfigValue]) -> JsonObject:
+    return {
+        name: {
+            "value": c.value,
+            "source": str(c.source),
+            "is_default": c.is_default,
+            "read_only": c.read_only,
+            "type": c.type,
+        }
+        for name, c in sorted(configs.items())
+    }
+
+
+def configs_table(configs: Mapping[str, ConfigValue]) -> str:
+    return format_table(
+        ["Name", "Value", "Source", "Default", "ReadOnly", "Type"],
+        [
+            [name, c.value, c.source, str(c.is_default).lower(), str(c.read_only).lower(), c.type]
+            for name, c in sorted(configs.items())
+        ],
+    )
+
+
+def cluster_json(cluster: ClusterDescription) -> JsonObject:
+    return {
+        "cluster_id": cluster.cluster_id,
+        "controller_id": cluster.controller_id,
+        "controllers": [
+            {"id": c.id, "address": c.address, "is_active": c.is_active}
+            for c in cluster.controllers
+        ],
+        "brokers": [
+            {"id": b.id, "address": b.address, "rack": b.rack, "state": b.state}
+            for b in cluster.brokers
+        ],
+    }
+
+
+def cluster_table(cluster: ClusterDescription) -> str:
+    fields = format_fields(
+        [("ClusterId", cluster.cluster_id), ("ControllerId", _node(cluster.controller_id))]
+    )
+    controllers = format_table(
+        ["ControllerId", "Address", "Active"],
+        [[c.id, c.address, str(c.is_active).lower()] for c in cluster.controllers],
+    )
+    brokers = format_table(
+        ["BrokerId", "Address", "Rack", "State", "Epoch"],
+        [[b.id, b.address, b.rack or "-", b.state, b.epoch] for b in cluster.brokers],
+    )
+    return f"{fields}\n\n{controllers}\n\n{brokers}"
+
+
+def quorum_json(quorum: QuorumDescription) -> JsonObject:
+    return {
+        "leader_id": quorum.leader_id,
+        "leader_epoch": quorum.leader_epoch,
+        "high_watermark": quorum.high_watermark,
+        "voters": [
+            {
+                "id": v.id,
+                "address": v.address,
+                "log_end_offset": v.log_end_offset,
+                "lag": v.lag,
+                "status": v.status,
+            }
+            for v in quorum.voters
+        ],
+    }
+
+
+def quorum_table(quorum: QuorumDescription) -> str:
+    """The --status summary, then one row per voter as in --replication."""
+    fields = format_fields(
+        [
+            ("LeaderId", _node(quorum.leader_id)),
+            ("LeaderEpoch", quorum.leader_epoch),
+            ("HighWatermark", quorum.high_watermark),
+            ("MaxFollowerLag", max((v.lag for v in quorum.voters), default=0)),
+            ("CurrentVoters", f"[{_ids(v.id for v in quorum.voters)}]"),
+            ("CurrentObservers", f"[{_ids(quorum.observers)}]"),
+        ]
+    )
+    voters = format_table(
+        ["NodeId", "Address", "LogEndOffset", "Lag", "Status"],
+        [[v.id, v.address, v.log_end_offset, v.lag, v.status] for v in quorum.voters],
+    )
+    return f"{fields}\n\n{voters}"

@@ -1,0 +1,327 @@
+"""Compact binary encoding of metadata records, driven by the record dataclasses' fields.
+
+One record is `type id` and `version` (unsigned varints) followed by its fields in declaration
+order: ints as zig-zag varints (64-bit range), bools as one byte, str as a length-prefixed UTF-8
+string, UUID as 16 bytes, `X | None` as a presence byte then X, `tuple[X, ...]` as a count then
+the items, enums as their int, nested dataclasses (Endpoint) as their fields.
+
+A batch (`encode_records`) is a count followed by each record prefixed by its length, so a
+reader can skip or re-frame records without knowing their types.
+
+What callers may rely on:
+- `decode_record(encode_record(r)) == r` for every record whose ints fit in 64 bits.
+- The encoding is canonical: the decoder refuses every byte string the encoder would not write
+  (over-long varints, bool bytes other than 0/1, ...), so equal records have equal bytes.
+- Decoding never raises anything but `CorruptRecordError` on bad bytes, and never allocates more
+  than the input's size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import Any, Final
+from uuid import UUID
+
+from pykraft.metadata_log.errors import CorruptRecordError
+from pykraft.metadata_log.records import RECORD_CLASSES, Record
+
+INT64_MIN: Final = -(1 << 63)
+INT64_MAX: Final = (1 << 63) - 1
+_UINT64_MAX: Final = (1 << 64) - 1
+# A 64-bit value spreads over at most ten 7-bit groups.
+_VARINT_BYTES_MAX: Final = 10
+_UUID_BYTES: Final = 16
+
+# An encoder appends one value to the buffer; a decoder reads one value at `pos` and returns it
+# with the position just after it.
+_Encoder = Callable[[bytearray, Any], None]
+_Decoder = Callable[[bytes, int], tuple[Any, int]]
+
+
+def _end_of(data: bytes, pos: int, size: int) -> int:
+    """The end of `size` bytes starting at `pos`, or CorruptRecordError if the data stops short."""
+    end = pos + size
+    if end > len(data):
+        raise CorruptRecordError(
+            f"truncated: {size} bytes needed at offset {pos} but only {len(data) - pos} left"
+        )
+    return end
+
+
+def _write_uvarint(buf: bytearray, value: int) -> None:
+    while value >= 0x80:
+        buf.append((value & 0x7F) | 0x80)
+        value >>= 7
+    buf.append(value)
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    if pos < len(data) and data[pos] < 0x80:  # the common case: one byte
+        return data[pos], pos + 1
+    return _read_multibyte_uvarint(data, pos)
+
+
+def _read_multibyte_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    stop = min(len(data), pos + _VARINT_BYTES_MAX)
+    for index in range(pos, stop):
+        byte = data[index]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if byte == 0 and index > pos:
+                raise CorruptRecordError(f"non-canonical varint at offset {pos}")
+            if result > _UINT64_MAX:
+                raise CorruptRecordError(f"varint at offset {pos} exceeds 64 bits")
+            return result, index + 1
+        shift += 7
+    if stop - pos == _VARINT_BYTES_MAX:
+        raise CorruptRecordError(f"varint at offset {pos} is longer than {_VARINT_BYTES_MAX} bytes")
+    raise CorruptRecordError(f"truncated: varint at offset {pos} runs past the end")
+
+
+def _encode_int(buf: bytearray, value: int) -> None:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"integer {value} does not fit in 64 bits")
+    _write_uvarint(buf, (value << 1) ^ (value >> 63))
+
+
+def _decode_int(data: bytes, pos: int) -> tuple[int, int]:
+    raw, pos = _read_uvarint(data, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _encode_bool(buf: bytearray, value: bool) -> None:
+    buf.append(1 if value else 0)
+
+
+def _decode_bool(data: bytes, pos: int) -> tuple[bool, int]:
+    end = _end_of(data, pos, 1)
+    byte = data[pos]
+    if byte > 1:
+        raise CorruptRecordError(f"bool byte {byte} at offset {pos} is neither 0 nor 1")
+    return byte == 1, end
+
+
+def _encode_str(buf: bytearray, value: str) -> None:
+    raw = value.encode("utf-8")
+    _write_uvarint(buf, len(raw))
+    buf += raw
+
+
+def _decode_str(data: bytes, pos: int) -> tuple[str, int]:
+    size, pos = _read_uvarint(data, pos)
+    end = _end_of(data, pos, size)
+    try:
+        return str(data[pos:end], "utf-8"), end
+    except UnicodeDecodeError as err:
+        raise CorruptRecordError(f"string at offset {pos} is not valid UTF-8: {err}") from None
+
+
+def _encode_uuid(buf: bytearray, value: UUID) -> None:
+    buf += value.bytes
+
+
+def _decode_uuid(data: bytes, pos: int) -> tuple[UUID, int]:
+    end = _end_of(data, pos, _UUID_BYTES)
+    return UUID(bytes=bytes(data[pos:end])), end
+
+
+def _enum_codec(enum_cls: type[IntEnum]) -> tuple[_Encoder, _Decoder]:
+    def decode(data: bytes, pos: int) -> tuple[IntEnum, int]:
+        raw, end = _decode_int(data, pos)
+        try:
+            return enum_cls(raw), end
+        except ValueError:
+            raise CorruptRecordError(
+                f"{raw} at offset {pos} is not a {enum_cls.__name__}"
+            ) from None
+
+    return _encode_int, decode
+
+
+def _optional_codec(inner: tuple[_Encoder, _Decoder]) -> tuple[_Encoder, _Decoder]:
+    encode_inner, decode_inner = inner
+
+    def encode(buf: bytearray, value: object) -> None:
+        if value is None:
+            buf.append(0)
+        else:
+            buf.append(1)
+            encode_inner(buf, value)
+
+    def decode(data: bytes, pos: int) -> tuple[object, int]:
+        present, pos = _decode_bool(data, pos)
+        return decode_inner(data, pos) if present else (None, pos)
+
+    return encode, decode
+
+
+def _tuple_codec(item: tuple[_Encoder, _Decoder]) -> tuple[_Encoder, _Decoder]:
+    encode_item, decode_item = item
+
+    def encode(buf: bytearray, value: tuple[object, ...]) -> None:
+        _write_uvarint(buf, len(value))
+        for element in value:
+            encode_item(buf, element)
+
+    def decode(data: bytes, pos: int) -> tuple[tuple[object, ...], int]:
+        count, pos = _read_uvarint(data, pos)
+        # Every item takes at least one byte: a larger count is corrupt, and checking it first
+        # keeps a hostile count from costing time.
+        if count > len(data) - pos:
+            raise CorruptRecordError(
+                f"tuple of {count} items at offset {pos} but only {len(data) - pos} bytes left"
+            )
+        items = []
+        for _ in range(count):
+            element, pos = decode_item(data, pos)
+            items.append(element)
+        return tuple(items), pos
+
+    return encode, decode
+
+
+def _struct_codec(cls: type[Any]) -> tuple[_Encoder, _Decoder]:
+    """Encodes a dataclass as its fields in declaration order; decodes through its __init__."""
+    hints = typing.get_type_hints(cls)
+    names = tuple(field.name for field in dataclasses.fields(cls))
+    codecs = [_field_codec(hints[name]) for name in names]
+    encoders = tuple((name, codec[0]) for name, codec in zip(names, codecs, strict=True))
+    decoders = tuple(codec[1] for codec in codecs)
+
+    def encode(buf: bytearray, value: object) -> None:
+        for name, encode_field in encoders:
+            encode_field(buf, getattr(value, name))
+
+    def decode(data: bytes, pos: int) -> tuple[object, int]:
+        values = []
+        for decode_field in decoders:
+            value, pos = decode_field(data, pos)
+            values.append(value)
+        return cls(*values), pos
+
+    return encode, decode
+
+
+_SCALAR_CODECS: Final[dict[object, tuple[_Encoder, _Decoder]]] = {
+    bool: (_encode_bool, _decode_bool),
+    int: (_encode_int, _decode_int),
+    str: (_encode_str, _decode_str),
+    UUID: (_encode_uuid, _decode_uuid),
+}
+
+
+def _field_codec(hint: object) -> tuple[_Encoder, _Decoder]:
+    """The codec of one field type; runs once per field when this module is imported."""
+    if hint in _SCALAR_CODECS:
+        return _SCALAR_CODECS[hint]
+    if isinstance(hint, type) and issubclass(hint, IntEnum):
+        return _enum_codec(hint)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _struct_codec(hint)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
+        (inner,) = (arg for arg in args if arg is not type(None))
+        return _optional_codec(_field_codec(inner))
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _tuple_codec(_field_codec(args[0]))
+    raise TypeError(f"the metadata codec cannot encode fields of type {hint!r}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _RecordCodec:
+    record_class: type[Record]
+    header: bytes
+    encode_body: _Encoder
+    decode_body: _Decoder
+
+
+def _record_codec(record_class: type[Record]) -> _RecordCodec:
+    header = bytearray()
+    _write_uvarint(header, record_class.TYPE_ID)
+    _write_uvarint(header, record_class.VERSION)
+    encode_body, decode_body = _struct_codec(record_class)
+    return _RecordCodec(record_class, bytes(header), encode_body, decode_body)
+
+
+_CODEC_BY_CLASS: Final[dict[type[Record], _RecordCodec]] = {
+    cls: _record_codec(cls) for cls in RECORD_CLASSES
+}
+_CODEC_BY_TYPE_ID: Final[dict[int, _RecordCodec]] = {
+    int(cls.TYPE_ID): codec for cls, codec in _CODEC_BY_CLASS.items()
+}
+assert len(_CODEC_BY_TYPE_ID) == len(RECORD_CLASSES), "two record classes share a TYPE_ID"
+
+
+def encode_record(record: Record) -> bytes:
+    """The bytes of one record. Raises TypeError for a non-record, ValueError for an int that
+    does not fit in 64 bits or a str that is not encodable as UTF-8."""
+    codec = _CODEC_BY_CLASS.get(type(record))
+    if codec is None:
+        raise TypeError(f"not a metadata record: {type(record).__name__}")
+    buf = bytearray(codec.header)
+    codec.encode_body(buf, record)
+    return bytes(buf)
+
+
+def decode_record(data: bytes) -> Record:
+    """The record `data` holds, all of `data`; CorruptRecordError if it is not exactly one."""
+    type_id, pos = _read_uvarint(data, 0)
+    version, pos = _read_uvarint(data, pos)
+    codec = _CODEC_BY_TYPE_ID.get(type_id)
+    if codec is None:
+        raise CorruptRecordError(f"unknown metadata record type id {type_id}")
+    name = codec.record_class.__name__
+    if version != codec.record_class.VERSION:
+        raise CorruptRecordError(
+            f"unsupported version {version} of {name} (type id {type_id}); "
+            f"this node reads version {codec.record_class.VERSION}"
+        )
+    try:
+        record, pos = codec.decode_body(data, pos)
+    except CorruptRecordError as err:
+        raise CorruptRecordError(f"{name}: {err}") from None
+    if pos != len(data):
+        raise CorruptRecordError(f"{name}: {len(data) - pos} bytes of trailing garbage")
+    assert isinstance(record, codec.record_class)
+    return record
+
+
+def encode_records(records: Sequence[Record]) -> bytes:
+    """A batch: the record count, then each record prefixed by its length."""
+    buf = bytearray()
+    _write_uvarint(buf, len(records))
+    for record in records:
+        body = encode_record(record)
+        _write_uvarint(buf, len(body))
+        buf += body
+    return bytes(buf)
+
+
+def decode_records(data: bytes) -> list[Record]:
+    """The records of a batch written by `encode_records`, in order; CorruptRecordError if the
+    bytes are anything else (including extra bytes after the last record)."""
+    count, pos = _read_uvarint(data, 0)
+    # Every record takes at least one byte (its length): a larger count is corrupt, and checking
+    # it first keeps a hostile count from costing time.
+    if count > len(data) - pos:
+        raise CorruptRecordError(
+            f"batch claims {count} records but only {len(data) - pos} bytes follow"
+        )
+    records: list[Record] = []
+    for index in range(count):
+        size, pos = _read_uvarint(data, pos)
+        end = _end_of(data, pos, size)
+        try:
+            records.append(decode_record(data[pos:end]))
+        except CorruptRecordError as err:
+            raise CorruptRecordError(f"record {index} of the batch: {err}") from None
+        pos = end
+    if pos != len(data):
+        raise CorruptRecordError(f"{len(data) - pos} bytes of trailing garbage after the batch")
+    return records

@@ -1,0 +1,307 @@
+"""`MetadataDelta`: the changes of a run of records on top of an image, the only mutable piece.
+
+Replay records one by one with `replay`, then `apply` to get the next immutable image. `apply`
+does not consume the delta and shares, by reference, every sub-image and every TopicImage the
+records did not touch, so keeping old images around costs only what changed.
+
+The controller decides the log, so a record that cannot apply (a partition of an unknown topic,
+a duplicate topic, an unknown broker, producer ids or offsets going back) is a bug somewhere:
+`MetadataReplayError` is raised and the node must stop rather than skip the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TypeVar, assert_never
+from uuid import UUID
+
+from pykraft.metadata_log.errors import MetadataReplayError
+from pykraft.metadata_log.image import (
+    BrokerRegistration,
+    ClusterImage,
+    ConfigResource,
+    ConfigsImage,
+    FeaturesImage,
+    MetadataImage,
+    PartitionRegistration,
+    ProducerIdsImage,
+    TopicImage,
+    TopicsImage,
+)
+from pykraft.metadata_log.records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnregisterBrokerRecord,
+)
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _overlay(base: Mapping[_K, _V], changes: Mapping[_K, _V | None]) -> Mapping[_K, _V]:
+    """`base` with `changes` laid over it, where a `None` change removes the key."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return MappingProxyType(merged)
+
+
+class _TopicChange:
+    """A topic created or changed in this delta: its base image (if any) and changed partitions."""
+
+    def __init__(self, name: str, topic_id: UUID, base: TopicImage | None) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.base = base
+        self.partitions: dict[int, PartitionRegistration] = {}
+
+    def partition(self, partition_id: int) -> PartitionRegistration | None:
+        changed = self.partitions.get(partition_id)
+        if changed is not None or self.base is None:
+            return changed
+        return self.base.partitions.get(partition_id)
+
+    def to_image(self) -> TopicImage:
+        base_partitions = {} if self.base is None else self.base.partitions
+        partitions = MappingProxyType({**base_partitions, **self.partitions})
+        return TopicImage(self.name, self.topic_id, partitions)
+
+
+class _TopicsDelta:
+    """Topic changes. A topic removed from the base is in `removed`; one created or changed is in
+    `changed` (both, if a removed id comes back); `names` overlays the base's name index."""
+
+    def __init__(self, base: TopicsImage) -> None:
+        self.base = base
+        self.changed: dict[UUID, _TopicChange] = {}
+        self.removed: set[UUID] = set()
+        self.names: dict[str, UUID | None] = {}
+
+    def _exists(self, topic_id: UUID) -> bool:
+        return topic_id in self.changed or (
+            topic_id in self.base.by_id and topic_id not in self.removed
+        )
+
+    def _id_of(self, name: str) -> UUID | None:
+        if name in self.names:
+            return self.names[name]
+        return self.base.by_name.get(name)
+
+    def _change_of(self, topic_id: UUID, record: Record) -> _TopicChange:
+        """The topic's change so far; a fresh one, not yet kept, if the topic is unchanged."""
+        change = self.changed.get(topic_id)
+        if change is not None:
+            return change
+        if not self._exists(topic_id):
+            raise MetadataReplayError(f"{record}: no topic with id {topic_id}")
+        base = self.base.by_id[topic_id]
+        return _TopicChange(base.name, topic_id, base)
+
+    def create(self, record: TopicRecord) -> None:
+        if self._exists(record.topic_id):
+            raise MetadataReplayError(f"{record}: topic id {record.topic_id} already exists")
+        if self._id_of(record.name) is not None:
+            raise MetadataReplayError(f"{record}: topic name {record.name!r} already exists")
+        self.changed[record.topic_id] = _TopicChange(record.name, record.topic_id, None)
+        self.names[record.name] = record.topic_id
+
+    def set_partition(self, record: PartitionRecord) -> None:
+        change = self._change_of(record.topic_id, record)
+        change.partitions[record.partition_id] = PartitionRegistration.from_record(record)
+        self.changed[record.topic_id] = change
+
+    def change_partition(self, record: PartitionChangeRecord) -> None:
+        change = self._change_of(record.topic_id, record)
+        current = change.partition(record.partition_id)
+        if current is None:
+            raise MetadataReplayError(f"{record}: topic has no partition {record.partition_id}")
+        change.partitions[record.partition_id] = current.merge(record)
+        self.changed[record.topic_id] = change
+
+    def remove(self, record: RemoveTopicRecord) -> str:
+        """Removes the topic and returns its name (its configs go too)."""
+        change = self.changed.pop(record.topic_id, None)
+        if change is not None:
+            name = change.name
+        elif self._exists(record.topic_id):
+            name = self.base.by_id[record.topic_id].name
+        else:
+            raise MetadataReplayError(f"{record}: no topic with id {record.topic_id}")
+        if record.topic_id in self.base.by_id:
+            self.removed.add(record.topic_id)
+        self.names[name] = None
+        return name
+
+    def apply(self) -> TopicsImage:
+        if not self.changed and not self.removed:
+            return self.base
+        by_id_changes: dict[UUID, TopicImage | None] = dict.fromkeys(self.removed)
+        by_id_changes.update((tid, change.to_image()) for tid, change in self.changed.items())
+        return TopicsImage(
+            _overlay(self.base.by_id, by_id_changes), _overlay(self.base.by_name, self.names)
+        )
+
+
+class MetadataDelta:
+    """The changes that records make to `image`; `apply` turns them into the next image."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._image = image
+        self._features: dict[str, int | None] = {}
+        self._brokers: dict[int, BrokerRegistration | None] = {}
+        self._topics = _TopicsDelta(image.topics)
+        # The full entries of every resource touched, copied from the image on first touch.
+        self._configs: dict[ConfigResource, dict[str, str]] = {}
+        self._next_producer_id: int | None = None
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image this delta started from."""
+        return self._image
+
+    def changed_topic_ids(self) -> set[UUID]:
+        """Topics created or whose partitions changed, and still present."""
+        return set(self._topics.changed)
+
+    def removed_topic_ids(self) -> set[UUID]:
+        """Topics of the starting image that were removed (even if the id came back since)."""
+        return set(self._topics.removed)
+
+    def replay(self, record: Record) -> None:
+        """Records the change `record` makes; MetadataReplayError if it cannot apply."""
+        match record:
+            case RegisterBrokerRecord():
+                self._brokers[record.broker_id] = BrokerRegistration.from_record(record)
+            case UnregisterBrokerRecord():
+                self._registered_broker(record.broker_id, record.broker_epoch, record)
+                self._brokers[record.broker_id] = None
+            case BrokerRegistrationChangeRecord():
+                self._change_broker(record)
+            case TopicRecord():
+                self._topics.create(record)
+            case PartitionRecord():
+                self._topics.set_partition(record)
+            case PartitionChangeRecord():
+                self._topics.change_partition(record)
+            case ConfigRecord():
+                self._set_config(record)
+            case RemoveTopicRecord():
+                self._clear_topic_configs(self._topics.remove(record))
+            case ProducerIdsRecord():
+                self._set_next_producer_id(record)
+            case FeatureLevelRecord():
+                # Kafka's rule: level 0 means the feature is off, so it leaves the image.
+                level = record.feature_level
+                self._features[record.name] = level if level != 0 else None
+            case NoOpRecord():
+                pass
+            case _:
+                assert_never(record)
+
+    def apply(self, *, offset: int, epoch: int) -> MetadataImage:
+        """The image after every record replayed so far, as of the record at `offset` written in
+        leader `epoch`; neither may be older than the starting image's. The delta stays usable."""
+        if offset < self._image.offset or epoch < self._image.epoch:
+            raise MetadataReplayError(
+                f"offset/epoch would go back from {self._image.offset}/{self._image.epoch} "
+                f"to {offset}/{epoch}"
+            )
+        return MetadataImage(
+            offset=offset,
+            epoch=epoch,
+            features=self._apply_features(),
+            cluster=self._apply_cluster(),
+            topics=self._topics.apply(),
+            configs=self._apply_configs(),
+            producer_ids=self._apply_producer_ids(),
+        )
+
+    def _broker(self, broker_id: int) -> BrokerRegistration | None:
+        if broker_id in self._brokers:
+            return self._brokers[broker_id]
+        return self._image.cluster.broker(broker_id)
+
+    def _registered_broker(self, broker_id: int, epoch: int, record: Record) -> BrokerRegistration:
+        broker = self._broker(broker_id)
+        if broker is None or broker.broker_epoch != epoch:
+            raise MetadataReplayError(
+                f"{record}: no broker {broker_id} registered with epoch {epoch}"
+            )
+        return broker
+
+    def _change_broker(self, record: BrokerRegistrationChangeRecord) -> None:
+        broker = self._registered_broker(record.broker_id, record.broker_epoch, record)
+        if record.fenced is not None:
+            broker = dataclasses.replace(broker, fenced=record.fenced)
+        if record.in_controlled_shutdown is not None:
+            broker = dataclasses.replace(
+                broker, in_controlled_shutdown=record.in_controlled_shutdown
+            )
+        self._brokers[record.broker_id] = broker
+
+    def _config_entries(self, resource: ConfigResource) -> dict[str, str]:
+        entries = self._configs.get(resource)
+        if entries is None:
+            resource_type, resource_name = resource
+            entries = dict(self._image.configs.get(resource_type, resource_name))
+            self._configs[resource] = entries
+        return entries
+
+    def _set_config(self, record: ConfigRecord) -> None:
+        entries = self._config_entries((record.resource_type, record.resource_name))
+        if record.value is None:
+            entries.pop(record.name, None)
+        else:
+            entries[record.name] = record.value
+
+    def _clear_topic_configs(self, topic_name: str) -> None:
+        resource = (ConfigResourceType.TOPIC, topic_name)
+        if resource in self._configs or self._image.configs.get(*resource):
+            self._configs[resource] = {}
+
+    def _set_next_producer_id(self, record: ProducerIdsRecord) -> None:
+        current = self._next_producer_id
+        if current is None:
+            current = self._image.producer_ids.next_producer_id
+        if record.next_producer_id < current:
+            raise MetadataReplayError(f"{record}: next producer id would go back from {current}")
+        self._next_producer_id = record.next_producer_id
+
+    def _apply_features(self) -> FeaturesImage:
+        if not self._features:
+            return self._image.features
+        return FeaturesImage(_overlay(self._image.features.levels, self._features))
+
+    def _apply_cluster(self) -> ClusterImage:
+        if not self._brokers:
+            return self._image.cluster
+        return ClusterImage(_overlay(self._image.cluster.brokers, self._brokers))
+
+    def _apply_configs(self) -> ConfigsImage:
+        if not self._configs:
+            return self._image.configs
+        changes = {
+            resource: MappingProxyType(dict(entries)) if entries else None
+            for resource, entries in self._configs.items()
+        }
+        return ConfigsImage(_overlay(self._image.configs.resources, changes))
+
+    def _apply_producer_ids(self) -> ProducerIdsImage:
+        if self._next_producer_id is None:
+            return self._image.producer_ids
+        return ProducerIdsImage(self._next_producer_id)

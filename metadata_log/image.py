@@ -1,0 +1,322 @@
+"""Immutable images of the cluster metadata: what the log says after replaying it up to an offset.
+
+Every class here is a frozen dataclass and every mapping is a read-only `MappingProxyType` over a
+dict nobody else holds, so an image can be shared between threads and kept as history without
+copying. Images compare by value (`==`). A new image comes from `MetadataDelta.apply`, which
+shares, by reference, every part that did not change.
+
+`MetadataImage.write()` turns an image into records (a snapshot) and `MetadataImage.from_records`
+turns them back: `MetadataImage.from_records(image.write(), offset=o, epoch=e) == image` when `o`
+and `e` are the image's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import ClassVar, Final, TypeVar
+from uuid import UUID
+
+from pykraft.metadata_log.records import (
+    METADATA_VERSION_FEATURE,
+    ConfigRecord,
+    ConfigResourceType,
+    Endpoint,
+    FeatureLevelRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+# Kafka writes the snapshot's ProducerIdsRecord on behalf of no broker.
+_NO_BROKER = -1
+
+
+def frozen_mapping(mapping: Mapping[_K, _V]) -> Mapping[_K, _V]:
+    """A read-only view of `mapping`: a `MappingProxyType` is kept as it is (the caller promises
+    nobody holds its dict), anything else is copied first so later changes cannot leak in."""
+    if isinstance(mapping, MappingProxyType):
+        return mapping
+    return MappingProxyType(dict(mapping))
+
+
+def _freeze_field(instance: object, name: str) -> None:
+    object.__setattr__(instance, name, frozen_mapping(getattr(instance, name)))
+
+
+EMPTY_CONFIG: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A registered broker, as its last RegisterBrokerRecord and changes left it."""
+
+    broker_id: int
+    incarnation_id: UUID
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+
+    @classmethod
+    def from_record(cls, record: RegisterBrokerRecord) -> BrokerRegistration:
+        return cls(
+            record.broker_id,
+            record.incarnation_id,
+            record.broker_epoch,
+            record.endpoints,
+            record.rack,
+            record.fenced,
+            record.in_controlled_shutdown,
+        )
+
+    def to_record(self) -> RegisterBrokerRecord:
+        return RegisterBrokerRecord(
+            self.broker_id,
+            self.incarnation_id,
+            self.broker_epoch,
+            self.endpoints,
+            self.rack,
+            self.fenced,
+            self.in_controlled_shutdown,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """The replicas, in-sync replicas and leader of one partition, with their epochs."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+    @classmethod
+    def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
+        return cls(
+            record.replicas, record.isr, record.leader, record.leader_epoch, record.partition_epoch
+        )
+
+    def to_record(self, topic_id: UUID, partition_id: int) -> PartitionRecord:
+        return PartitionRecord(
+            topic_id,
+            partition_id,
+            self.replicas,
+            self.isr,
+            self.leader,
+            self.leader_epoch,
+            self.partition_epoch,
+        )
+
+    def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
+        """This partition after `change`, by Kafka's rule: the partition epoch always goes up by
+        one; the leader epoch goes up by one whenever the record names a leader (the controller
+        names one only to start a new leader epoch, even if it is the same broker)."""
+        leader, leader_epoch = self.leader, self.leader_epoch
+        if change.leader is not None:
+            leader, leader_epoch = change.leader, leader_epoch + 1
+        return PartitionRegistration(
+            replicas=self.replicas if change.replicas is None else change.replicas,
+            isr=self.isr if change.isr is None else change.isr,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=self.partition_epoch + 1,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FeaturesImage:
+    """Finalized feature levels, such as `metadata.version`; a feature at level 0 is absent."""
+
+    EMPTY: ClassVar[FeaturesImage]
+
+    levels: Mapping[str, int]
+
+    def __post_init__(self) -> None:
+        _freeze_field(self, "levels")
+
+    def write(self) -> list[Record]:
+        # metadata.version first: a reader must know it before it reads anything else.
+        names = sorted(self.levels, key=lambda name: (name != METADATA_VERSION_FEATURE, name))
+        return [FeatureLevelRecord(name, self.levels[name]) for name in names]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterImage:
+    """The registered brokers by id."""
+
+    EMPTY: ClassVar[ClusterImage]
+
+    brokers: Mapping[int, BrokerRegistration]
+
+    def __post_init__(self) -> None:
+        _freeze_field(self, "brokers")
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        return self.brokers.get(broker_id)
+
+    def unfenced_broker_ids(self) -> list[int]:
+        """Sorted ids of the brokers that may lead partitions: neither fenced nor shutting down."""
+        return sorted(
+            broker_id
+            for broker_id, broker in self.brokers.items()
+            if not broker.fenced and not broker.in_controlled_shutdown
+        )
+
+    def write(self) -> list[Record]:
+        return [self.brokers[broker_id].to_record() for broker_id in sorted(self.brokers)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicImage:
+    """One topic and its partitions by partition id."""
+
+    name: str
+    topic_id: UUID
+    partitions: Mapping[int, PartitionRegistration]
+
+    def __post_init__(self) -> None:
+        _freeze_field(self, "partitions")
+
+    def write(self) -> list[Record]:
+        records: list[Record] = [TopicRecord(self.name, self.topic_id)]
+        for partition_id in sorted(self.partitions):
+            records.append(self.partitions[partition_id].to_record(self.topic_id, partition_id))
+        return records
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicsImage:
+    """The topics by id, with an index from name to id."""
+
+    EMPTY: ClassVar[TopicsImage]
+
+    by_id: Mapping[UUID, TopicImage]
+    by_name: Mapping[str, UUID]
+
+    def __post_init__(self) -> None:
+        _freeze_field(self, "by_id")
+        _freeze_field(self, "by_name")
+        assert len(self.by_id) == len(self.by_name), "topic name index out of step with topics"
+
+    def get(self, topic_id: UUID) -> TopicImage | None:
+        return self.by_id.get(topic_id)
+
+    def get_by_name(self, name: str) -> TopicImage | None:
+        topic_id = self.by_name.get(name)
+        return None if topic_id is None else self.by_id[topic_id]
+
+    def write(self) -> list[Record]:
+        records: list[Record] = []
+        for name in sorted(self.by_name):
+            records += self.by_id[self.by_name[name]].write()
+        return records
+
+
+ConfigResource = tuple[ConfigResourceType, str]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigsImage:
+    """Config overrides by resource; a resource without overrides is absent."""
+
+    EMPTY: ClassVar[ConfigsImage]
+
+    resources: Mapping[ConfigResource, Mapping[str, str]]
+
+    def __post_init__(self) -> None:
+        resources = self.resources
+        if not all(isinstance(entries, MappingProxyType) for entries in resources.values()):
+            resources = {key: frozen_mapping(entries) for key, entries in resources.items()}
+        object.__setattr__(self, "resources", frozen_mapping(resources))
+
+    def get(self, resource_type: ConfigResourceType, resource_name: str) -> Mapping[str, str]:
+        """The overrides of one resource; an empty mapping when it has none."""
+        return self.resources.get((resource_type, resource_name), EMPTY_CONFIG)
+
+    def write(self) -> list[Record]:
+        records: list[Record] = []
+        for resource_type, resource_name in sorted(self.resources):
+            entries = self.resources[(resource_type, resource_name)]
+            records += (
+                ConfigRecord(resource_type, resource_name, name, entries[name])
+                for name in sorted(entries)
+            )
+        return records
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProducerIdsImage:
+    """The first producer id of the next block the controller will hand out."""
+
+    EMPTY: ClassVar[ProducerIdsImage]
+
+    next_producer_id: int = 0
+
+    def write(self) -> list[Record]:
+        if self.next_producer_id == 0:
+            return []
+        return [ProducerIdsRecord(_NO_BROKER, _NO_BROKER, self.next_producer_id)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetadataImage:
+    """The whole metadata state after the record at `offset` (written in leader `epoch`)."""
+
+    EMPTY: ClassVar[MetadataImage]
+
+    offset: int
+    epoch: int
+    features: FeaturesImage
+    cluster: ClusterImage
+    topics: TopicsImage
+    configs: ConfigsImage
+    producer_ids: ProducerIdsImage
+
+    def write(self) -> list[Record]:
+        """The image as records (a snapshot): features first, then brokers, topics each followed
+        by its partitions, configs and producer ids; the order within each is sorted, so equal
+        images write equal snapshots."""
+        return [
+            *self.features.write(),
+            *self.cluster.write(),
+            *self.topics.write(),
+            *self.configs.write(),
+            *self.producer_ids.write(),
+        ]
+
+    @staticmethod
+    def from_records(records: Iterable[Record], *, offset: int, epoch: int) -> MetadataImage:
+        """Replays a snapshot (or any valid history) onto the empty image."""
+        # The delta builds images, so it imports this module; importing it here breaks the cycle.
+        from pykraft.metadata_log.delta import MetadataDelta
+
+        delta = MetadataDelta(MetadataImage.EMPTY)
+        for record in records:
+            delta.replay(record)
+        return delta.apply(offset=offset, epoch=epoch)
+
+
+FeaturesImage.EMPTY = FeaturesImage(MappingProxyType({}))
+ClusterImage.EMPTY = ClusterImage(MappingProxyType({}))
+TopicsImage.EMPTY = TopicsImage(MappingProxyType({}), MappingProxyType({}))
+ConfigsImage.EMPTY = ConfigsImage(MappingProxyType({}))
+ProducerIdsImage.EMPTY = ProducerIdsImage(0)
+MetadataImage.EMPTY = MetadataImage(
+    offset=-1,
+    epoch=-1,
+    features=FeaturesImage.EMPTY,
+    cluster=ClusterImage.EMPTY,
+    topics=TopicsImage.EMPTY,
+    configs=ConfigsImage.EMPTY,
+    producer_ids=ProducerIdsImage.EMPTY,
+)

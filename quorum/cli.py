@@ -1,0 +1,92 @@
+"""`pykraft controller run`: starts one controller process (found by `pykraft` through the
+`pykraft.commands` entry point, so the client package never imports this one)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from pykraft.quorum.config import ConfigError, ControllerConfig, load_config
+from pykraft.quorum.quorum_controller import QuorumController
+from pykraft.quorum.raft import RaftConfig
+from pykraft.quorum.service import serve
+from pykraft.quorum.storage import StorageError, check_meta_properties
+
+log = logging.getLogger("pykraft.controller")
+
+
+@click.group(help="Run a controller of the metadata quorum.")
+def controller() -> None:
+    pass
+
+
+@controller.command(help="Start one controller and serve until SIGTERM or Ctrl-C.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config file.")
+@click.option("--node-id", type=int, help="This controller's id (node.id).")
+@click.option("--voters", help="Raft listeners of every voter: 1@host:port,2@host:port,...")
+@click.option("--listeners", help="gRPC listeners of every controller, same form as --voters.")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="Where the metadata log lives.")
+@click.option("--cluster-id", help="Cluster id; brokers must present the same one.")
+@click.option("--broker-session-timeout-ms", type=int, help="Fence a broker after this (9000).")
+@click.option("--metadata-tail-records-max", type=int, help="Records kept for MetadataFetch.")
+@click.option("--raft-compaction-min-entries", type=int, help="Raft entries between snapshots.")
+def run(config_path: Path | None, **flags: object) -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"
+    )
+    keys = {
+        "node_id": "node.id",
+        "voters": "controller.quorum.voters",
+        "listeners": "controller.listeners",
+        "data_dir": "data.dir",
+        "cluster_id": "cluster.id",
+        "broker_session_timeout_ms": "broker.session.timeout.ms",
+        "metadata_tail_records_max": "metadata.tail.records.max",
+        "raft_compaction_min_entries": "raft.compaction.min.entries",
+    }
+    try:
+        config = load_config(config_path, {keys[k]: v for k, v in flags.items()})
+        check_meta_properties(config.data_dir, node_id=config.node_id, cluster_id=config.cluster_id)
+    except (ConfigError, StorageError) as error:
+        raise click.UsageError(str(error)) from error
+    sys.exit(_serve_until_stopped(config))
+
+
+def _serve_until_stopped(config: ControllerConfig) -> int:
+    raft_config = RaftConfig(
+        node_id=config.node_id,
+        voters=config.voters,
+        data_dir=config.data_dir / "raft",
+        compaction_min_entries=config.raft_compaction_min_entries,
+    )
+    quorum_controller = QuorumController(config, raft_config)
+    quorum_controller.start()
+    try:
+        server = serve(quorum_controller, config.listener, config.grpc_workers_max)
+    except OSError as error:
+        log.error("%s", error)
+        quorum_controller.stop()
+        return 1
+    stopped = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("controller %d serving on %s", config.node_id, config.listener)
+    while not stopped.wait(0.5):
+        if quorum_controller.failed is not None:
+            log.error("controller thread died: %s", quorum_controller.failed)
+            server.stop(grace=0)
+            return 1
+    log.info("controller %d stopping", config.node_id)
+    server.stop(grace=1).wait()
+    quorum_controller.stop()
+    return 0

@@ -1,0 +1,113 @@
+"""A controller's configuration: from a TOML file, overridden by command-line flags.
+
+Keys use Kafka's names where Kafka has one (`node.id`, `controller.quorum.voters`,
+`broker.session.timeout.ms`); `controller.quorum.voters` is in Kafka's `id@host:port,...` form and
+names the Raft listeners; `controller.listeners` names each controller's gRPC listener in the same
+form, so any controller can redirect a client to the active one.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or malformed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    node_id: int
+    voters: Mapping[int, str]
+    controller_listeners: Mapping[int, str]
+    data_dir: Path
+    cluster_id: str = "pykraft-local"
+    broker_session_timeout_ms: int = 9000
+    metadata_tail_records_max: int = 10_000
+    metadata_fetch_bytes_max: int = 4 * 1024 * 1024
+    metadata_fetch_wait_max_ms: int = 5000
+    raft_compaction_min_entries: int = 5000
+    request_timeout_ms: int = 30_000
+    events_queue_max: int = 10_000
+    grpc_workers_max: int = 64
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def listener(self) -> str:
+        return self.controller_listeners[self.node_id]
+
+    def __post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise ConfigError(f"node.id {self.node_id} is not in controller.quorum.voters")
+        if set(self.voters) != set(self.controller_listeners):
+            raise ConfigError(
+                "controller.quorum.voters and controller.listeners must name the same node ids"
+            )
+        if len(self.voters) % 2 == 0:
+            raise ConfigError(f"a quorum needs an odd number of voters, got {len(self.voters)}")
+        if self.broker_session_timeout_ms <= 0 or self.metadata_tail_records_max <= 0:
+            raise ConfigError("timeouts and limits must be positive")
+
+
+# TOML / flag key -> dataclass field.
+_KEYS = {
+    "node.id": "node_id",
+    "controller.quorum.voters": "voters",
+    "controller.listeners": "controller_listeners",
+    "data.dir": "data_dir",
+    "cluster.id": "cluster_id",
+    "broker.session.timeout.ms": "broker_session_timeout_ms",
+    "metadata.tail.records.max": "metadata_tail_records_max",
+    "raft.compaction.min.entries": "raft_compaction_min_entries",
+}
+
+
+def parse_node_addresses(text: str, *, key: str) -> dict[int, str]:
+    """Parses Kafka's `1@host:port,2@host:port` form."""
+    nodes: dict[int, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        node, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not (at and colon and host and node.isdigit() and port.isdigit()):
+            raise ConfigError(f"{key}: {item!r} is not of the form id@host:port")
+        if int(node) in nodes:
+            raise ConfigError(f"{key}: node id {node} appears twice")
+        nodes[int(node)] = address
+    return nodes
+
+
+def load_config(path: Path | None, overrides: Mapping[str, Any]) -> ControllerConfig:
+    """Reads `path` (TOML, optional), applies `overrides` (flag values keyed like the TOML keys)."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise ConfigError(f"cannot read config file {path}: {error}") from error
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    unknown = sorted(set(raw) - set(_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown config keys: {', '.join(unknown)}")
+    values = {_KEYS[k]: v for k, v in raw.items()}
+    for required in ("node.id", "controller.quorum.voters", "controller.listeners", "data.dir"):
+        if _KEYS[required] not in values:
+            raise ConfigError(f"missing required setting {required}")
+    for key in ("controller.quorum.voters", "controller.listeners"):
+        values[_KEYS[key]] = parse_node_addresses(str(values[_KEYS[key]]), key=key)
+    values["data_dir"] = Path(values["data_dir"])
+    return _typed(values)
+
+
+def _typed(values: dict[str, Any]) -> ControllerConfig:
+    ints = {f.name for f in fields(ControllerConfig) if f.type == "int"}
+    for name in ints & set(values):
+        try:
+            values[name] = int(values[name])
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{name} must be an integer, got {values[name]!r}") from error
+    config = ControllerConfig(**values)
+    return replace(config)

@@ -1,0 +1,169 @@
+"""Broker lifecycle decisions (KIP-631; Kafka's ClusterControlManager and heartbeat state machine).
+
+A broker registers (fenced), heartbeats until it has replayed the log up to its own registration
+and is unfenced, and leaves either by controlled shutdown (leaderships moved away first) or by
+fencing when it asks, when its session expires, or when it comes back as a new incarnation.
+
+The states, from the image: FENCED; UNFENCED; CONTROLLED_SHUTDOWN (unfenced, leading nothing
+new, waiting to lead nothing at all). What a heartbeat does in each:
+- FENCED: want_shut_down -> may shut down now; else caught up and not want_fence -> unfence.
+- UNFENCED: want_fence -> fence; want_shut_down -> controlled shutdown while it leads
+  partitions, else fenced and told to shut down.
+- CONTROLLED_SHUTDOWN: once it leads nothing -> fenced and told to shut down.
+Kafka also waits for every broker to replicate past the shutdown point; the controller has no
+such view here, so a broker is let go as soon as its leaderships have moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from pykraft.metadata_log.image import BrokerRegistration, MetadataImage
+from pykraft.metadata_log.records import Endpoint, Record, RegisterBrokerRecord
+from pykraft.proto import common_pb2, controller_pb2
+from pykraft.quorum.controller.guards import check_broker_epoch, parse_uuid
+from pykraft.quorum.controller.leadership import (
+    leads_any_partition,
+    records_for_controlled_shutdown,
+    records_to_fence_broker,
+    records_to_fence_brokers,
+    records_to_remove_from_isrs,
+    records_to_unfence_broker,
+)
+from pykraft.quorum.controller.result import ApiError, ControllerResult, error_header, ok_header
+
+DEFAULT_SECURITY_PROTOCOL: Final = "PLAINTEXT"
+
+
+def _registration_error(
+    request: controller_pb2.BrokerRegistrationRequest, cluster_id: str
+) -> ApiError | None:
+    if request.cluster_id != cluster_id:
+        return ApiError(
+            common_pb2.INCONSISTENT_CLUSTER_ID,
+            f"Expected cluster id {cluster_id!r}, but got {request.cluster_id!r}.",
+        )
+    if request.broker_id < 0:
+        return ApiError(common_pb2.INVALID_REQUEST, f"Invalid broker id {request.broker_id}.")
+    if parse_uuid(request.incarnation_id) is None:
+        return ApiError(
+            common_pb2.INVALID_REQUEST, f"Invalid incarnation id {request.incarnation_id!r}."
+        )
+    if not request.listeners:
+        return ApiError(common_pb2.INVALID_REQUEST, "A broker must register at least one listener.")
+    return None
+
+
+def _endpoints(listeners: Iterable[controller_pb2.Listener]) -> tuple[Endpoint, ...]:
+    return tuple(
+        Endpoint(it.name, it.host, it.port, it.security_protocol or DEFAULT_SECURITY_PROTOCOL)
+        for it in listeners
+    )
+
+
+def register_broker(
+    image: MetadataImage,
+    request: controller_pb2.BrokerRegistrationRequest,
+    *,
+    cluster_id: str,
+    next_offset: int,
+    session_alive: bool,
+) -> ControllerResult[controller_pb2.BrokerRegistrationResponse]:
+    """Registers a broker, fenced, with broker epoch `next_offset`: the offset its
+    RegisterBrokerRecord gets, since that record comes first in the result (Kafka's rule).
+
+    The same incarnation registering again gets its current epoch back and writes nothing. A new
+    incarnation is refused (DUPLICATE_BROKER_REGISTRATION) while the current one is unfenced and
+    its session alive; otherwise it replaces it, and the old one leaves every ISR and leadership,
+    since a restarted broker may have lost what it had not flushed.
+    """
+    error = _registration_error(request, cluster_id)
+    if error is not None:
+        return ControllerResult((), _registration_reply(error=error))
+    incarnation_id = parse_uuid(request.incarnation_id)
+    assert incarnation_id is not None
+    existing = image.cluster.broker(request.broker_id)
+    if existing is not None and existing.incarnation_id == incarnation_id:
+        return ControllerResult((), _registration_reply(broker_epoch=existing.broker_epoch))
+    if existing is not None and session_alive and not existing.fenced:
+        duplicate = ApiError(
+            common_pb2.DUPLICATE_BROKER_REGISTRATION,
+            f"Broker {request.broker_id} is registered by another live incarnation.",
+        )
+        return ControllerResult((), _registration_reply(error=duplicate))
+    assert next_offset > image.offset, "the next record's offset must follow the image"
+    record = RegisterBrokerRecord(
+        request.broker_id,
+        incarnation_id,
+        broker_epoch=next_offset,
+        endpoints=_endpoints(request.listeners),
+        rack=request.rack or None,
+        fenced=True,
+    )
+    records: list[Record] = [record]
+    if existing is not None:
+        records.extend(records_to_remove_from_isrs(image, (request.broker_id,)))
+    return ControllerResult(tuple(records), _registration_reply(broker_epoch=next_offset))
+
+
+def _registration_reply(
+    *, error: ApiError | None = None, broker_epoch: int = -1
+) -> controller_pb2.BrokerRegistrationResponse:
+    header = ok_header() if error is None else error_header(error)
+    return controller_pb2.BrokerRegistrationResponse(header=header, broker_epoch=broker_epoch)
+
+
+def _heartbeat_transition(
+    image: MetadataImage,
+    broker: BrokerRegistration,
+    request: controller_pb2.BrokerHeartbeatRequest,
+    caught_up: bool,
+) -> tuple[list[Record], bool, bool]:
+    """(records, fenced after them, should shut down) by the state table of the module."""
+    broker_id = broker.broker_id
+    if broker.fenced:
+        if request.want_shut_down:
+            return [], True, True
+        if caught_up and not request.want_fence:
+            return records_to_unfence_broker(image, broker_id), False, False
+        return [], True, False
+    if request.want_fence and not broker.in_controlled_shutdown:
+        return records_to_fence_broker(image, broker_id), True, False
+    if broker.in_controlled_shutdown or request.want_shut_down:
+        if leads_any_partition(image, broker_id):
+            return records_for_controlled_shutdown(image, broker_id), False, False
+        return records_to_fence_broker(image, broker_id), True, True
+    return [], False, False
+
+
+def heartbeat(
+    image: MetadataImage, request: controller_pb2.BrokerHeartbeatRequest
+) -> ControllerResult[controller_pb2.BrokerHeartbeatResponse]:
+    """Moves the broker through the states of the module docstring; the response tells it its
+    state as it will be once the returned records commit.
+
+    `is_caught_up` means the broker has replayed the log up to its own registration.
+    """
+    error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error is not None:
+        response = controller_pb2.BrokerHeartbeatResponse(
+            header=error_header(error), is_fenced=True
+        )
+        return ControllerResult((), response)
+    broker = image.cluster.broker(request.broker_id)
+    assert broker is not None
+    caught_up = request.current_metadata_offset >= broker.broker_epoch
+    records, fenced, shut_down = _heartbeat_transition(image, broker, request, caught_up)
+    response = controller_pb2.BrokerHeartbeatResponse(
+        header=ok_header(), is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down
+    )
+    return ControllerResult(tuple(records), response)
+
+
+def fence_expired_brokers(
+    image: MetadataImage, expired_ids: Iterable[int]
+) -> ControllerResult[None]:
+    """Fences the brokers whose session expired (those still registered and unfenced), in one
+    batch, moving their leaderships to live ISR members."""
+    return ControllerResult(tuple(records_to_fence_brokers(image, list(expired_ids))), None)

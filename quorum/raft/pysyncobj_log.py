@@ -1,0 +1,467 @@
+"""`RaftLog` on pysyncobj 0.3.17, the only module that imports pysyncobj.
+
+pysyncobj replicates and elects well but does not make anything durable before it answers
+(its issues #84 and #201). This module closes those gaps without forking it:
+
+- Journal. SyncObj builds its journal inside `__init__` from the module-level function
+  `pysyncobj.syncobj.createJournal` and keeps it in a private attribute; it has no parameter to
+  inject one. So this module replaces that function (once, at import) by one that hands SyncObj
+  the `DurableJournal` the RaftLog being built opened in its data directory. Term and vote are
+  then stored with fsync before pysyncobj sends the message that reflects them. The same way,
+  `pysyncobj.syncobj.Serializer` is replaced by a subclass that closes the files it sends.
+- Persist before send. The transport (`transportClass=`) flushes the journal before every
+  message, so a follower's acknowledgement, and the leader's append request that lets
+  followers acknowledge, only leave once the entries they cover are on disk. The leader counts
+  itself toward the commit without persisting; that is safe here because its entries were
+  flushed before they were sent to anyone.
+- Persist before acknowledge. Append outcomes that pysyncobj reports during a tick are
+  collected; `poll()` runs the callbacks only after the ticks return and the journal is flushed.
+- Snapshots. The `serializer`/`deserializer` hooks write and read our own checked snapshot
+  file (fsynced; its rename is made durable by the journal before compaction drops entries).
+- No forwarding. pysyncobj forwards a follower's command to the leader; here a follower's
+  append fails with NOT_LEADER, and the transport refuses to forward a command queued before
+  this node lost the leadership.
+- Fail-stop. pysyncobj logs and ignores a snapshot that cannot be written (retrying every
+  tick) or loaded (going on without the state); here the failure is kept, nothing more is sent,
+  and `poll()` raises.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import pickle
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pysyncobj.syncobj as pysyncobj_syncobj
+from pysyncobj import _RAFT_STATE, FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, replicated
+from pysyncobj.serializer import Serializer
+from pysyncobj.transport import TCPTransport
+
+from pykraft.quorum.raft.api import (
+    AppendCallback,
+    AppendError,
+    RaftConfig,
+    RaftStatus,
+    StateMachine,
+    VoterProgress,
+)
+from pykraft.quorum.raft.durable_files import (
+    JournalCorruptError,
+    RaftStorageError,
+    make_directory_durably,
+)
+from pykraft.quorum.raft.journal import JOURNAL_FILE_NAME, DurableJournal
+from pykraft.quorum.raft.snapshot_file import (
+    SNAPSHOT_FILE_NAME,
+    read_snapshot_file,
+    sync_snapshot_file,
+    write_snapshot_file,
+)
+
+# pysyncobj drops a connection that received nothing for this long; links between followers
+# are idle, so a short value only makes them reconnect more often. pysyncobj's default.
+CONNECTION_TIMEOUT_MS_MIN = 3500
+
+_ERRORS: dict[int, AppendError | None] = {
+    FAIL_REASON.SUCCESS: None,
+    FAIL_REASON.QUEUE_FULL: AppendError.QUEUE_FULL,
+    FAIL_REASON.MISSING_LEADER: AppendError.NOT_LEADER,
+    FAIL_REASON.NOT_LEADER: AppendError.NOT_LEADER,
+    FAIL_REASON.LEADER_CHANGED: AppendError.LEADER_CHANGED,
+    FAIL_REASON.DISCARDED: AppendError.DISCARDED,
+}
+
+_Outcome = tuple[AppendCallback, object | None, AppendError | None]
+
+# ---- what SyncObj builds for itself -----------------------------------------------------------
+
+_storages_being_built: dict[Path, _Storage] = {}
+_storages_lock = threading.Lock()
+
+
+def _storage_for(file_name: str | None) -> _Storage:
+    """The storage of the RaftLog being built whose data directory holds `file_name`."""
+    directory = Path(file_name or "").parent
+    with _storages_lock:
+        storage = _storages_being_built.get(directory)
+    if storage is None:
+        raise RuntimeError(f"pysyncobj opened {file_name!r}, which is no RaftLog's")
+    return storage
+
+
+@contextlib.contextmanager
+def _building(directory: Path, storage: _Storage) -> Iterator[None]:
+    with _storages_lock:
+        assert directory not in _storages_being_built, f"two RaftLogs on {directory}"
+        _storages_being_built[directory] = storage
+    try:
+        yield
+    finally:
+        with _storages_lock:
+            del _storages_being_built[directory]
+
+
+def _create_journal(journal_file: str | None) -> DurableJournal:
+    """Stands in for `pysyncobj.syncobj.createJournal` (see the module docstring)."""
+    return _storage_for(journal_file).journal
+
+
+class _FileClosingSerializer(Serializer):  # type: ignore[misc]
+    """Stands in for pysyncobj's Serializer, which never closes the snapshot files it sends to
+    followers: it drops them (after the last chunk, on a cancel, on a new snapshot) and leaves
+    the closing, with a ResourceWarning, to the garbage collector. The files are reached
+    through its private attributes, which 0.3.17 (pinned) names as used here."""
+
+    def __init__(self, file_name: str, *args: Any) -> None:
+        super().__init__(file_name, *args)
+        _storage_for(file_name).serializer = self
+
+    def getTransmissionData(self, transmission_id: Any) -> Any:
+        with self._closing_dropped_files():
+            return super().getTransmissionData(transmission_id)
+
+    def cancelTransmisstion(self, transmission_id: Any) -> None:
+        with self._closing_dropped_files():
+            super().cancelTransmisstion(transmission_id)
+
+    def checkSerializing(self) -> Any:
+        with self._closing_dropped_files():
+            return super().checkSerializing()
+
+    def close_files(self) -> None:
+        """Closes every file still open, for when the node is destroyed."""
+        for file in self._sending_files().values():
+            file.close()
+        if self._Serializer__incomingTransmissionFile is not None:
+            self._Serializer__incomingTransmissionFile.close()
+
+    @contextlib.contextmanager
+    def _closing_dropped_files(self) -> Iterator[None]:
+        before = self._sending_files()
+        try:
+            yield
+        finally:
+            still_sending = self._sending_files()
+            for key, file in before.items():
+                if key not in still_sending:
+                    file.close()
+
+    def _sending_files(self) -> dict[int, Any]:
+        transmissions = self._Serializer__transmissions.values()
+        return {id(t["file"]): t["file"] for t in transmissions if "file" in t}
+
+
+pysyncobj_syncobj.createJournal = _create_journal
+pysyncobj_syncobj.Serializer = _FileClosingSerializer
+
+
+# ---- what the pysyncobj hooks share ----------------------------------------------------------
+
+
+class _Storage:
+    """The durable side of one node: journal, snapshot hooks, and the first fatal failure."""
+
+    def __init__(self, journal: DurableJournal, state_machine: StateMachine) -> None:
+        self.journal = journal
+        self.state_machine = state_machine
+        self.failure: BaseException | None = None
+        self.transport: _DurableTransport | None = None
+        self.serializer: _FileClosingSerializer | None = None
+
+    def write_snapshot(self, file_name: str, raft_data: tuple[object, ...]) -> None:
+        """pysyncobj's `serializer` hook: the state plus pysyncobj's (last entry, previous entry,
+        cluster), which only this node reads back or sends to a follower. pysyncobj renames the
+        file into place after this returns."""
+        try:
+            write_snapshot_file(
+                Path(file_name), self.state_machine.snapshot(), pickle.dumps(raft_data)
+            )
+        except BaseException as error:  # pysyncobj would only log it and retry every tick
+            self.failure = error
+            raise
+
+    def read_snapshot(self, file_name: str) -> tuple[object, ...]:
+        """pysyncobj's `deserializer` hook, at start-up and when the leader sent a snapshot
+        (which pysyncobj wrote and renamed without fsync): makes the file durable, checks it,
+        restores the state machine and returns pysyncobj's raft data."""
+        path = Path(file_name)
+        try:
+            sync_snapshot_file(path)
+            state, raft_data = read_snapshot_file(path)
+            entries = tuple(pickle.loads(raft_data))
+            self.state_machine.restore(state)
+        except BaseException as error:  # pysyncobj would log it and go on without the state
+            self.failure = error
+            raise
+        return entries
+
+
+class _DurableTransport(TCPTransport):  # type: ignore[misc]
+    """pysyncobj's TCP transport, flushing the journal before anything is sent."""
+
+    def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, *, storage: _Storage):
+        self._storage = storage
+        storage.transport = self
+        super().__init__(sync_obj, self_node, other_nodes)
+
+    def send(self, node: Any, message: dict[str, Any]) -> bool:
+        if self._storage.failure is not None:
+            return False
+        self._storage.journal.flush()
+        if message["type"] == "apply_command":
+            self._refuse_to_forward(node, message)
+            return False
+        return bool(super().send(node, message))
+
+    def _refuse_to_forward(self, node: Any, message: dict[str, Any]) -> None:
+        """Answers a command pysyncobj would forward to the leader as the leader answers one it
+        cannot take, so the append fails with NOT_LEADER on this node."""
+        if "request_id" in message:
+            refusal = {
+                "type": "apply_command_response",
+                "request_id": message["request_id"],
+                "error": FAIL_REASON.NOT_LEADER,
+            }
+            self._onMessageReceived(node, refusal)
+
+
+class _PySyncObjNode(SyncObj):  # type: ignore[misc]
+    """pysyncobj's Raft node with a single replicated method.
+
+    It has no replicated attributes: the state is the StateMachine's and reaches snapshots
+    through the serializer hooks. `_pykraft_storage` is set before `SyncObj.__init__` because
+    SyncObj treats attributes that exist then as its own, never as replicated state.
+    """
+
+    def __init__(self, config: RaftConfig, storage: _Storage) -> None:
+        self._pykraft_storage = storage
+        address = config.voters[config.node_id]
+        others = [other for node_id, other in config.voters.items() if node_id != config.node_id]
+        super().__init__(
+            address,
+            others,
+            conf=_pysyncobj_conf(config, storage),
+            transportClass=functools.partial(_DurableTransport, storage=storage),
+        )
+
+    @replicated  # type: ignore[untyped-decorator]
+    def apply_payload(self, payload: bytes) -> object:
+        return self._pykraft_storage.state_machine.apply(payload)
+
+
+def _pysyncobj_conf(config: RaftConfig, storage: _Storage) -> Any:
+    address = config.voters[config.node_id]
+    return SyncObjConf(
+        autoTick=False,
+        # Sends each append at once (about 1 ms per commit, not a 100 ms batch) and gives the
+        # node the pipe notifier that wakeup() uses.
+        appendEntriesUseBatch=False,
+        useFork=False,
+        dynamicMembershipChange=False,
+        # Without a leader, fail at once (NOT_LEADER) instead of queueing for the next leader.
+        commandsWaitLeader=False,
+        commandsQueueSize=config.queue_entries_max,
+        raftMinTimeout=config.election_timeout_min_ms / 1000,
+        raftMaxTimeout=config.election_timeout_max_ms / 1000,
+        appendEntriesPeriod=config.append_entries_period_ms / 1000,
+        connectionRetryTime=config.connection_retry_ms / 1000,
+        connectionTimeout=max(config.election_timeout_max_ms, CONNECTION_TIMEOUT_MS_MIN) / 1000,
+        leaderFallbackTimeout=config.leader_fallback_timeout_ms / 1000,
+        logCompactionMinEntries=config.compaction_min_entries,
+        logCompactionMinTime=config.compaction_min_time_ms / 1000,
+        journalFile=str(config.data_dir / JOURNAL_FILE_NAME),
+        fullDumpFile=str(config.data_dir / SNAPSHOT_FILE_NAME),
+        serializer=storage.write_snapshot,
+        deserializer=storage.read_snapshot,
+        bindAddress=address,  # pysyncobj would listen on every interface
+        maxBindRetries=1,  # pysyncobj would retry a taken port forever, spinning
+    )
+
+
+def _check_snapshot_and_journal(journal: DurableJournal, snapshot_path: Path) -> None:
+    """Refuses files that cannot belong together, and finishes a compaction a crash cut short.
+
+    pysyncobj renames a new snapshot into place one tick before it compacts the journal; at
+    start-up it throws the whole journal away when the journal does not begin with the
+    snapshot's last two entries, entries after the snapshot included. Compacting here first
+    keeps those entries.
+    """
+    if not snapshot_path.exists():
+        if len(journal) and journal[0][1] > 1:
+            raise JournalCorruptError(
+                f"the journal starts at entry {journal[0][1]} but there is no {snapshot_path}"
+            )
+        return
+    _, raft_data = read_snapshot_file(snapshot_path)
+    last_entry, previous_entry, _ = pickle.loads(raft_data)
+    if not len(journal):
+        return
+    position = previous_entry[1] - journal[0][1]
+    if 0 < position < len(journal) - 1 and journal[position : position + 2] == [
+        previous_entry,
+        last_entry,
+    ]:
+        journal.deleteEntriesTo(position)
+
+
+# ---- the interface -----------------------------------------------------------------------------
+
+
+class RaftLog:
+    """The replicated log of one voter.
+
+    Single-threaded: build it, append() and poll() on one thread (the polling thread); the
+    StateMachine and every append callback run there, from inside poll() (or close()).
+    wakeup() and status() may be called from any thread.
+
+    An exception from poll() (a failing disk, a snapshot that cannot be loaded, an exception
+    from the StateMachine) leaves the log unusable: close it and stop the node.
+    """
+
+    def __init__(self, config: RaftConfig, state_machine: StateMachine) -> None:
+        """Opens the files in config.data_dir (cutting a torn journal tail) and binds the Raft
+        listener. Raises RaftStorageError for files that cannot be trusted, OSError when the
+        listener cannot be bound."""
+        self._config = config
+        self._thread_id = threading.get_ident()
+        make_directory_durably(config.data_dir)
+        journal = DurableJournal(config.data_dir)
+        self._storage = storage = _Storage(journal, state_machine)
+        try:
+            _check_snapshot_and_journal(journal, config.data_dir / SNAPSHOT_FILE_NAME)
+            with _building((config.data_dir / JOURNAL_FILE_NAME).parent, storage):
+                self._node = _PySyncObjNode(config, storage)
+        except SyncObjException as error:
+            self._release_after_failed_start()
+            address = config.voters[config.node_id]
+            raise OSError(f"cannot listen for Raft on {address}: {error.errorCode}") from error
+        except BaseException:
+            self._release_after_failed_start()
+            raise
+        self._journal = journal
+        self._ids_by_address = {address: node_id for node_id, address in config.voters.items()}
+        self._in_flight: dict[int, AppendCallback] = {}
+        self._next_append_id = 0
+        self._outcomes: collections.deque[_Outcome] = collections.deque()
+        self._closed = False
+        self._status = self._read_status()
+
+    def append(self, payload: bytes, callback: AppendCallback) -> None:
+        """Appends `payload` when this node leads. The callback runs exactly once, from a later
+        poll(): with apply()'s result once the entry committed and applied here (and is on disk
+        on a majority), or with the reason it did not. Never forwarded to another node."""
+        self._check_thread()
+        if self._closed:
+            callback(None, AppendError.SHUTDOWN)
+        elif not self._node._isLeader():
+            self._outcomes.append((callback, None, AppendError.NOT_LEADER))
+        elif len(self._in_flight) >= self._config.queue_entries_max:
+            self._outcomes.append((callback, None, AppendError.QUEUE_FULL))
+        else:
+            append_id = self._next_append_id
+            self._next_append_id += 1
+            self._in_flight[append_id] = callback
+            on_outcome = functools.partial(self._on_outcome, append_id)
+            # pysyncobj writes one byte per command into its wake-up pipe; a full pipe raises
+            # after the command was queued, and means a wake-up is pending anyway.
+            with contextlib.suppress(BlockingIOError):
+                self._node.apply_payload(payload, callback=on_outcome)
+
+    def poll(self, timeout_ms: int) -> None:
+        """Runs Raft: waits up to `timeout_ms` for network events or wakeup() (not at all while
+        append outcomes are waiting), handles them, makes the journal durable, then runs the
+        StateMachine-applied callbacks. Raises RaftStorageError after a storage failure."""
+        self._check_thread()
+        assert not self._closed, "poll() after close()"
+        wait_s = 0.0 if self._outcomes else max(timeout_ms, 0) / 1000
+        # A tick acts on what it knows, then waits and reads messages; the second tick acts on
+        # what was read (commits, applies, replies), so poll() does not return a tick behind.
+        self._node.doTick(wait_s)
+        self._node.doTick(0.0)
+        self._journal.flush()
+        if self._storage.failure is not None:
+            raise RaftStorageError("the Raft storage failed; this node stops") from (
+                self._storage.failure
+            )
+        self._status = self._read_status()
+        self._deliver_outcomes()
+
+    def wakeup(self) -> None:
+        """Makes a poll() that waits, now or next, return soon. Thread-safe."""
+        with contextlib.suppress(BlockingIOError):  # a full pipe: a wake-up is pending anyway
+            self._node._SyncObj__pipeNotifier.notify()
+
+    def status(self) -> RaftStatus:
+        """The state as of the end of the last poll() (all changes happen inside poll(), so on
+        the polling thread this is current). Thread-safe."""
+        return self._status
+
+    def close(self) -> None:
+        """Closes sockets and files (flushing the journal), then runs the callbacks of appends
+        whose outcome was known and fails the others with SHUTDOWN. Idempotent. Call it on the
+        polling thread, or once that thread no longer polls."""
+        if self._closed:
+            return
+        self._closed = True
+        self._node.destroy()
+        assert self._storage.serializer is not None
+        self._storage.serializer.close_files()
+        for callback in self._in_flight.values():
+            self._outcomes.append((callback, None, AppendError.SHUTDOWN))
+        self._in_flight.clear()
+        self._deliver_outcomes()
+
+    # ---- inside ----------------------------------------------------------------------------
+
+    def _check_thread(self) -> None:
+        assert threading.get_ident() == self._thread_id, "use a RaftLog on the thread that built it"
+
+    def _release_after_failed_start(self) -> None:
+        if self._storage.transport is not None:
+            self._storage.transport.destroy()  # closes a listening socket that failed to bind
+        self._storage.journal._destroy()
+
+    def _on_outcome(self, append_id: int, result: object, reason: int) -> None:
+        """pysyncobj's callback for one append, inside a tick: only recorded here."""
+        assert reason in _ERRORS, f"pysyncobj failed a plain append with reason {reason}"
+        error = _ERRORS[reason]
+        callback = self._in_flight.pop(append_id)
+        self._outcomes.append((callback, result if error is None else None, error))
+
+    def _deliver_outcomes(self) -> None:
+        """Runs the callbacks known now; those their own appends add wait for the next poll."""
+        for _ in range(len(self._outcomes)):
+            callback, result, error = self._outcomes.popleft()
+            callback(result, error)
+
+    def _read_status(self) -> RaftStatus:
+        raw = self._node.getStatus()
+        is_leader = raw["state"] == _RAFT_STATE.LEADER
+        leader = raw["leader"]
+        log_end_index = self._journal[-1][1]
+        voters = []
+        for node_id, address in sorted(self._config.voters.items()):
+            if node_id == self._config.node_id:
+                match_index = self._journal.durable_end_index
+                connected = True
+            else:
+                match_index = raw.get(f"match_idx_server_{address}")
+                connected = raw.get(f"partner_node_status_server_{address}") == 2
+            voters.append(
+                VoterProgress(node_id, address, match_index if is_leader else None, connected)
+            )
+        return RaftStatus(
+            node_id=self._config.node_id,
+            leader_id=None if leader is None else self._ids_by_address.get(leader.id),
+            term=raw["raft_term"],
+            is_leader=is_leader,
+            commit_index=raw["commit_idx"],
+            last_applied=raw["last_applied"],
+            log_end_index=log_end_index,
+            voters=tuple(voters),
+        )

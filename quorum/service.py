@@ -1,0 +1,184 @@
+"""The controller's gRPC services. Handlers only translate: every request becomes an event for the
+controller thread (see `quorum_controller.py`), which decides, commits and answers."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
+from pykraft.quorum import describe
+from pykraft.quorum.controller import cluster, configs, producer_ids, reads, topics
+from pykraft.quorum.controller.result import ControllerResult
+from pykraft.quorum.quorum_controller import DecideContext, QuorumController
+
+GRPC_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+
+
+class AdminService(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+        self._timeout_ms = controller.config.request_timeout_ms
+
+    def _timeout(self, requested_ms: int) -> int:
+        return requested_ms if requested_ms > 0 else self._timeout_ms
+
+    def CreateTopics(
+        self, request: admin_pb2.CreateTopicsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.CreateTopicsResponse:
+        return self._controller.write(
+            lambda ctx: topics.create_topics(ctx.image, request, new_topic_id=ctx.new_topic_id),
+            admin_pb2.CreateTopicsResponse,
+            self._timeout(request.timeout_ms),
+        )
+
+    def DeleteTopics(
+        self, request: admin_pb2.DeleteTopicsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DeleteTopicsResponse:
+        return self._controller.write(
+            lambda ctx: topics.delete_topics(ctx.image, request),
+            admin_pb2.DeleteTopicsResponse,
+            self._timeout(request.timeout_ms),
+        )
+
+    def CreatePartitions(
+        self, request: admin_pb2.CreatePartitionsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.CreatePartitionsResponse:
+        return self._controller.write(
+            lambda ctx: topics.create_partitions(ctx.image, request),
+            admin_pb2.CreatePartitionsResponse,
+            self._timeout(request.timeout_ms),
+        )
+
+    def DescribeTopics(
+        self, request: admin_pb2.DescribeTopicsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DescribeTopicsResponse:
+        return self._controller.read(
+            lambda ctx: reads.describe_topics(ctx.image, request),
+            admin_pb2.DescribeTopicsResponse,
+            self._timeout_ms,
+        )
+
+    def DescribeConfigs(
+        self, request: admin_pb2.DescribeConfigsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DescribeConfigsResponse:
+        return self._controller.read(
+            lambda ctx: configs.describe_configs(ctx.image, request),
+            admin_pb2.DescribeConfigsResponse,
+            self._timeout_ms,
+        )
+
+    def IncrementalAlterConfigs(
+        self, request: admin_pb2.AlterConfigsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.AlterConfigsResponse:
+        return self._controller.write(
+            lambda ctx: configs.incremental_alter_configs(ctx.image, request),
+            admin_pb2.AlterConfigsResponse,
+            self._timeout_ms,
+        )
+
+    def DescribeCluster(
+        self, request: admin_pb2.DescribeClusterRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DescribeClusterResponse:
+        return self._controller.read(
+            describe.describe_cluster, admin_pb2.DescribeClusterResponse, self._timeout_ms
+        )
+
+    def DescribeQuorum(
+        self, request: admin_pb2.DescribeQuorumRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DescribeQuorumResponse:
+        return self._controller.read(
+            describe.describe_quorum, admin_pb2.DescribeQuorumResponse, self._timeout_ms
+        )
+
+
+class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+        self._timeout_ms = controller.config.request_timeout_ms
+
+    def RegisterBroker(
+        self, request: controller_pb2.BrokerRegistrationRequest, context: grpc.ServicerContext
+    ) -> controller_pb2.BrokerRegistrationResponse:
+        def decide(
+            ctx: DecideContext,
+        ) -> ControllerResult[controller_pb2.BrokerRegistrationResponse]:
+            result = cluster.register_broker(
+                ctx.image,
+                request,
+                cluster_id=ctx.cluster_id,
+                next_offset=ctx.next_offset,
+                session_alive=ctx.heartbeats.is_alive(request.broker_id, ctx.now_ms),
+            )
+            if result.response.header.error_code == 0:
+                ctx.heartbeats.touch(request.broker_id, ctx.now_ms)
+            return result
+
+        return self._controller.write(
+            decide, controller_pb2.BrokerRegistrationResponse, self._timeout_ms
+        )
+
+    def BrokerHeartbeat(
+        self, request: controller_pb2.BrokerHeartbeatRequest, context: grpc.ServicerContext
+    ) -> controller_pb2.BrokerHeartbeatResponse:
+        def decide(ctx: DecideContext) -> ControllerResult[controller_pb2.BrokerHeartbeatResponse]:
+            result = cluster.heartbeat(ctx.image, request)
+            if result.response.header.error_code == 0:
+                ctx.heartbeats.touch(request.broker_id, ctx.now_ms)
+            return result
+
+        return self._controller.write(
+            decide, controller_pb2.BrokerHeartbeatResponse, self._timeout_ms
+        )
+
+    def AlterPartition(
+        self, request: controller_pb2.AlterPartitionRequest, context: grpc.ServicerContext
+    ) -> controller_pb2.AlterPartitionResponse:
+        return self._controller.write(
+            lambda ctx: topics.alter_partition(ctx.image, request),
+            controller_pb2.AlterPartitionResponse,
+            self._timeout_ms,
+        )
+
+    def AllocateProducerIds(
+        self, request: controller_pb2.AllocateProducerIdsRequest, context: grpc.ServicerContext
+    ) -> controller_pb2.AllocateProducerIdsResponse:
+        return self._controller.write(
+            lambda ctx: producer_ids.allocate_producer_ids(ctx.image, request),
+            controller_pb2.AllocateProducerIdsResponse,
+            self._timeout_ms,
+        )
+
+    def MetadataFetch(
+        self, request: controller_pb2.MetadataFetchRequest, context: grpc.ServicerContext
+    ) -> controller_pb2.MetadataFetchResponse:
+        wait_ms = min(
+            max(request.max_wait_ms, 0), self._controller.config.metadata_fetch_wait_max_ms
+        )
+        return self._controller.fetch(
+            request.after_offset, wait_ms, controller_pb2.MetadataFetchResponse, self._timeout_ms
+        )
+
+
+def serve(controller: QuorumController, address: str, workers_max: int) -> grpc.Server:
+    """Starts the gRPC server for both services on `address`; raises if it cannot bind."""
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="grpc"),
+        options=[
+            ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
+            ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    # The generated registration functions carry no annotations.
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        AdminService(controller), server
+    )
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        ControllerService(controller), server
+    )
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot listen on {address}")
+    server.start()
+    return server

@@ -1,0 +1,150 @@
+"""The replicated state of a controller: committed quorum batches replayed into the metadata image.
+
+Every controller, active or standby, runs the same `apply` on the same committed Raft entries in
+the same order, so all hold equal images at equal offsets. Offsets are assigned here, one per
+record, in commit order; a batch rejected by the epoch check (see `batch.py`) takes no offsets and
+changes nothing.
+
+The state machine keeps a bounded tail of recent batches so `MetadataFetch` can serve deltas; a
+broker further behind gets the image written out as a snapshot. It runs on the controller thread
+only.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+
+from pykraft.metadata_log.codec import decode_records, encode_records
+from pykraft.metadata_log.delta import MetadataDelta
+from pykraft.metadata_log.image import MetadataImage
+from pykraft.quorum.batch import BatchKind, QuorumBatch
+
+# image offset, image epoch, active epoch, active leader id
+_SNAPSHOT_HEADER = struct.Struct(">qiii")
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedBatch:
+    """A batch as it stands in the metadata log; `records` is the codec's encoding, ready to
+    serve."""
+
+    base_offset: int
+    epoch: int
+    record_count: int
+    records: bytes
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.record_count - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """`apply` result for a batch that landed."""
+
+    base_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """`apply` result for a batch decided under an epoch that is no longer the active one."""
+
+    epoch: int
+    active_epoch: int
+
+
+class MetadataStateMachine:
+    """Implements the Raft `StateMachine` protocol for the metadata log."""
+
+    def __init__(self, *, tail_records_max: int) -> None:
+        assert tail_records_max > 0
+        self.tail_records_max = tail_records_max
+        self.image = MetadataImage.EMPTY
+        self.active_epoch = -1
+        self.active_leader_id = -1
+        self._tail: deque[CommittedBatch] = deque()
+        self._tail_record_count = 0
+        # Offset of the first record the tail can serve: a fetch from before it needs a snapshot.
+        self._tail_start_offset = 0
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last committed record (-1 when the log is empty)."""
+        return self.image.offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.image.offset + 1
+
+    def apply(self, payload: bytes) -> Applied | Rejected:
+        batch = QuorumBatch.decode(payload)
+        if not self._admits(batch):
+            return Rejected(batch.epoch, self.active_epoch)
+        if batch.kind is BatchKind.LEADER_CHANGE:
+            self.active_epoch = batch.epoch
+            self.active_leader_id = batch.leader_id
+        base_offset = self.next_offset
+        delta = MetadataDelta(self.image)
+        for record in batch.records:
+            delta.replay(record)
+        last_offset = base_offset + len(batch.records) - 1
+        if batch.records:
+            self.image = delta.apply(offset=last_offset, epoch=batch.epoch)
+            self._retain(
+                CommittedBatch(base_offset, batch.epoch, len(batch.records), _encoded(batch))
+            )
+        return Applied(base_offset, last_offset)
+
+    def _admits(self, batch: QuorumBatch) -> bool:
+        if batch.kind is BatchKind.LEADER_CHANGE:
+            return batch.epoch > self.active_epoch
+        return batch.epoch == self.active_epoch and batch.leader_id == self.active_leader_id
+
+    def _retain(self, batch: CommittedBatch) -> None:
+        self._tail.append(batch)
+        self._tail_record_count += batch.record_count
+        while self._tail_record_count > self.tail_records_max and len(self._tail) > 1:
+            dropped = self._tail.popleft()
+            self._tail_record_count -= dropped.record_count
+            self._tail_start_offset = dropped.last_offset + 1
+
+    def batches_after(self, offset: int, *, bytes_max: int) -> list[CommittedBatch] | None:
+        """Committed batches holding records past `offset`, at least one, then up to `bytes_max`.
+
+        Returns None when records past `offset` are no longer retained: the caller needs a snapshot.
+        """
+        if offset + 1 < self._tail_start_offset:
+            return None
+        found: list[CommittedBatch] = []
+        size = 0
+        for batch in self._tail:
+            if batch.last_offset <= offset:
+                continue
+            if found and size + len(batch.records) > bytes_max:
+                break
+            found.append(batch)
+            size += len(batch.records)
+        return found
+
+    def snapshot(self) -> bytes:
+        header = _SNAPSHOT_HEADER.pack(
+            self.image.offset, self.image.epoch, self.active_epoch, self.active_leader_id
+        )
+        return header + encode_records(self.image.write())
+
+    def restore(self, data: bytes) -> None:
+        offset, epoch, active_epoch, leader_id = _SNAPSHOT_HEADER.unpack_from(data)
+        records = decode_records(data[_SNAPSHOT_HEADER.size :])
+        self.image = MetadataImage.from_records(records, offset=offset, epoch=epoch)
+        self.active_epoch = active_epoch
+        self.active_leader_id = leader_id
+        self._tail.clear()
+        self._tail_record_count = 0
+        self._tail_start_offset = offset + 1
+
+
+def _encoded(batch: QuorumBatch) -> bytes:
+    return encode_records(batch.records)

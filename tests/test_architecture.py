@@ -1,0 +1,83 @@
+"""The rules of DEVELOPERS.md that code review alone would let slip, checked on the source.
+
+- Imports point one way: `metadata_log` imports nothing of ours; `quorum` and `broker` import
+  `metadata_log` and `proto`; `client` imports `proto` only; `spark` imports `client`.
+- `metadata_log` is pure: no sockets, threads, files, processes or clocks.
+- pysyncobj is reached through one module only, so its gaps are closed in one place.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ALLOWED = {
+    "proto": {"proto"},
+    "metadata_log": {"metadata_log"},
+    "quorum": {"quorum", "metadata_log", "proto"},
+    "broker": {"broker", "metadata_log", "proto"},
+    "client": {"client", "proto"},
+    "spark": {"spark", "client", "proto"},
+}
+IMPURE_MODULES = {
+    "socket", "threading", "time", "os", "io", "pathlib", "subprocess", "asyncio", "datetime",
+    "random", "shutil", "tempfile", "multiprocessing", "concurrent", "selectors", "mmap", "grpc",
+}  # fmt: skip
+PYSYNCOBJ_GATE = ROOT / "quorum" / "raft" / "pysyncobj_log.py"
+
+
+def _python_files(package: str) -> list[Path]:
+    return sorted(p for p in (ROOT / package).rglob("*.py") if "_pb2" not in p.name)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: use absolute imports (pykraft.<folder>...)"
+            modules.add(node.module or "")
+    return modules
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_point_one_way(package: str) -> None:
+    for path in _python_files(package):
+        for module in _imported_modules(path):
+            parts = module.split(".")
+            if parts[0] != "pykraft":
+                continue
+            assert len(parts) > 1 and parts[1] in ALLOWED[package], (
+                f"{path.relative_to(ROOT)} imports {module}: {package} may import only "
+                f"{sorted(ALLOWED[package])}"
+            )
+
+
+def test_metadata_log_is_pure() -> None:
+    for path in _python_files("metadata_log"):
+        for module in _imported_modules(path):
+            assert module.split(".")[0] not in IMPURE_MODULES, (
+                f"{path.relative_to(ROOT)} imports {module}: "
+                "metadata_log does no I/O and reads no clock"
+            )
+
+
+def test_pysyncobj_is_imported_in_one_place() -> None:
+    for package in ALLOWED:
+        for path in _python_files(package):
+            if path == PYSYNCOBJ_GATE:
+                continue
+            imports = {m.split(".")[0] for m in _imported_modules(path)}
+            assert "pysyncobj" not in imports, f"{path.relative_to(ROOT)} imports pysyncobj"
+
+
+def test_every_package_folder_is_importable_as_pykraft_subpackage() -> None:
+    import importlib
+
+    for package in ALLOWED:
+        module = importlib.import_module(f"pykraft.{package}")
+        assert Path(module.__file__ or "").resolve().parent == ROOT / package

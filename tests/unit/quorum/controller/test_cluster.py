@@ -1,0 +1,240 @@
+from __future__ import annotations
+
+from uuid import UUID
+
+import pytest
+
+from pykraft.metadata_log.image import MetadataImage, PartitionRegistration
+from pykraft.metadata_log.records import (
+    BrokerRegistrationChangeRecord,
+    Endpoint,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+)
+from pykraft.proto import common_pb2, controller_pb2
+from pykraft.quorum.controller import HeartbeatTracker, heartbeat, register_broker
+from tests.unit.quorum.controller.conftest import (
+    CLUSTER_ID,
+    after,
+    broker,
+    broker_epoch,
+    brokers,
+    image_with,
+    incarnation,
+    topic,
+)
+
+T = UUID(int=1)
+
+
+def registration(broker_id: int, generation: int = 0) -> controller_pb2.BrokerRegistrationRequest:
+    return controller_pb2.BrokerRegistrationRequest(
+        broker_id=broker_id,
+        cluster_id=CLUSTER_ID,
+        incarnation_id=str(incarnation(broker_id, generation)),
+        listeners=[controller_pb2.Listener(name="PLAINTEXT", host="h", port=9092)],
+        rack="r1",
+    )
+
+
+def register(
+    image: MetadataImage,
+    request: controller_pb2.BrokerRegistrationRequest,
+    *,
+    session_alive: bool = False,
+) -> tuple[controller_pb2.BrokerRegistrationResponse, MetadataImage, int]:
+    result = register_broker(
+        image,
+        request,
+        cluster_id=CLUSTER_ID,
+        next_offset=image.offset + 1,
+        session_alive=session_alive,
+    )
+    return result.response, after(image, result), len(result.records)
+
+
+def test_new_broker_registers_fenced_with_the_offset_of_its_record_as_epoch() -> None:
+    image = image_with(*brokers(1))
+    result = register_broker(
+        image, registration(2), cluster_id=CLUSTER_ID, next_offset=41, session_alive=False
+    )
+    assert result.response.broker_epoch == 41
+    assert result.records == (
+        RegisterBrokerRecord(
+            2, incarnation(2), 41, (Endpoint("PLAINTEXT", "h", 9092, "PLAINTEXT"),), rack="r1"
+        ),
+    )
+    registered = after(image, result).cluster.broker(2)
+    assert registered is not None and registered.fenced and registered.broker_epoch == 41
+
+
+def test_registering_again_with_the_same_incarnation_is_idempotent() -> None:
+    image = image_with(*brokers(1))
+    response, _, records = register(image, registration(1), session_alive=True)
+    assert (response.header.error_code, response.broker_epoch, records) == (0, broker_epoch(1), 0)
+
+
+def test_new_incarnation_is_refused_while_the_old_one_is_alive_and_unfenced() -> None:
+    image = image_with(*brokers(1))
+    response, _, records = register(image, registration(1, generation=1), session_alive=True)
+    assert response.header.error_code == common_pb2.DUPLICATE_BROKER_REGISTRATION
+    assert records == 0
+
+
+def test_new_incarnation_replaces_a_dead_one_and_takes_it_out_of_isrs() -> None:
+    image = image_with(*brokers(1, 2), *topic("t", T, [(1, 2)]))
+    response, replaced, _ = register(image, registration(1, generation=1), session_alive=False)
+    assert response.header.error_code == common_pb2.NONE
+    assert response.broker_epoch == image.offset + 1
+    new = replaced.cluster.broker(1)
+    assert new is not None and new.incarnation_id == incarnation(1, 1) and new.fenced
+    assert replaced.topics.by_id[T].partitions[0] == PartitionRegistration((1, 2), (2,), 2, 1, 1)
+
+
+def test_new_incarnation_of_a_fenced_broker_registers_even_if_its_session_is_alive() -> None:
+    image = image_with(broker(1, fenced=True))
+    response, _, records = register(image, registration(1, generation=1), session_alive=True)
+    assert response.header.error_code == common_pb2.NONE and records == 1
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"cluster_id": "other"}, common_pb2.INCONSISTENT_CLUSTER_ID),
+        ({"incarnation_id": "not-a-uuid"}, common_pb2.INVALID_REQUEST),
+        ({"broker_id": -1}, common_pb2.INVALID_REQUEST),
+    ],
+)
+def test_bad_registration_is_refused(fields: dict[str, object], code: int) -> None:
+    request = registration(1)
+    for name, value in fields.items():
+        setattr(request, name, value)
+    response, _, records = register(MetadataImage.EMPTY, request)
+    assert response.header.error_code == code and records == 0
+
+
+def test_registration_without_listener_is_refused() -> None:
+    request = registration(1)
+    del request.listeners[:]
+    response, _, records = register(MetadataImage.EMPTY, request)
+    assert response.header.error_code == common_pb2.INVALID_REQUEST and records == 0
+
+
+def beat(
+    image: MetadataImage,
+    broker_id: int,
+    *,
+    offset: int = 10_000,
+    epoch: int | None = None,
+    want_fence: bool = False,
+    want_shut_down: bool = False,
+) -> tuple[controller_pb2.BrokerHeartbeatResponse, MetadataImage, int]:
+    request = controller_pb2.BrokerHeartbeatRequest(
+        broker_id=broker_id,
+        broker_epoch=broker_epoch(broker_id) if epoch is None else epoch,
+        current_metadata_offset=offset,
+        want_fence=want_fence,
+        want_shut_down=want_shut_down,
+    )
+    result = heartbeat(image, request)
+    return result.response, after(image, result), len(result.records)
+
+
+FENCED = image_with(broker(1, fenced=True), *brokers(2), *topic("t", T, [(2, 1)]))
+
+
+def test_heartbeat_from_unknown_broker_or_stale_epoch_fails() -> None:
+    unknown, _, records = beat(FENCED, 9)
+    assert unknown.header.error_code == common_pb2.BROKER_ID_NOT_REGISTERED and records == 0
+    stale, _, records = beat(FENCED, 1, epoch=broker_epoch(1) - 1)
+    assert stale.header.error_code == common_pb2.STALE_BROKER_EPOCH and records == 0
+
+
+def test_fenced_broker_stays_fenced_until_it_has_replayed_its_registration() -> None:
+    behind, _, records = beat(FENCED, 1, offset=broker_epoch(1) - 1)
+    assert (behind.is_caught_up, behind.is_fenced, records) == (False, True, 0)
+
+    caught_up, image, _ = beat(FENCED, 1, offset=broker_epoch(1))
+    assert (caught_up.is_caught_up, caught_up.is_fenced, caught_up.should_shut_down) == (
+        True,
+        False,
+        False,
+    )
+    registered = image.cluster.broker(1)
+    assert registered is not None and not registered.fenced
+
+
+def test_fenced_broker_asking_to_stay_fenced_or_to_shut_down() -> None:
+    stay, _, records = beat(FENCED, 1, want_fence=True)
+    assert (stay.is_fenced, stay.should_shut_down, records) == (True, False, 0)
+    leave, _, records = beat(FENCED, 1, want_shut_down=True)
+    assert (leave.is_fenced, leave.should_shut_down, records) == (True, True, 0)
+
+
+def test_unfenced_broker_asking_to_be_fenced_is_fenced_and_leaves_isrs() -> None:
+    image = image_with(*brokers(1, 2), *topic("t", T, [(2, 1), (1, 2)]))
+    response, fenced, _ = beat(image, 2, want_fence=True)
+    assert response.is_fenced and not response.should_shut_down
+    registered = fenced.cluster.broker(2)
+    assert registered is not None and registered.fenced
+    partitions = fenced.topics.by_id[T].partitions
+    assert [(p.leader, p.isr) for p in partitions.values()] == [(1, (1,)), (1, (1,))]
+
+
+def test_controlled_shutdown_moves_leadership_then_lets_the_broker_go() -> None:
+    image = image_with(*brokers(1, 2), *topic("t", T, [(1, 2), (2, 1)]))
+
+    first, shutting, records = beat(image, 1, want_shut_down=True)
+    assert (first.is_fenced, first.should_shut_down) == (False, False) and records > 0
+    registered = shutting.cluster.broker(1)
+    assert registered is not None and registered.in_controlled_shutdown
+    assert {p.leader for p in shutting.topics.by_id[T].partitions.values()} == {2}
+
+    second, gone, _ = beat(shutting, 1, want_shut_down=True)
+    assert (second.is_fenced, second.should_shut_down) == (True, True)
+    registered = gone.cluster.broker(1)
+    assert registered is not None and registered.fenced
+
+
+def test_broker_leading_nothing_shuts_down_at_once_and_is_fenced() -> None:
+    image = image_with(*brokers(1, 2), *topic("t", T, [(2, 1)]))
+    response, gone, records = beat(image, 1, want_shut_down=True)
+    assert (response.is_fenced, response.should_shut_down) == (True, True)
+    assert gone.topics.by_id[T].partitions[0].isr == (2,)
+    assert records == 2
+
+
+def test_unfence_elects_the_broker_where_it_is_the_only_isr_member() -> None:
+    image = image_with(*brokers(1, 2), *topic("t", T, [(1, 2)]))
+    image = image_with(PartitionChangeRecord(T, 0, isr=(1,)), base=image)
+    _, fenced, _ = beat(image, 1, want_fence=True)
+    assert fenced.topics.by_id[T].partitions[0].leader == -1
+    response, back, _ = beat(fenced, 1)
+    assert not response.is_fenced
+    assert back.topics.by_id[T].partitions[0].leader == 1
+
+
+def test_tracker_sessions_expire_after_the_timeout_and_reset_on_activation() -> None:
+    image = image_with(*brokers(1, 2), broker(3, fenced=True))
+    tracker = HeartbeatTracker(session_timeout_ms=1000)
+    tracker.reset(image, now_ms=0)
+    tracker.touch(1, now_ms=900)
+    assert tracker.is_alive(2, 1000) and not tracker.is_alive(2, 1001)
+    assert tracker.expired(image, now_ms=1500) == [2]  # 3 is fenced, so never expires
+    tracker.touch(1, now_ms=500)  # late, out-of-order contact does not move time back
+    assert tracker.is_alive(1, 1900)
+    tracker.remove(1)
+    assert not tracker.is_alive(1, 1000)
+    assert tracker.expired(image, now_ms=1000) == [1]
+    tracker.reset(image, now_ms=5000)
+    assert tracker.expired(image, now_ms=5500) == []
+
+
+def test_fence_record_carries_the_registration_epoch() -> None:
+    result = heartbeat(
+        FENCED,
+        controller_pb2.BrokerHeartbeatRequest(
+            broker_id=2, broker_epoch=broker_epoch(2), want_fence=True
+        ),
+    )
+    assert result.records[-1] == BrokerRegistrationChangeRecord(2, broker_epoch(2), fenced=True)
