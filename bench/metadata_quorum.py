@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pykraft.proto import admin_pb2, common_pb2, controller_pb2  # noqa: E402
+from pykraft.client import AdminClient  # noqa: E402
+from pykraft.proto import admin_pb2, controller_pb2  # noqa: E402
 from tests.integration.cluster import (  # noqa: E402
     Quorum,
     StandInBroker,
@@ -36,35 +37,17 @@ from tests.integration.cluster import (  # noqa: E402
 )
 
 
-def alter_config_op(quorum: Quorum, topic: str) -> Callable[[int], int]:
+def alter_config_op(admin: AdminClient, topic: str) -> Callable[[int], int]:
     def op(i: int) -> int:
-        request = admin_pb2.AlterConfigsRequest(
-            resources=[
-                admin_pb2.AlterConfigsResource(
-                    type=admin_pb2.CONFIG_RESOURCE_TOPIC,
-                    name=topic,
-                    configs=[admin_pb2.AlterableConfig(name="retention.ms", value=str(60_000 + i))],
-                )
-            ]
-        )
-        response = quorum.admin(quorum.wait_active().address).IncrementalAlterConfigs(request)
-        assert response.header.error_code == common_pb2.NONE, response.header
-        assert response.results[0].error_code == common_pb2.NONE, response.results[0]
+        admin.alter_configs("topic", topic, set={"retention.ms": str(60_000 + i)})
         return 1
 
     return op
 
 
-def create_topic_op(quorum: Quorum, prefix: str, partitions: int) -> Callable[[int], int]:
+def create_topic_op(admin: AdminClient, prefix: str, partitions: int) -> Callable[[int], int]:
     def op(i: int) -> int:
-        request = admin_pb2.CreateTopicsRequest(
-            topics=[admin_pb2.CreatableTopic(
-                name=f"{prefix}-{i}", num_partitions=partitions, replication_factor=3
-            )]
-        )  # fmt: skip
-        response = quorum.admin(quorum.wait_active().address).CreateTopics(request)
-        assert response.header.error_code == common_pb2.NONE, response.header
-        assert response.topics[0].error_code == common_pb2.NONE, response.topics[0]
+        admin.create_topic(f"{prefix}-{i}", partitions, 3)
         return 1 + partitions
 
     return op
@@ -95,13 +78,13 @@ def throughput(op: Callable[[int], int], *, clients: int, seconds: float) -> tup
     return sum(counts) / elapsed, sum(records) / elapsed
 
 
-def failover_ms(quorum: Quorum, rounds: int) -> list[float]:
+def failover_ms(quorum: Quorum, admin: AdminClient, rounds: int) -> list[float]:
     results = []
     for round_index in range(rounds):
         active = quorum.wait_active()
         active.kill()
         killed = time.perf_counter()
-        create = create_topic_op(quorum, f"failover{round_index}", 1)
+        create = create_topic_op(admin, f"failover{round_index}", 1)
         wait_for(partial(_succeeds, create), timeout_s=30, what="a write after failover")
         results.append((time.perf_counter() - killed) * 1000)
         active.start()
@@ -161,44 +144,53 @@ def _run(quorum: Quorum, args: argparse.Namespace) -> int:
     brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
     for broker in brokers:
         broker.start()
-    create_topic_op(quorum, "config-target", 1)(0)
-    print(f"metadata commit throughput ({args.seconds:.0f} s each):")
-    for clients in (1, args.clients):
-        ops, records = throughput(
-            alter_config_op(quorum, "config-target-0"), clients=clients, seconds=args.seconds
-        )
-        print(
-            f"  alter config (1 record/op), {clients} client(s): "
-            f"{ops:8.0f} ops/s {records:9.0f} records/s"
-        )
-    ops, records = throughput(
-        create_topic_op(quorum, "wide", 100), clients=args.clients, seconds=args.seconds
-    )
-    print(
-        f"  create topic x100 partitions, {args.clients} clients: "
-        f"{ops:8.0f} ops/s {records:9.0f} records/s"
-    )
+    with AdminClient(quorum.bootstrap) as admin:
+        _report(quorum, admin, args)
+    for broker in brokers:
+        broker.pause()
+    return 0
 
-    image_topics = len(quorum.image().topics.by_id)
-    for i in range(max(0, 100 - image_topics)):
-        create_topic_op(quorum, "fill", 100)(i)
-    response_ms, rebuild_ms, size, record_count = fetch_whole_image(quorum)
-    topics = len(quorum.image().topics.by_id)
+
+def _report(quorum: Quorum, admin: AdminClient, args: argparse.Namespace) -> None:
+    started = time.perf_counter()
+    create = create_topic_op(admin, "wide", 100)
+    for i in range(100):
+        create(i)
+    elapsed = time.perf_counter() - started
     print(
-        f"MetadataFetch of the whole image ({topics} topics, {record_count} records, "
+        f"metadata commit throughput, one client creating 100 topics x 100 partitions: "
+        f"{100 / elapsed:.0f} ops/s, {100 * 101 / elapsed:.0f} records/s"
+    )
+    response_ms, rebuild_ms, size, record_count = fetch_whole_image(quorum)
+    print(
+        f"MetadataFetch of the whole image (100 topics x 100 partitions, {record_count} records, "
         f"{size / 1024:.0f} KiB snapshot): {response_ms:.0f} ms for the response, "
         f"{rebuild_ms:.0f} ms including decoding and rebuilding the image"
     )
 
-    times = failover_ms(quorum, args.failovers)
+    create_topic_op(admin, "config-target", 1)(0)
+    for clients in (1, args.clients):
+        ops, records = throughput(
+            alter_config_op(admin, "config-target-0"), clients=clients, seconds=args.seconds
+        )
+        print(
+            f"metadata commit throughput, alter config (1 record/op), {clients} client(s): "
+            f"{ops:.0f} ops/s, {records:.0f} records/s"
+        )
+    ops, records = throughput(
+        create_topic_op(admin, "many", 100), clients=args.clients, seconds=args.seconds
+    )
+    print(
+        f"metadata commit throughput, create topic x100 partitions, {args.clients} clients: "
+        f"{ops:.0f} ops/s, {records:.0f} records/s"
+    )
+
+    times = failover_ms(quorum, admin, args.failovers)
     print(
         f"failover (kill -9 of the active until the next committed write), {len(times)} runs: "
         f"median {statistics.median(times):.0f} ms, max {max(times):.0f} ms, "
         f"all {[round(t) for t in times]}"
     )
-    for broker in brokers:
-        broker.pause()
-    return 0
 
 
 if __name__ == "__main__":
