@@ -146,16 +146,18 @@ class AllocateProducerIdsResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., producer_id_start: _Optional[int] = ..., producer_id_len: _Optional[int] = ...) -> None: ...
 
 class MetadataFetchRequest(_message.Message):
-    __slots__ = ("broker_id", "after_offset", "max_wait_ms", "max_bytes")
+    __slots__ = ("broker_id", "after_offset", "max_wait_ms", "max_bytes", "allow_standby")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_STANDBY_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     after_offset: int
     max_wait_ms: int
     max_bytes: int
-    def __init__(self, broker_id: _Optional[int] = ..., after_offset: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    allow_standby: bool
+    def __init__(self, broker_id: _Optional[int] = ..., after_offset: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., allow_standby: _Optional[bool] = ...) -> None: ...
 
 class MetadataBatch(_message.Message):
     __slots__ = ("base_offset", "epoch", "records")

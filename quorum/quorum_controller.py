@@ -32,7 +32,13 @@ from google.protobuf.message import Message
 from pykraft.metadata_log.delta import MetadataDelta
 from pykraft.metadata_log.errors import InvariantError
 from pykraft.metadata_log.image import MetadataImage
-from pykraft.metadata_log.records import NoOpRecord, Record
+from pykraft.metadata_log.records import (
+    METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
+    FeatureLevelRecord,
+    NoOpRecord,
+    Record,
+)
 from pykraft.proto import common_pb2
 from pykraft.quorum.batch import BatchKind, QuorumBatch
 from pykraft.quorum.config import ControllerConfig
@@ -86,6 +92,7 @@ class _Event:
     decide: Callable[[DecideContext], ControllerResult[Any]] | None = None
     read: Callable[[ReadContext], Message] | None = None
     fetch_after_offset: int = -1
+    allow_standby: bool = False
 
 
 class QuorumController:
@@ -140,8 +147,23 @@ class QuorumController:
         event = _Event("read", response_cls, 0, Future(), read=read)
         return self._submit(event, response_cls, timeout_ms)
 
-    def fetch(self, after_offset: int, wait_ms: int, response_cls: type[M], timeout_ms: int) -> M:
-        event = _Event("fetch", response_cls, 0, Future(), fetch_after_offset=after_offset)
+    def fetch(
+        self,
+        after_offset: int,
+        wait_ms: int,
+        response_cls: type[M],
+        timeout_ms: int,
+        *,
+        allow_standby: bool = False,
+    ) -> M:
+        event = _Event(
+            "fetch",
+            response_cls,
+            0,
+            Future(),
+            fetch_after_offset=after_offset,
+            allow_standby=allow_standby,
+        )
         return self._submit(event, response_cls, timeout_ms, park_ms=wait_ms)
 
     def _submit(self, event: _Event, response_cls: type[M], timeout_ms: int, park_ms: int = 0) -> M:
@@ -216,7 +238,12 @@ class QuorumController:
         assert self._raft is not None
         self._role = self._role.to_activating(term)
         log.info("node %d leads term %d; appending LEADER_CHANGE", self.config.node_id, term)
-        barrier = QuorumBatch(BatchKind.LEADER_CHANGE, term, self.config.node_id, (NoOpRecord(),))
+        records: tuple[Record, ...] = (NoOpRecord(),)
+        if METADATA_VERSION_FEATURE not in self._state.image.features.levels:
+            # The first controller of a new cluster bootstraps metadata.version (Kafka's rule), so
+            # every snapshot opens with the version of the records that follow.
+            records += (FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LATEST),)
+        barrier = QuorumBatch(BatchKind.LEADER_CHANGE, term, self.config.node_id, records)
         self._raft.append(barrier.encode(), lambda result, error: self._on_barrier(term, result))
 
     def _on_barrier(self, term: int, result: object) -> None:
@@ -250,10 +277,10 @@ class QuorumController:
                 return
             if now_ms > event.deadline_ms and event.kind != "fetch":
                 continue  # its caller has already answered REQUEST_TIMED_OUT
-            if self._role.role is not Role.ACTIVE:
-                event.future.set_result(self._not_controller(event.response_cls))
-            else:
+            if self._role.role is Role.ACTIVE or (event.kind == "fetch" and event.allow_standby):
                 self._handle(event, now_ms)
+            else:
+                event.future.set_result(self._not_controller(event.response_cls))
 
     def _handle(self, event: _Event, now_ms: int) -> None:
         try:
@@ -337,7 +364,7 @@ class QuorumController:
             return
         waiting: list[_Event] = []
         for event in self._parked_fetches:
-            if self._role.role is not Role.ACTIVE:
+            if self._role.role is not Role.ACTIVE and not event.allow_standby:
                 event.future.set_result(self._not_controller(event.response_cls))
             elif self._state.last_offset > event.fetch_after_offset or now_ms >= event.deadline_ms:
                 event.future.set_result(self._fetch_response(event))

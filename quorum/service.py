@@ -157,7 +157,11 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             max(request.max_wait_ms, 0), self._controller.config.metadata_fetch_wait_max_ms
         )
         return self._controller.fetch(
-            request.after_offset, wait_ms, controller_pb2.MetadataFetchResponse, self._timeout_ms
+            request.after_offset,
+            wait_ms,
+            controller_pb2.MetadataFetchResponse,
+            self._timeout_ms,
+            allow_standby=request.allow_standby,
         )
 
 

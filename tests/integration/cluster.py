@@ -156,20 +156,51 @@ class Quorum:
         stub = self.controller_stub(active.address)
         return fetch_image(stub)
 
+    def images(self) -> dict[int, MetadataImage]:
+        """Each live controller's own committed image (standbys included)."""
+        return {
+            c.node_id: fetch_image(self.controller_stub(c.address), allow_standby=True)
+            for c in self.controllers
+            if c.alive
+        }
+
+    def assert_controllers_agree(self, timeout_s: float = 20.0) -> MetadataImage:
+        """Waits until every live controller holds the same image, offsets and epochs included.
+
+        Standbys apply a tick behind the leader, so equality is awaited; two controllers that
+        diverged never become equal, and the wait fails with their differences.
+        """
+        last: dict[int, MetadataImage] = {}
+
+        def agree() -> MetadataImage | None:
+            nonlocal last
+            last = self.images()
+            images = list(last.values())
+            return images[0] if len(images) > 1 and all(i == images[0] for i in images) else None
+
+        try:
+            return wait_for(agree, timeout_s=timeout_s, what="every controller holding one image")
+        except AssertionError:
+            offsets = {node: image.offset for node, image in last.items()}
+            raise AssertionError(f"controllers disagree; offsets {offsets}") from None
+
     def close(self) -> None:
         self.kill_all()
         for channel in self.channels.values():
             channel.close()
 
 
-def fetch_image(stub: controller_pb2_grpc.ControllerServiceStub) -> MetadataImage:
+def fetch_image(
+    stub: controller_pb2_grpc.ControllerServiceStub, *, allow_standby: bool = False
+) -> MetadataImage:
+    """Rebuilds an image from MetadataFetch as a broker does: a snapshot if offered, then batches."""
     image = MetadataImage.EMPTY
     after = -1
     while True:
-        response = stub.MetadataFetch(
-            controller_pb2.MetadataFetchRequest(broker_id=-1, after_offset=after, max_wait_ms=0),
-            timeout=10,
+        request = controller_pb2.MetadataFetchRequest(
+            broker_id=-1, after_offset=after, max_wait_ms=0, allow_standby=allow_standby
         )
+        response = stub.MetadataFetch(request, timeout=10)
         assert response.header.error_code == common_pb2.NONE, response.header
         if response.HasField("snapshot"):
             snap = response.snapshot
