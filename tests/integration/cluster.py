@@ -193,7 +193,7 @@ class Quorum:
 def fetch_image(
     stub: controller_pb2_grpc.ControllerServiceStub, *, allow_standby: bool = False
 ) -> MetadataImage:
-    """Rebuilds an image from MetadataFetch as a broker does: a snapshot if offered, then batches."""
+    """Rebuilds an image from MetadataFetch as a broker does: snapshot if offered, then batches."""
     image = MetadataImage.EMPTY
     after = -1
     while True:
