@@ -218,3 +218,20 @@ def test_far_behind_fetcher_gets_a_snapshot(tmp_path: Path) -> None:
         )
         assert time.monotonic() - started >= 0.25
         assert not idle.HasField("snapshot") and len(idle.batches) == 0
+
+
+def test_five_controllers_survive_two_failures(tmp_path: Path) -> None:
+    with running_quorum(tmp_path, size=5) as quorum:
+        _brokers(quorum, 1)
+        assert run_cli(quorum, "topics", "create", "--topic", "before").returncode == 0
+        active = quorum.wait_active()
+        standby = next(c for c in quorum.controllers if c is not active)
+        active.kill()
+        standby.kill()
+        created = run_cli(quorum, "topics", "create", "--topic", "after")
+        assert created.returncode == 0, created.stderr
+        quorum_state = json.loads(run_cli(quorum, "quorum", "describe", "--output", "json").stdout)
+        assert len(quorum_state["voters"]) == 5
+        assert quorum_state["leader_id"] not in (active.node_id, standby.node_id)
+        image = quorum.assert_controllers_agree()
+        assert {"before", "after"} <= set(image.topics.by_name)
