@@ -1,0 +1,221 @@
+"""The sparse offset and time indexes of a segment, in Kafka's byte format.
+
+- `.index` (OffsetIndex): 8-byte entries, a 4-byte offset relative to the segment's base offset
+  and the 4-byte file position of a batch, big-endian. Entry (O, P) says the batch whose last
+  offset is O starts at byte P: a batch holding any offset above O starts at P or later.
+- `.timeindex` (TimeIndex): 12-byte entries, an 8-byte timestamp and a 4-byte relative offset.
+  Entry (T, O) says that T is the largest timestamp of the segment up to the batch whose last
+  offset is O, so every record with a timestamp above T comes after O. Timestamps increase
+  strictly from entry to entry.
+
+Both are sparse: the segment adds an entry every `index.interval.bytes` of appended batches.
+Kafka preallocates the files and trims them when the segment rolls; we simply append, so a file
+is always exactly its entries and Kafka's tools read it as a trimmed one. Neither file has a
+checksum: a file that fails the sanity checks raises IndexCorruptError and the segment rebuilds
+it from the log, as Kafka does. Entries live in memory as well, searched by bisection.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import ClassVar, Final, NamedTuple, Self
+
+from pykraft.broker.log.files import write_all
+from pykraft.proto.record_batch import NO_TIMESTAMP
+
+_INT32_MAX: Final = (1 << 31) - 1
+
+
+class IndexCorruptError(ValueError):
+    """An index file fails its sanity checks; the segment must rebuild it from the log."""
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class _SparseIndex:
+    """Entries (key, value) with keys increasing, kept in a file and in two arrays."""
+
+    ENTRY: ClassVar[struct.Struct]
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        assert base_offset >= 0 and max_entries >= 0
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self._keys = array("q")
+        self._values = array("q")
+        # Append mode: every write lands at the end, wherever the file was truncated to.
+        self._file = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed by close()
+
+    @classmethod
+    def create(cls, path: Path, base_offset: int, max_entries: int) -> Self:
+        """A new, empty index; an existing file at `path` is emptied."""
+        index = cls(path, base_offset, max_entries)
+        index._file.truncate(0)
+        return index
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_entries: int) -> Self:
+        """The index stored at `path` (empty if there is no file); IndexCorruptError if the
+        file is not a whole number of entries or the entries are out of order."""
+        data = path.read_bytes() if path.exists() else b""
+        if len(data) % cls.ENTRY.size:
+            raise IndexCorruptError(f"{path}: {len(data)} bytes is not a whole number of entries")
+        index = cls(path, base_offset, max_entries)
+        try:
+            for stored in cls.ENTRY.iter_unpack(data):
+                key, value = index._from_stored(*stored)
+                if index._keys and not index._follows(key, value):
+                    raise IndexCorruptError(f"{path}: entry {(key, value)} is out of order")
+                index._keys.append(key)
+                index._values.append(value)
+        except IndexCorruptError:
+            index.close()
+            raise
+        return index
+
+    @property
+    def entry_count(self) -> int:
+        return len(self._keys)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._keys) >= self.max_entries
+
+    def _write_entry(self, key: int, value: int, *, allow_full: bool = False) -> None:
+        """Appends to the file, then to memory: a failed write leaves memory unchanged.
+
+        Values go in before keys and entries leave only under the log's exclusive lock, so a
+        reader bisecting the keys concurrently always finds the value of its slot."""
+        assert allow_full or not self.is_full, f"{self.path} is full"
+        assert not self._keys or self._follows(key, value), (key, value, self.path)
+        entry = self.ENTRY.pack(*self._to_stored(key, value))
+        write_all(self._file, entry)  # the file holds exactly the entries: this appends
+        self._values.append(value)
+        self._keys.append(key)
+
+    def truncate_entries(self, count: int) -> None:
+        """Keeps the first `count` entries, and cuts the file to them (also removing the
+        partial entry a failed write may have left)."""
+        assert 0 <= count <= len(self._keys), (count, len(self._keys))
+        self._file.truncate(count * self.ENTRY.size)
+        del self._keys[count:]
+        del self._values[count:]
+
+    def flush(self) -> None:
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _follows(self, key: int, value: int) -> bool:
+        raise NotImplementedError
+
+    def _to_stored(self, key: int, value: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _from_stored(self, first: int, second: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _relative(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        assert 0 <= relative <= _INT32_MAX, f"offset {offset} is outside segment {self.path}"
+        return relative
+
+    def _absolute(self, relative: int) -> int:
+        if relative < 0:
+            raise IndexCorruptError(f"{self.path}: negative relative offset {relative}")
+        return self.base_offset + relative
+
+
+class OffsetIndex(_SparseIndex):
+    """Offset -> file position of the batch holding it (Kafka's OffsetIndex)."""
+
+    ENTRY = struct.Struct(">ii")  # relative offset, position
+
+    def lookup(self, offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= `offset`, or (base offset, 0) if there is none:
+        the batch holding `offset` starts at that position or later."""
+        slot = bisect_right(self._keys, offset) - 1
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(self._keys[slot], self._values[slot])
+
+    def last_entry(self) -> OffsetPosition:
+        if not self._keys:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(self._keys[-1], self._values[-1])
+
+    def append(self, offset: int, position: int) -> None:
+        """Adds (last offset of a batch, its position); both above the previous entry's."""
+        self._write_entry(offset, position)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drops the entries for batches that end at `offset` or later."""
+        self.truncate_entries(bisect_left(self._keys, offset))
+
+    def _follows(self, key: int, value: int) -> bool:
+        return key > self._keys[-1] and value > self._values[-1]
+
+    def _to_stored(self, key: int, value: int) -> tuple[int, int]:
+        assert 0 <= value <= _INT32_MAX, f"position {value} does not fit the index"
+        return self._relative(key), value
+
+    def _from_stored(self, first: int, second: int) -> tuple[int, int]:
+        if second < 0:
+            raise IndexCorruptError(f"{self.path}: negative position {second}")
+        return self._absolute(first), second
+
+
+class TimeIndex(_SparseIndex):
+    """Timestamp -> offset after which later timestamps lie (Kafka's TimeIndex)."""
+
+    ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+
+    def lookup(self, timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= `timestamp`, or (-1, base offset): records
+        with a timestamp >= `timestamp` lie in that entry's batch or after it."""
+        slot = bisect_right(self._keys, timestamp) - 1
+        if slot < 0:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(self._keys[slot], self._values[slot])
+
+    def last_entry(self) -> TimestampOffset:
+        if not self._keys:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(self._keys[-1], self._values[-1])
+
+    def maybe_append(self, timestamp: int, offset: int, *, allow_full: bool = False) -> None:
+        """Adds (timestamp, offset) if `timestamp` is above the last entry's, as Kafka does;
+        `offset` may not be below the last entry's. `allow_full` is for the last entry a
+        segment writes when it stops being active (its largest timestamp, kept across
+        restarts), which Kafka also writes past the limit."""
+        last = self.last_entry()
+        assert offset >= last.offset, (offset, last, self.path)
+        if timestamp > last.timestamp:
+            self._write_entry(timestamp, offset, allow_full=allow_full)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drops the entries that point at `offset` or later."""
+        self.truncate_entries(bisect_left(self._values, offset))
+
+    def _follows(self, key: int, value: int) -> bool:
+        return key > self._keys[-1] and value >= self._values[-1]
+
+    def _to_stored(self, key: int, value: int) -> tuple[int, int]:
+        return key, self._relative(value)
+
+    def _from_stored(self, first: int, second: int) -> tuple[int, int]:
+        return first, self._absolute(second)

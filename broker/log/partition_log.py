@@ -1,0 +1,756 @@
+"""A partition replica's log: a directory of segments, as in Kafka (UnifiedLog + LocalLog).
+
+Layout of `<topic>-<partition>/`: segments (`<20-digit base offset>.log`, `.index`,
+`.timeindex`), `leader-epoch-checkpoint`, and, one per partition directory rather than Kafka's
+one per log directory (see `checkpoints`), `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint` and `replication-offset-checkpoint` (the high watermark). The
+`.kafka_cleanshutdown` marker exists only between `close()` and the next `open()`.
+
+What callers may rely on:
+- Appends are all-or-nothing: every batch of the request is checked before anything is
+  written, and a failed write is cut back off (file and indexes) before the error is raised.
+- The leader assigns offsets and stamps its epoch whatever the producer put there; a follower
+  keeps the leader's offsets and learns epochs from the batches.
+- Reads return whole batches exactly as stored, never decoded.
+- Offsets never move back except by `truncate_to`/`truncate_fully_and_start_at`: the log start
+  offset and the high watermark only grow otherwise; the high watermark never passes the end.
+- Durability: by default no fsync (Kafka relies on replication); fsync every flush.messages
+  messages or flush.ms, on roll (the finished segment), and on `flush()`/`close()`. The
+  recovery point is the offset below which everything is fsynced; a crash costs at most the
+  batches above it, cut at the first torn one on the next `open()`.
+- I/O errors raise LogError(KAFKA_STORAGE_ERROR). If the log cannot put its files back in a
+  consistent state, it goes offline: every later mutation raises the same error until the broker
+  reopens the directory (which recovers it).
+
+Threads: one lock serialises mutations. `read`, `offset_for_timestamp` and `segments` do not
+take it: they share a second lock that only structural changes (truncation, segment deletion
+and replacement, rollback, close) hold exclusively, so reads run concurrently with appends and
+with each other, and see every batch of an append or none of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
+from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.errors import LogError, storage_error
+from pykraft.broker.log.files import fsync_directory, unlink_durably
+from pykraft.broker.log.recovery import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    load_log,
+)
+from pykraft.broker.log.segment import (
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    LogSegment,
+    SegmentInfo,
+    base_offset_of,
+    file_name,
+)
+from pykraft.broker.log.validation import (
+    Batches,
+    assign_offsets,
+    check_follower_batches,
+    check_leader_batches,
+    split_batches,
+)
+from pykraft.proto import common_pb2
+from pykraft.proto.record_batch import NO_TIMESTAMP, BatchError, TimestampType
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append wrote: offsets first..last (last = first - 1 when nothing), the largest
+    timestamp, the LogAppendTime stamped (-1 with CreateTime), batches and bytes."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time_ms: int
+    batch_count: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """Whole batches as stored. `first_offset` is the first batch's base offset (it may be
+    below the offset asked for, as batches are not split), `next_offset` the offset after the
+    last returned batch; both equal the offset asked for when `data` is empty."""
+
+    data: bytes
+    first_offset: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+
+
+class _SegmentView(NamedTuple):
+    """The segments and their base offsets, replaced as one value so readers see a pair."""
+
+    segments: tuple[LogSegment, ...]
+    bases: tuple[int, ...]
+
+
+class _SharedExclusiveLock:
+    """Many shared holders or one exclusive holder; a waiting exclusive holder stops new
+    shared ones from entering, so truncation is not starved by a stream of reads."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._exclusive_waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._condition:
+            while self._exclusive or self._exclusive_waiting:
+                self._condition.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._condition:
+            self._exclusive_waiting += 1
+            while self._exclusive or self._shared:
+                self._condition.wait()
+            self._exclusive_waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._exclusive = False
+                self._condition.notify_all()
+
+
+class PartitionLog:
+    """One partition replica's log on disk. Create with `PartitionLog.open`."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, now_ms: int) -> None:
+        """Use `open`; this loads (or creates) `directory` and recovers it after a crash."""
+        loaded = load_log(directory, config)
+        self.directory = directory
+        self.topic_partition: TopicPartition = loaded.files.topic_partition
+        self._config = config
+        self._files = loaded.files
+        self._epochs = loaded.epochs
+        self._view = _SegmentView((), ())
+        self._publish(loaded.segments)
+        self._log_start_offset = loaded.log_start_offset
+        self._log_end_offset = loaded.segments[-1].next_offset
+        self._recovery_point = loaded.recovery_point
+        self._high_watermark = loaded.high_watermark
+        self.had_clean_shutdown = loaded.had_clean_shutdown
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._failure: str | None = None
+        self._closed = False
+        self._lock = threading.RLock()
+        self._segments_lock = _SharedExclusiveLock()
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
+        """Opens the partition directory `directory` (named `<topic>-<partition>`), creating
+        it if needed and recovering it if the last run did not close it. Raises
+        LogError(KAFKA_STORAGE_ERROR) on I/O failure."""
+        try:
+            return cls(directory, config, now_ms=now_ms)
+        except OSError as error:
+            raise storage_error(f"{directory}: {error}") from error
+
+    # --- state ---
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below this are fsynced."""
+        return self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int:
+        """The leader epoch of the last epoch-cache entry, -1 if none."""
+        return self._epochs.latest_epoch
+
+    def epoch_entries(self) -> tuple[EpochEntry, ...]:
+        with self._lock:
+            return self._epochs.entries()
+
+    def update_config(self, config: LogConfig) -> None:
+        """Applies changed topic configs to later appends, rolls and retention passes."""
+        with self._lock:
+            self._config = config
+            for segment in self._view.segments:
+                segment.configure(config)
+
+    # --- appending ---
+
+    def append_as_leader(self, batches: bytes, *, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """Validates and appends a produce request's batches, giving them the next offsets and
+        `leader_epoch`. Raises LogError (module validation's codes; FENCED_LEADER_EPOCH if
+        `leader_epoch` is below the latest epoch the log has seen) with nothing written."""
+        assert leader_epoch >= 0, leader_epoch
+        config = self._config
+        parsed = split_batches(batches)
+        check_leader_batches(batches, parsed, config, now_ms=now_ms)
+        with self._lock:
+            self._check_writable()
+            if leader_epoch < self._epochs.latest_epoch:
+                raise LogError(
+                    common_pb2.FENCED_LEADER_EPOCH,
+                    f"epoch {leader_epoch} is older than {self._epochs.latest_epoch}",
+                )
+            if not parsed:
+                return self._nothing_appended()
+            data = bytearray(batches)
+            assigned = assign_offsets(
+                data,
+                parsed,
+                base_offset=self._log_end_offset,
+                leader_epoch=leader_epoch,
+                config=config,
+                now_ms=now_ms,
+            )
+            self._append(data, assigned, now_ms=now_ms)
+        stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+        return _append_info(data, assigned, now_ms if stamped else -1)
+
+    def append_as_follower(self, batches: bytes) -> AppendInfo:
+        """Appends batches fetched from the leader with their offsets and epochs. The first
+        must start at or after the log end offset (after it only where the leader's cleaner
+        removed batches); LogError(UNKNOWN_SERVER_ERROR) otherwise, CORRUPT_MESSAGE for
+        damaged batches, nothing written in either case."""
+        parsed = split_batches(batches)
+        with self._lock:
+            self._check_writable()
+            if not parsed:
+                return self._nothing_appended()
+            check_follower_batches(parsed, log_end_offset=self._log_end_offset)
+            self._append(batches, parsed, now_ms=None)
+        return _append_info(batches, parsed, -1)
+
+    def _nothing_appended(self) -> AppendInfo:
+        end = self._log_end_offset
+        return AppendInfo(end, end - 1, NO_TIMESTAMP, -1, 0, 0)
+
+    def _append(self, data: bytes | bytearray, batches: Batches, *, now_ms: int | None) -> None:
+        """Rolls if due, writes, learns epochs, publishes the new end, flushes if due. Holds
+        the lock. On OSError puts everything back (or goes offline) and raises."""
+        last = batches[-1][1]
+        max_timestamp = max(header.max_timestamp for _, header in batches)
+        active = self._view.segments[-1]
+        if active.should_roll(
+            size_bytes=len(data), max_timestamp=max_timestamp, last_offset=last.last_offset
+        ):
+            active = self._roll(batches[0][1].base_offset)
+        mark = active.mark()
+        epochs_before = self._epochs.entries()
+        try:
+            active.append(data, batches)
+            for _, header in batches:
+                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+        except OSError as error:
+
+            def undo() -> None:
+                active.rollback(mark)
+                self._epochs.restore(epochs_before)
+
+            self._undo(f"append to {active.log_path}", error, undo)
+        self._log_end_offset = active.next_offset
+        self._unflushed_messages += sum(header.record_count for _, header in batches)
+        self._maybe_flush(now_ms)
+
+    def _undo(self, what: str, error: OSError, undo: Callable[[], None]) -> None:
+        """Runs `undo` exclusively, then raises KAFKA_STORAGE_ERROR for `error`; if `undo`
+        fails too, the log goes offline."""
+        try:
+            with self._segments_lock.exclusive():
+                undo()
+        except OSError as undo_error:
+            self._fail(f"{what} failed ({error}) and could not be undone ({undo_error})")
+        raise storage_error(f"{what}: {error}") from error
+
+    def _fail(self, reason: str) -> None:
+        log.error("%s: going offline: %s", self.directory, reason)
+        self._failure = reason
+
+    @contextmanager
+    def _failing_on_error(self, what: str) -> Iterator[None]:
+        """An OSError inside leaves files that only a reopen can sort out: offline."""
+        try:
+            yield
+        except OSError as error:
+            self._fail(f"{what}: {error}")
+            raise storage_error(f"{what}: {error}") from error
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise storage_error(f"{self.directory} is closed")
+        if self._failure is not None:
+            raise storage_error(f"{self.directory} is offline: {self._failure}")
+
+    def _publish(self, segments: Sequence[LogSegment]) -> None:
+        assert segments, "a log always has an active segment"
+        self._view = _SegmentView(tuple(segments), tuple(s.base_offset for s in segments))
+
+    # --- rolling and flushing ---
+
+    def roll(self, *, now_ms: int) -> None:
+        """Starts a new active segment at the log end offset unless the active one is empty.
+        `now_ms` is accepted for the broker's scheduler; rolling itself needs no clock."""
+        del now_ms
+        with self._lock:
+            self._check_writable()
+            if self._view.segments[-1].size:
+                self._roll(self._log_end_offset)
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        """Finishes the active segment (last time index entry, fsync) and publishes a new one
+        at `base_offset`. Holds the lock."""
+        old = self._view.segments[-1]
+        try:
+            old.on_become_inactive()  # an entry that stays valid if the roll fails below
+            old.flush()
+        except OSError as error:
+            raise storage_error(f"roll of {self.directory} at {base_offset}: {error}") from error
+        created: list[LogSegment] = []
+        try:
+            created.append(LogSegment.create(self.directory, base_offset, self._config))
+            fsync_directory(self.directory)
+        except OSError as error:
+
+            def undo() -> None:
+                for segment in created:
+                    segment.close_files()
+                names = [file_name(base_offset, suffix) for suffix in SEGMENT_SUFFIXES]
+                unlink_durably([self.directory / name for name in names])
+
+            self._undo(f"roll at {base_offset}", error, undo)
+        new = created[0]
+        self._recovery_point = max(self._recovery_point, old.next_offset)
+        self._publish((*self._view.segments, new))
+        return new
+
+    def flush(self) -> None:
+        """fsyncs everything appended, then advances the recovery point to the log end offset
+        and stores it and the high watermark in their checkpoint files."""
+        with self._lock:
+            self._check_writable()
+            self._flush()
+
+    def maybe_flush(self, *, now_ms: int) -> None:
+        """Flushes if flush.ms has passed since the last flush with messages unflushed (the
+        broker's periodic task; appends check flush.messages themselves)."""
+        with self._lock:
+            self._check_writable()
+            self._maybe_flush(now_ms)
+
+    def _maybe_flush(self, now_ms: int | None) -> None:
+        config = self._config
+        due_by_count = self._unflushed_messages >= config.flush_messages
+        due_by_time = now_ms is not None and now_ms - self._last_flush_ms >= config.flush_ms
+        if self._unflushed_messages and (due_by_count or due_by_time):
+            self._flush()
+            if now_ms is not None:
+                self._last_flush_ms = now_ms
+
+    def _flush(self) -> None:
+        with self._failing_on_error(f"flush of {self.directory}"):
+            segments = self._view.segments
+            for segment in segments:
+                if segment.next_offset > self._recovery_point or segment is segments[-1]:
+                    segment.flush()
+            self._files.recovery_point.write(self._log_end_offset)
+            self._files.high_watermark.write(self._high_watermark)
+        self._recovery_point = self._log_end_offset
+        self._unflushed_messages = 0
+
+    # --- reading ---
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self._segments_lock.shared():
+            if self._closed:
+                raise storage_error(f"{self.directory} is closed")
+            try:
+                yield
+            except (OSError, BatchError) as error:
+                raise storage_error(f"read of {self.directory}: {error}") from error
+
+    def read(self, offset: int, *, max_bytes: int, upper_offset: int | None = None) -> ReadResult:
+        """Whole batches from the one holding `offset`: at least one batch if there is any
+        below the bound, then more while they fit `max_bytes`, from one segment (as Kafka).
+        No batch whose last offset is >= `upper_offset` (default: the log end; consumers pass
+        the high watermark). LogError(OFFSET_OUT_OF_RANGE) below the log start offset or above
+        the log end offset."""
+        assert max_bytes >= 0, max_bytes
+        with self._reading():
+            log_end_offset = self._log_end_offset  # before the view: see _append's publishing
+            view = self._view
+            log_start_offset, high_watermark = self._log_start_offset, self._high_watermark
+            if not log_start_offset <= offset <= log_end_offset:
+                raise LogError(
+                    common_pb2.OFFSET_OUT_OF_RANGE,
+                    f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]",
+                )
+            upper = log_end_offset if upper_offset is None else min(upper_offset, log_end_offset)
+            found = _read_view(view, offset, max_bytes, upper) if offset < upper else None
+        data, first_offset, next_offset = found or (b"", offset, offset)
+        return ReadResult(data, first_offset, next_offset, high_watermark, log_start_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record at or after the log start whose timestamp
+        is >= `timestamp_ms`, or None (Kafka's ListOffsets by time; the broker hides answers at
+        or above the high watermark from consumers)."""
+        with self._reading():
+            log_start_offset = self._log_start_offset
+            for segment in self._view.segments:
+                if segment.max_timestamp < timestamp_ms or segment.next_offset <= log_start_offset:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), or
+        (-1, -1) when the log knows no such epoch (see LeaderEpochCache.end_offset_for)."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self._log_end_offset)
+
+    def segments(self) -> tuple[SegmentInfo, ...]:
+        """A snapshot of the segments, oldest first; the last one is the active segment."""
+        with self._reading():
+            return tuple(segment.info() for segment in self._view.segments)
+
+    # --- offsets that move ---
+
+    def update_high_watermark(self, offset: int) -> None:
+        """Raises the high watermark to `offset`; a lower value is ignored (it never moves
+        back, except when truncation cuts the log below it)."""
+        with self._lock:
+            assert 0 <= offset <= self._log_end_offset, (offset, self._log_end_offset)
+            self._high_watermark = max(self._high_watermark, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drops every batch that holds an offset >= `offset` (a follower that diverged). A
+        batch goes whole, so the log may end below `offset` if it fell inside one (but not
+        below the log start offset: if that batch holds the log start too, the log is left
+        empty at the log start). Below the log start offset the log is emptied and starts at
+        `offset`, as in Kafka."""
+        assert offset >= 0, offset
+        with self._lock:
+            self._check_writable()
+            if offset >= self._log_end_offset:
+                return
+            if offset < self._log_start_offset:
+                self._truncate_fully(offset)
+                return
+            with self._segments_lock.exclusive(), self._failing_on_error("truncate"):
+                view = self._view
+                keep = bisect_right(view.bases, offset)
+                for segment in reversed(view.segments[keep:]):
+                    segment.delete()
+                fsync_directory(self.directory)
+                self._publish(view.segments[:keep])
+                view.segments[keep - 1].truncate_to(offset)
+                log_end_offset = view.segments[keep - 1].next_offset
+                if log_end_offset < self._log_start_offset:
+                    # The batch holding `offset` held the log start too: nothing is left.
+                    self._reset_at(self._log_start_offset)
+                else:
+                    self._moved_end(log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Deletes every segment and starts an empty log at `offset` (a follower whose log end
+        is below the leader's log start offset)."""
+        assert offset >= 0, offset
+        with self._lock:
+            self._check_writable()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        with self._segments_lock.exclusive(), self._failing_on_error("truncate fully"):
+            self._reset_at(offset)
+
+    def _reset_at(self, offset: int) -> None:
+        """Replaces every segment by an empty one at `offset`, the new log start and end."""
+        for segment in reversed(self._view.segments):
+            segment.delete()
+        self._publish([LogSegment.create(self.directory, offset, self._config)])
+        fsync_directory(self.directory)
+        self._epochs.clear()
+        self._log_start_offset = offset
+        self._files.log_start_offset.write(offset)
+        self._moved_end(offset)
+
+    def _moved_end(self, log_end_offset: int) -> None:
+        """After a truncation: offsets at or above the new end are forgotten everywhere, and
+        stored offsets above it are lowered at once, so a crash cannot bring them back."""
+        assert self._log_start_offset <= log_end_offset, (self._log_start_offset, log_end_offset)
+        self._log_end_offset = log_end_offset
+        self._epochs.truncate_from_end(log_end_offset)
+        if self._high_watermark > log_end_offset:
+            self._high_watermark = log_end_offset
+            self._files.high_watermark.write(log_end_offset)
+        if self._recovery_point > log_end_offset:
+            self._recovery_point = log_end_offset
+            self._files.recovery_point.write(log_end_offset)
+
+    def delete_old_segments(self, *, now_ms: int) -> int:
+        """Kafka's retention pass: deletes the oldest segments while one of them is wholly below
+        the log start offset, or (cleanup.policy delete) older than retention.ms by its largest
+        timestamp, or needed to bring the log within retention.bytes. Never the active segment
+        and never data at or above the high watermark. Returns the segments deleted."""
+        with self._lock:
+            self._check_writable()
+            count = self._deletable_prefix(now_ms)
+            if count:
+                self._delete_prefix(count)
+            return count
+
+    def delete_records_before(self, offset: int) -> None:
+        """Kafka's DeleteRecords: the log start offset becomes `offset` (reads below it fail)
+        and segments wholly below it are deleted. LogError(OFFSET_OUT_OF_RANGE) above the
+        high watermark."""
+        with self._lock:
+            self._check_writable()
+            if offset > self._high_watermark:
+                raise LogError(
+                    common_pb2.OFFSET_OUT_OF_RANGE,
+                    f"offset {offset} is above the high watermark {self._high_watermark}",
+                )
+            if offset <= self._log_start_offset:
+                return
+            with self._failing_on_error("delete records"):
+                self._files.log_start_offset.write(offset)
+                self._log_start_offset = offset
+                self._epochs.truncate_from_start(offset)
+            count = self._deletable_prefix(None)
+            if count:
+                self._delete_prefix(count)
+
+    def _deletable_prefix(self, now_ms: int | None) -> int:
+        """How many of the oldest segments retention may delete (only by log start offset when
+        `now_ms` is None)."""
+        config = self._config
+        segments = self._view.segments
+        by_retention = now_ms is not None and config.deletes_old_segments
+        excess_bytes = None
+        if by_retention and config.retention_bytes >= 0:
+            excess_bytes = sum(segment.size for segment in segments) - config.retention_bytes
+        count = 0
+        for segment, following in itertools.pairwise(segments):
+            if following.base_offset > self._high_watermark:
+                break
+            below_start = following.base_offset <= self._log_start_offset
+            too_big = excess_bytes is not None and excess_bytes >= segment.size
+            too_old = (
+                by_retention
+                and now_ms is not None
+                and config.retention_ms >= 0
+                and now_ms - _largest_timestamp(segment) > config.retention_ms
+            )
+            if not (below_start or too_big or too_old):
+                break
+            if excess_bytes is not None:
+                excess_bytes -= segment.size
+            count += 1
+        return count
+
+    def _delete_prefix(self, count: int) -> None:
+        view = self._view
+        assert 0 < count < len(view.segments), "the active segment stays"
+        log_start_offset = max(self._log_start_offset, view.segments[count].base_offset)
+        with self._segments_lock.exclusive(), self._failing_on_error("delete segments"):
+            self._publish(view.segments[count:])
+            self._log_start_offset = log_start_offset
+            for segment in view.segments[:count]:
+                segment.delete()
+            fsync_directory(self.directory)
+        with self._failing_on_error("store the log start offset"):
+            self._files.log_start_offset.write(log_start_offset)
+            self._epochs.truncate_from_start(log_start_offset)
+
+    # --- the cleaner's swap ---
+
+    def replace_segments(self, old: Sequence[SegmentInfo], new_paths: Sequence[Path]) -> None:
+        """Swaps cleaned segments in for `old` (consecutive, from `segments()`, not the active
+        one), atomically across crashes with Kafka's protocol: verify the new files, rename
+        them `.cleaned` -> `.swap` (the commit point), the old files -> `.deleted`, the new ones
+        to their plain names, then delete the old files. `new_paths` are files named
+        `<20-digit base offset>.log.cleaned` in the log directory, holding whole batches; the
+        first starts at old[0]'s base offset, offsets increase and stay below the segment after
+        `old`. Indexes are built here. ValueError if `old` is not the current state or the new
+        files break those rules, LogError(CORRUPT_MESSAGE) if a new file holds a bad batch; the
+        new files are removed then. Verifying takes no lock: appends go on meanwhile."""
+        if not old:
+            raise ValueError("no segments to replace")
+        cleaned = self._open_cleaned(new_paths)
+        committed = False  # once set, the swap completes or the log goes offline
+        try:
+            with self._lock:
+                self._check_writable()
+                start = self._locate(old)
+                end_offset = self._view.segments[start + len(old)].base_offset
+                _check_cleaned_offsets(cleaned, old[0].base_offset, end_offset)
+                committed = True
+                self._swap(start, len(old), cleaned)
+        except BaseException:
+            if not committed:
+                for segment in cleaned:
+                    segment.delete()
+            raise
+
+    def _swap(self, start: int, count: int, cleaned: list[LogSegment]) -> None:
+        view = self._view
+        replaced = view.segments[start : start + count]
+        with self._segments_lock.exclusive(), self._failing_on_error("swap segments"):
+            for segment in cleaned:
+                segment.rename(SWAP_SUFFIX)
+            fsync_directory(self.directory)
+            for segment in replaced:
+                segment.close_files()
+                segment.rename(DELETED_SUFFIX)
+            for segment in cleaned:
+                segment.rename("")
+            fsync_directory(self.directory)
+            self._publish((*view.segments[:start], *cleaned, *view.segments[start + count :]))
+            unlink_durably([path for segment in replaced for path in segment.paths()])
+
+    def _locate(self, old: Sequence[SegmentInfo]) -> int:
+        """The position of `old` among the segments; ValueError unless it is there unchanged
+        and does not include the active segment."""
+        view = self._view
+        start = bisect_left(view.bases, old[0].base_offset)
+        current = [segment.info() for segment in view.segments[start : start + len(old)]]
+        if current != list(old) or start + len(old) >= len(view.segments):
+            raise ValueError("the segments changed since the snapshot, or include the active one")
+        return start
+
+    def _open_cleaned(self, paths: Sequence[Path]) -> list[LogSegment]:
+        """The cleaned files as verified, fsynced segments (indexes built, named `.cleaned`)."""
+        if not paths:
+            raise ValueError("no cleaned segments")
+        opened: list[LogSegment] = []
+        try:
+            for path in paths:
+                base = base_offset_of(path)
+                if base is None or path != self.directory / (
+                    file_name(base, LOG_SUFFIX) + CLEANED_SUFFIX
+                ):
+                    raise ValueError(f"{path} is not a <base>.log.cleaned file of this log")
+                segment, cut_bytes = LogSegment.recovered(
+                    self.directory, base, self._config, lambda header: None, suffix=CLEANED_SUFFIX
+                )
+                opened.append(segment)
+                if cut_bytes:
+                    raise LogError(common_pb2.CORRUPT_MESSAGE, f"{path}: bad batch at the end")
+                segment.flush()
+        except BaseException as error:
+            for segment in opened:
+                segment.delete()
+            if isinstance(error, OSError):
+                raise storage_error(f"cleaned segment: {error}") from error
+            raise
+        return opened
+
+    # --- closing ---
+
+    def close(self) -> None:
+        """Flushes, checkpoints and writes the clean-shutdown marker (unless the log is
+        offline, so the next open recovers it), then closes every file. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._failure is None:
+                    with self._failing_on_error(f"close of {self.directory}"):
+                        self._view.segments[-1].on_become_inactive()
+                    self._flush()
+                    with self._failing_on_error(f"close of {self.directory}"):
+                        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
+                        fsync_directory(self.directory)
+            finally:
+                with self._segments_lock.exclusive():
+                    for segment in self._view.segments:
+                        segment.close_files()
+                    self._closed = True
+
+
+def _read_view(
+    view: _SegmentView, offset: int, max_bytes: int, upper_offset: int
+) -> tuple[bytes, int, int] | None:
+    slot = bisect_right(view.bases, offset) - 1
+    assert slot >= 0, (offset, view.bases)
+    for segment in view.segments[slot:]:
+        position = segment.find_position(offset)
+        if position is not None:
+            return segment.read(position, max_bytes=max_bytes, upper_offset=upper_offset)
+    return None
+
+
+def _largest_timestamp(segment: LogSegment) -> int:
+    """The segment's largest record timestamp; its file's modification time when no batch has
+    a timestamp (Kafka's fallback)."""
+    if segment.max_timestamp != NO_TIMESTAMP:
+        return segment.max_timestamp
+    return os.stat(segment.log_path).st_mtime_ns // 1_000_000
+
+
+def _check_cleaned_offsets(segments: list[LogSegment], first_offset: int, end_offset: int) -> None:
+    if segments[0].base_offset != first_offset:
+        raise ValueError(f"cleaned segments start at {segments[0].base_offset}, not {first_offset}")
+    for earlier, later in itertools.pairwise(segments):
+        if later.base_offset < earlier.next_offset or later.base_offset <= earlier.base_offset:
+            raise ValueError(f"cleaned segment {later.base_offset} overlaps the one before")
+    if segments[-1].next_offset > end_offset:
+        raise ValueError(f"cleaned segments run past offset {end_offset}")
+
+
+def _append_info(data: bytes | bytearray, batches: Batches, log_append_time_ms: int) -> AppendInfo:
+    return AppendInfo(
+        first_offset=batches[0][1].base_offset,
+        last_offset=batches[-1][1].last_offset,
+        max_timestamp=max(header.max_timestamp for _, header in batches),
+        log_append_time_ms=log_append_time_ms,
+        batch_count=len(batches),
+        size_bytes=len(data),
+    )

@@ -1,0 +1,267 @@
+"""Opening a partition directory: finishing interrupted operations and recovering from a crash.
+
+What `load_log` does, in order:
+1. Notes whether the previous run shut down cleanly (the `.kafka_cleanshutdown` marker, written
+   last by `PartitionLog.close`), and removes the marker only at the very end, so a crash while
+   opening is still seen as unclean next time.
+2. Removes leftovers: checkpoint temp files (`*.tmp`), cleaner output that never committed
+   (`*.cleaned`), segments already replaced (`*.deleted`), and index files without a log file.
+3. Completes a segment swap that committed (`*.log.swap` exists, Kafka's protocol): the old
+   segments whose base offsets fall in the swapped range go, and the swap files take their names.
+4. Loads the segments. Unclean shutdown: every segment that may hold offsets at or above the
+   recovery point is verified batch by batch (`LogSegment.recover`); at the first torn or
+   corrupt batch the file is cut and all later segments are deleted, so exactly the batches
+   before the first bad byte remain. Segments below the recovery point (or all of them after a
+   clean shutdown) are trusted; one whose index is missing or inconsistent is rebuilt.
+5. Reconciles the checkpoints with what survived: log start offset = max(checkpoint, first
+   base offset); high watermark and recovery point no higher than the log end offset; the
+   leader-epoch cache forgets entries past the end (and learns the epochs of recovered batches).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from pykraft.broker.log.checkpoints import (
+    HIGH_WATERMARK_FILE,
+    LEADER_EPOCH_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    LeaderEpochCheckpointFile,
+    PartitionOffsetCheckpoint,
+    TopicPartition,
+)
+from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.files import fsync_directory, make_directory_durably, unlink_durably
+from pykraft.broker.log.index import IndexCorruptError
+from pykraft.broker.log.leader_epochs import LeaderEpochCache
+from pykraft.broker.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    base_offset_of,
+    file_name,
+)
+from pykraft.proto.record_batch import BatchHeader, CorruptBatchError
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+CLEANED_SUFFIX: Final = ".cleaned"
+SWAP_SUFFIX: Final = ".swap"
+DELETED_SUFFIX: Final = ".deleted"
+_TEMP_SUFFIX: Final = ".tmp"
+
+
+@dataclass(frozen=True)
+class PartitionFiles:
+    """The checkpoint files of one partition directory."""
+
+    topic_partition: TopicPartition
+    recovery_point: PartitionOffsetCheckpoint
+    log_start_offset: PartitionOffsetCheckpoint
+    high_watermark: PartitionOffsetCheckpoint
+    leader_epochs: LeaderEpochCheckpointFile
+
+    @staticmethod
+    def of(directory: Path, topic_partition: TopicPartition) -> PartitionFiles:
+        return PartitionFiles(
+            topic_partition,
+            PartitionOffsetCheckpoint(directory / RECOVERY_POINT_FILE, topic_partition),
+            PartitionOffsetCheckpoint(directory / LOG_START_OFFSET_FILE, topic_partition),
+            PartitionOffsetCheckpoint(directory / HIGH_WATERMARK_FILE, topic_partition),
+            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_FILE),
+        )
+
+
+@dataclass
+class LoadedLog:
+    """A partition directory after `load_log`: what PartitionLog starts from."""
+
+    files: PartitionFiles
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    high_watermark: int
+    epochs: LeaderEpochCache
+    had_clean_shutdown: bool
+
+
+def load_log(directory: Path, config: LogConfig) -> LoadedLog:
+    """Opens (creating it if needed) the partition directory `directory`, named
+    `<topic>-<partition>`; see the module docstring. Raises OSError on I/O failure and
+    ValueError for a directory name that is not a partition's."""
+    topic_partition = TopicPartition.from_directory_name(directory.name)
+    make_directory_durably(directory)
+    clean = (directory / CLEAN_SHUTDOWN_FILE).exists()
+    _remove_leftovers(directory)
+    _complete_swaps(directory, config)
+    files = PartitionFiles.of(directory, topic_partition)
+    epochs = LeaderEpochCache(files.leader_epochs)
+    stored_recovery_point = files.recovery_point.read() or 0
+    segments, recovered = _load_segments(
+        directory, config, epochs, recovery_point=None if clean else stored_recovery_point
+    )
+    try:
+        return _reconcile(
+            directory, config, files, epochs, segments, recovered, stored_recovery_point, clean
+        )
+    except BaseException:
+        for segment in segments:
+            segment.close_files()
+        raise
+
+
+def _reconcile(
+    directory: Path,
+    config: LogConfig,
+    files: PartitionFiles,
+    epochs: LeaderEpochCache,
+    segments: list[LogSegment],
+    recovered: list[LogSegment],
+    stored_recovery_point: int,
+    clean: bool,
+) -> LoadedLog:
+    """Step 5 of the module docstring, then removal of the clean-shutdown marker."""
+    log_start_offset = max(files.log_start_offset.read() or 0, segments[0].base_offset)
+    if log_start_offset > segments[-1].next_offset:
+        # The log start was stored durably but later data was not: start afresh there.
+        log.warning("%s: log start %d is past the log end; emptying", directory, log_start_offset)
+        for segment in segments:
+            segment.delete()
+        segments[:] = [LogSegment.create(directory, log_start_offset, config)]
+        recovered.clear()
+        fsync_directory(directory)
+        epochs.clear()
+    log_end_offset = segments[-1].next_offset
+    epochs.truncate_from_end(log_end_offset)
+    epochs.truncate_from_start(log_start_offset)
+    recovery_point = min(stored_recovery_point, log_end_offset)
+    if recovered:
+        for segment in recovered:
+            segment.flush()
+        recovery_point = log_end_offset
+        files.recovery_point.write(recovery_point)
+    high_watermark = min(max(files.high_watermark.read() or 0, log_start_offset), log_end_offset)
+    unlink_durably([directory / CLEAN_SHUTDOWN_FILE])
+    return LoadedLog(
+        files,
+        segments,
+        log_start_offset,
+        recovery_point,
+        high_watermark,
+        epochs,
+        clean,
+    )
+
+
+def _load_segments(
+    directory: Path,
+    config: LogConfig,
+    epochs: LeaderEpochCache,
+    *,
+    recovery_point: int | None,
+) -> tuple[list[LogSegment], list[LogSegment]]:
+    """(all segments, those recovered). `recovery_point` is None after a clean shutdown."""
+    bases = sorted(_segment_bases(directory))
+    segments: list[LogSegment] = []
+    recovered: list[LogSegment] = []
+
+    def learn_epoch(header: BatchHeader) -> None:
+        # As Kafka: only epochs newer than the cache's latest; the checkpoint already knows
+        # where older ones began (a stale later entry is dropped by truncate_from_end).
+        if header.partition_leader_epoch > epochs.latest_epoch:
+            epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+    try:
+        for position, base in enumerate(bases):
+            next_base = bases[position + 1] if position + 1 < len(bases) else None
+            unflushed = recovery_point is not None and (
+                next_base is None or next_base > recovery_point
+            )
+            if not unflushed:
+                try:
+                    segments.append(LogSegment.load(directory, base, config))
+                    continue
+                except (IndexCorruptError, CorruptBatchError) as error:
+                    log.warning("%s: rebuilding segment %d: %s", directory, base, error)
+            segment, cut_bytes = LogSegment.recovered(directory, base, config, learn_epoch)
+            segments.append(segment)
+            recovered.append(segment)
+            if cut_bytes and unflushed:
+                log.warning("%s: cut %d bytes off segment %d", directory, cut_bytes, base)
+                _delete_segment_files(directory, bases[position + 1 :])
+                break
+    except BaseException:
+        for segment in segments:
+            segment.close_files()
+        raise
+    if not segments:
+        segments.append(LogSegment.create(directory, 0, config))
+        fsync_directory(directory)
+    return segments, recovered
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    bases = []
+    for path in directory.glob("*" + LOG_SUFFIX):
+        base = base_offset_of(path)
+        if base is not None and path.name == file_name(base, LOG_SUFFIX):
+            bases.append(base)
+    return bases
+
+
+def _delete_segment_files(directory: Path, bases: list[int]) -> None:
+    unlink_durably(
+        [directory / file_name(base, suffix) for base in bases for suffix in SEGMENT_SUFFIXES]
+    )
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Removes files of operations that never committed or already finished, and index files
+    whose log file is gone (Kafka deletes these on start too)."""
+    leftovers = [
+        path
+        for suffix in (_TEMP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX)
+        for path in directory.glob("*" + suffix)
+    ]
+    swap_bases = {base_offset_of(path) for path in directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)}
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for path in directory.glob("*" + suffix + SWAP_SUFFIX):
+            if base_offset_of(path) not in swap_bases:
+                leftovers.append(path)
+        for path in directory.glob("*" + suffix):
+            base = base_offset_of(path)
+            if base is None or not (directory / file_name(base, LOG_SUFFIX)).exists():
+                leftovers.append(path)
+    unlink_durably(leftovers)
+
+
+def _complete_swaps(directory: Path, config: LogConfig) -> None:
+    """Finishes Kafka's swap: `.swap` segments replace the segments whose base offsets lie
+    between the smallest swap base offset and the largest swap end offset."""
+    swap_paths = sorted(directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX))
+    if not swap_paths:
+        return
+    swapped = []
+    for path in swap_paths:
+        base = base_offset_of(path)
+        assert base is not None, path
+        segment, _ = LogSegment.recovered(
+            directory, base, config, lambda header: None, suffix=SWAP_SUFFIX
+        )
+        swapped.append(segment)
+    low = min(segment.base_offset for segment in swapped)
+    high = max(max(segment.next_offset, segment.base_offset + 1) for segment in swapped)
+    replaced = [base for base in _segment_bases(directory) if low <= base < high]
+    log.warning("%s: completing the swap of segments %s", directory, replaced)
+    _delete_segment_files(directory, replaced)
+    for segment in swapped:
+        segment.rename("")
+        segment.close_files()
+    fsync_directory(directory)

@@ -1,0 +1,449 @@
+"""One segment of a partition log: the `.log` file of whole batches and its two sparse indexes.
+
+Files are named by the segment's base offset, zero-padded to 20 digits, as in Kafka:
+`00000000000000000000.log`, `.index`, `.timeindex`. The `.log` file is a plain concatenation of
+RecordBatch v2 batches exactly as the log appended them, so Kafka's tools can read it.
+
+Who may call what:
+- The partition log serialises every mutation (`append`, `truncate_to`, `rollback`, `recover`,
+  `close`, ...). Readers (`read`, `find_position`, `find_offset_by_timestamp`) may run on other
+  threads at the same time as `append`: they stop at `size`, which `append` raises only once
+  the bytes and index entries are in place, and they read with pread, never moving the cursor
+  the writer uses. Truncation, rollback and closing must hold the log's exclusive lock.
+- `load` trusts the bytes (segments below the recovery point, or after a clean shutdown) and
+  only scans the tail behind the last index entry; `recover` verifies every batch and cuts the
+  file at the first one that is torn, corrupt or out of order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Final
+
+from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.files import read_at, write_all
+from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
+from pykraft.proto.record_batch import (
+    HEADER_SIZE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    CorruptBatchError,
+    decode_batch,
+    verify_batch,
+)
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+SEGMENT_SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+_INT32_MAX: Final = (1 << 31) - 1
+_SCAN_BYTES: Final = 1 << 16  # bytes read at a time when walking batch headers
+assert _SCAN_BYTES >= HEADER_SIZE
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    """Kafka's segment file name: the base offset zero-padded to 20 digits, then `suffix`."""
+    assert base_offset >= 0
+    return f"{base_offset:020d}{suffix}"
+
+
+def base_offset_of(path: Path) -> int | None:
+    """The base offset a segment file name starts with, or None if it is not such a name."""
+    digits = path.name.split(".", 1)[0]
+    return int(digits) if len(digits) == 20 and digits.isdigit() else None
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """An immutable description of a segment at one moment (for retention and the cleaner).
+    `last_offset` is base_offset - 1 for an empty segment; `largest_timestamp` is -1 when no
+    batch has a timestamp."""
+
+    base_offset: int
+    path: Path
+    size_bytes: int
+    last_offset: int
+    largest_timestamp: int
+
+
+@dataclass(frozen=True)
+class SegmentMark:
+    """What `rollback` restores: the segment as it was before a failed append."""
+
+    size: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    first_batch_max_timestamp: int | None
+    bytes_since_index_entry: int
+    index_entries: int
+    time_index_entries: int
+
+
+class LogSegment:
+    """A `.log` file with its offset and time indexes (Kafka's LogSegment)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        empty_indexes: bool,
+        suffix: str = "",
+    ) -> None:
+        """Opens (creating if needed) the log file and the indexes, emptying the indexes when
+        `empty_indexes`; use `create`, `load` or `recovered` rather than this. `suffix`
+        follows every file name (".cleaned", ".swap" while the cleaner swaps segments)."""
+        self.base_offset = base_offset
+        self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + suffix)
+        self.index_path = directory / (file_name(base_offset, INDEX_SUFFIX) + suffix)
+        self.time_index_path = directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + suffix)
+        self.configure(config)
+        self._max_index_entries = config.segment_index_bytes // OffsetIndex.ENTRY.size
+        self._max_time_index_entries = config.segment_index_bytes // TimeIndex.ENTRY.size
+        # Append mode: writes land at the end, which truncation and rollback keep at `size`.
+        self._file: BinaryIO = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115
+        try:
+            self.offset_index, self.time_index = self._open_indexes(empty=empty_indexes)
+        except BaseException:
+            self._file.close()
+            raise
+        self._reset_state(size=0)
+
+    def _reset_state(self, size: int) -> None:
+        self.size = size  # published bytes: readers never look past this
+        self.next_offset = self.base_offset  # one past the last offset of the last batch
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_max_timestamp: int | None = None  # what segment.ms counts from
+        self._bytes_since_index_entry = 0
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+        """A new, empty segment (any old files under its names are emptied)."""
+        segment = cls(directory, base_offset, config, empty_indexes=True)
+        segment._file.truncate(0)
+        return segment
+
+    @classmethod
+    def load(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+        """A segment whose bytes are trusted. Reads the indexes and scans the batches behind
+        their last entry; raises IndexCorruptError when an index is missing or does not fit
+        the log (the caller then recovers the segment, rebuilding both) and CorruptBatchError
+        when the tail does not parse."""
+        index_names = (
+            file_name(base_offset, INDEX_SUFFIX),
+            file_name(base_offset, TIME_INDEX_SUFFIX),
+        )
+        missing = [name for name in index_names if not (directory / name).exists()]
+        segment = cls(directory, base_offset, config, empty_indexes=False)
+        try:
+            if missing:
+                raise IndexCorruptError(f"{directory}: {missing} missing")
+            segment._load_tail()
+        except (CorruptBatchError, IndexCorruptError):
+            segment.close_files()
+            raise
+        return segment
+
+    @classmethod
+    def recovered(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        on_batch: Callable[[BatchHeader], None],
+        *,
+        suffix: str = "",
+    ) -> tuple[LogSegment, int]:
+        """The segment after `recover` (indexes rebuilt), with the bytes it cut off."""
+        segment = cls(directory, base_offset, config, empty_indexes=True, suffix=suffix)
+        try:
+            return segment, segment.recover(on_batch)
+        except BaseException:
+            segment.close_files()
+            raise
+
+    def _open_indexes(self, *, empty: bool) -> tuple[OffsetIndex, TimeIndex]:
+        offset_opener = OffsetIndex.create if empty else OffsetIndex.load
+        time_opener = TimeIndex.create if empty else TimeIndex.load
+        offsets = offset_opener(self.index_path, self.base_offset, self._max_index_entries)
+        try:
+            times = time_opener(
+                self.time_index_path, self.base_offset, self._max_time_index_entries
+            )
+        except BaseException:
+            offsets.close()
+            raise
+        return offsets, times
+
+    def _load_tail(self) -> None:
+        """Sets the in-memory state from the indexes' last entries and the batches after the
+        last offset index entry, checking that the indexes agree with the log."""
+        file_size = os.fstat(self._file.fileno()).st_size
+        entry = self.offset_index.last_entry()
+        time_entry = self.time_index.last_entry()
+        self._reset_state(size=0)
+        self.max_timestamp, self.offset_of_max_timestamp = time_entry
+        if self.offset_index.entry_count:
+            if entry.position >= file_size:
+                raise IndexCorruptError(f"{self.index_path}: entry past the end of the log")
+            header = BatchHeader.parse(read_at(self._file, HEADER_SIZE, entry.position))
+            if header.last_offset != entry.offset:
+                raise IndexCorruptError(f"{self.index_path}: entry {entry} does not match log")
+        for _, header in self._iter_batches(entry.position, file_size, verify=False):
+            self._track(header)
+            self._bytes_since_index_entry += header.size_bytes
+        if self.time_index.entry_count and time_entry.offset >= self.next_offset:
+            raise IndexCorruptError(f"{self.time_index_path}: entry past the end of the log")
+        if file_size:
+            first = BatchHeader.parse(read_at(self._file, HEADER_SIZE, 0))
+            self.first_batch_max_timestamp = first.max_timestamp
+        self.size = file_size
+
+    def recover(self, on_batch: Callable[[BatchHeader], None]) -> int:
+        """Verifies every batch, rebuilds both indexes and cuts the file at the first batch that
+        is torn, corrupt (magic, length, CRC) or whose offsets do not increase. Calls
+        `on_batch` for each good batch. Returns the number of bytes cut off."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.offset_index, self.time_index = self._open_indexes(empty=True)
+        self._reset_state(size=0)
+        file_size = os.fstat(self._file.fileno()).st_size
+        valid_bytes = 0
+        try:
+            for position, header in self._iter_batches(0, file_size, verify=True):
+                if header.base_offset < self.next_offset or not self._fits(header.last_offset):
+                    break
+                self._index_batch(position, header)
+                on_batch(header)
+                valid_bytes = position + header.size_bytes
+        except CorruptBatchError:
+            pass
+        if valid_bytes < file_size:
+            self._file.truncate(valid_bytes)
+        self.size = valid_bytes
+        return file_size - valid_bytes
+
+    def _fits(self, offset: int) -> bool:
+        """Whether `offset` can be stored relative to the base offset (4 bytes in the index)."""
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def _iter_batches(
+        self, position: int, end: int, *, verify: bool
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `position` up to `end`, read in chunks.
+        Raises CorruptBatchError at a batch that is torn (runs past `end`) or fails to parse,
+        or with `verify` whose CRC is wrong."""
+        chunk = b""
+        chunk_start = position
+        while position < end:
+            relative = position - chunk_start
+            if len(chunk) - relative < HEADER_SIZE:
+                chunk = read_at(self._file, min(_SCAN_BYTES, end - position), position)
+                chunk_start, relative = position, 0
+            header = BatchHeader.parse(chunk, relative)
+            if position + header.size_bytes > end:
+                raise CorruptBatchError(f"{self.log_path}: batch at {position} is torn")
+            if verify:
+                if relative + header.size_bytes > len(chunk):
+                    chunk = read_at(self._file, max(_SCAN_BYTES, header.size_bytes), position)
+                    chunk_start, relative = position, 0
+                verify_batch(chunk, relative)
+            yield position, header
+            position += header.size_bytes
+
+    def _track(self, header: BatchHeader) -> None:
+        """Takes a batch appended (or found) at the end into the in-memory state."""
+        if self.first_batch_max_timestamp is None:
+            self.first_batch_max_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        self.next_offset = header.next_offset
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        """Kafka's rule: a batch gets index entries once more than index.interval.bytes were
+        appended since the last entry; the time index entry carries the largest timestamp so
+        far and the last offset of the batch that first reached it."""
+        self._track(header)
+        if self._bytes_since_index_entry > self._index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size_bytes
+
+    # --- appending ---
+
+    def should_roll(self, *, size_bytes: int, max_timestamp: int, last_offset: int) -> bool:
+        """Kafka's rule for a non-empty segment about to take `size_bytes` more: roll when it
+        would exceed segment.bytes, an index is full, the offsets would not fit 4 bytes, or
+        the new batches' max timestamp is more than segment.ms past the first batch's (Kafka
+        counts segment age in record time). Where Kafka falls back to the segment's creation
+        time (a first batch without timestamp), we roll by size only."""
+        if self.size == 0:
+            return False
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        if self.size + size_bytes > self._segment_bytes or not self._fits(last_offset):
+            return True
+        first = self.first_batch_max_timestamp
+        return first is not None and first >= 0 and max_timestamp - first > self._segment_ms
+
+    def configure(self, config: LogConfig) -> None:
+        """Sets the limits `should_roll` and `append` apply (they may change at run time)."""
+        self._segment_bytes = config.segment_bytes
+        self._segment_ms = config.segment_ms
+        self._index_interval_bytes = config.index_interval_bytes
+
+    def append(self, data: bytes | bytearray, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+        """Writes `data` (whole batches; `batches` gives each one's position in `data` and its
+        header, offsets increasing from `next_offset` on) at the end, then indexes them. On
+        OSError the caller must `rollback` to a `mark()` taken before."""
+        assert batches and batches[0][1].base_offset >= self.next_offset, (self.next_offset,)
+        assert self._fits(batches[-1][1].last_offset), "roll before appending"
+        start = self.size
+        write_all(self._file, data)  # append mode: lands at `start`, the end of the file
+        for relative, header in batches:
+            self._index_batch(start + relative, header)
+        self.size = start + len(data)  # publish last: readers may now see the batches
+
+    def mark(self) -> SegmentMark:
+        return SegmentMark(
+            self.size,
+            self.next_offset,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            self.first_batch_max_timestamp,
+            self._bytes_since_index_entry,
+            self.offset_index.entry_count,
+            self.time_index.entry_count,
+        )
+
+    def rollback(self, mark: SegmentMark) -> None:
+        """Puts the segment back as it was at `mark` (file bytes and index entries included)."""
+        self._file.truncate(mark.size)
+        self.offset_index.truncate_entries(mark.index_entries)
+        self.time_index.truncate_entries(mark.time_index_entries)
+        self.size = mark.size
+        self.next_offset = mark.next_offset
+        self.max_timestamp = mark.max_timestamp
+        self.offset_of_max_timestamp = mark.offset_of_max_timestamp
+        self.first_batch_max_timestamp = mark.first_batch_max_timestamp
+        self._bytes_since_index_entry = mark.bytes_since_index_entry
+
+    def truncate_to(self, offset: int) -> int:
+        """Drops every batch whose last offset is `offset` or above (a batch goes whole);
+        returns the bytes removed."""
+        position = self.find_position(offset)
+        if position is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self._file.truncate(position)
+        removed = self.size - position
+        self._load_tail()
+        return removed
+
+    def on_become_inactive(self) -> None:
+        """Kafka writes the largest timestamp into the time index when a segment stops being
+        active (roll, close), so it survives a restart without a scan."""
+        self.time_index.maybe_append(
+            self.max_timestamp, self.offset_of_max_timestamp, allow_full=True
+        )
+
+    # --- reading ---
+
+    def find_position(self, offset: int) -> int | None:
+        """Position of the first batch whose last offset is >= `offset`, or None if the segment
+        has none (up to `size`)."""
+        end = self.size
+        start = self.offset_index.lookup(offset).position
+        for position, header in self._iter_batches(start, end, verify=False):
+            if header.last_offset >= offset:
+                return position
+        return None
+
+    def read(
+        self, position: int, *, max_bytes: int, upper_offset: int
+    ) -> tuple[bytes, int, int] | None:
+        """Whole batches from `position` (a batch start): (data, base offset of the first,
+        offset after the last). The first batch comes even if larger than `max_bytes`; later
+        ones only while the total stays within it. No batch whose last offset is
+        >= `upper_offset` is returned; None if the first one is such a batch."""
+        end = self.size
+        data = read_at(self._file, min(max(max_bytes, HEADER_SIZE), end - position), position)
+        first = BatchHeader.parse(data)
+        if first.last_offset >= upper_offset:
+            return None
+        if first.size_bytes > len(data):
+            data = read_at(self._file, first.size_bytes, position)
+        taken, next_offset = first.size_bytes, first.next_offset
+        while len(data) - taken >= HEADER_SIZE:
+            header = BatchHeader.parse(data, taken)
+            too_big = taken + header.size_bytes > min(len(data), max_bytes)
+            if too_big or header.last_offset >= upper_offset:
+                break
+            taken, next_offset = taken + header.size_bytes, header.next_offset
+        return data[:taken], first.base_offset, next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is
+        >= `timestamp`, or None. Uses the time index to skip ahead, then decodes one batch.
+        Raises BatchError if that batch's records do not decode."""
+        entry = self.time_index.lookup(timestamp)
+        start = self.offset_index.lookup(entry.offset).position
+        for position, header in self._iter_batches(start, self.size, verify=False):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for record in decode_batch(read_at(self._file, header.size_bytes, position)):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def info(self) -> SegmentInfo:
+        return SegmentInfo(
+            self.base_offset, self.log_path, self.size, self.next_offset - 1, self.max_timestamp
+        )
+
+    # --- files ---
+
+    def flush(self) -> None:
+        os.fsync(self._file.fileno())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close_files(self) -> None:
+        """Closes the three files (idempotent)."""
+        self._file.close()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.index_path, self.time_index_path]
+
+    def rename(self, suffix: str) -> None:
+        """Renames the three files to their plain names followed by `suffix`, the log file
+        last (a `.log` name is what commits a segment); open files stay usable."""
+        indexes = ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX))
+        for index, plain_suffix in indexes:
+            target = index.path.with_name(file_name(self.base_offset, plain_suffix) + suffix)
+            index.path.rename(target)
+            index.path = target
+        log_target = self.log_path.with_name(file_name(self.base_offset, LOG_SUFFIX) + suffix)
+        self.log_path.rename(log_target)
+        self.log_path = log_target
+        self.index_path = self.offset_index.path
+        self.time_index_path = self.time_index.path
+
+    def delete(self) -> None:
+        """Closes and removes the files, the log file first: a crash in between leaves index
+        files without a log, which the loader removes. The caller fsyncs the directory."""
+        self.close_files()
+        for path in self.paths():
+            path.unlink(missing_ok=True)

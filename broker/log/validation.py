@@ -1,0 +1,190 @@
+"""Checking the batches of an append and assigning their offsets (Kafka's LogValidator, in part).
+
+A produce request (leader) or a fetch response (follower) carries one or more RecordBatch v2
+batches back to back. Everything here works on the batch headers: an uncompressed batch is
+never decoded (its CRC vouches for the bytes the producer built), a compressed one is decoded
+once so its records are checked against the header. Nothing here touches the disk; a refused
+batch raises LogError with Kafka's code and the caller has written nothing.
+
+Leader rules (Kafka's): size <= max.message.bytes (MESSAGE_TOO_LARGE); a record count above 0
+with last_offset_delta == record_count - 1, no control batch from a client, max timestamp not
+below the first (INVALID_RECORD); CreateTime timestamps within message.timestamp.before/after.max.ms
+of `now_ms` (INVALID_TIMESTAMP; checked on the first and max timestamps of an uncompressed batch,
+on every record of a compressed one). Offsets are then assigned in place and the leader epoch
+stamped: both lie outside the CRC. LogAppendTime rewrites the timestamp type and max timestamp,
+which lie inside it, so the CRC is computed again (as Kafka does).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Final
+
+import crc32c
+
+from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.errors import LogError
+from pykraft.proto import common_pb2
+from pykraft.proto.record_batch import (
+    NO_TIMESTAMP,
+    BatchError,
+    BatchHeader,
+    Compression,
+    TimestampType,
+    decode_batch,
+    iter_batches,
+    rewrite_offsets,
+)
+
+# Where the fields that LogAppendTime changes sit in a batch (see pykraft.proto.record_batch).
+_CRC_AT: Final = 17
+_ATTRIBUTES_AT: Final = 21
+_MAX_TIMESTAMP_AT: Final = 35
+_TIMESTAMP_TYPE_FLAG: Final = 0x08
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+
+Batches = list[tuple[int, BatchHeader]]  # (position in the request's bytes, header)
+
+
+def split_batches(data: bytes | bytearray) -> Batches:
+    """The batches of a request, each checked for magic, length and CRC; CORRUPT_MESSAGE if
+    any fails or bytes are left over after the last whole batch."""
+    try:
+        batches = list(iter_batches(data, verify=True))
+    except BatchError as error:
+        raise LogError(error.error_code, str(error)) from None
+    end = batches[-1][0] + batches[-1][1].size_bytes if batches else 0
+    if end != len(data):
+        raise LogError(common_pb2.CORRUPT_MESSAGE, f"{len(data) - end} bytes after the last batch")
+    return batches
+
+
+def check_leader_batches(
+    data: bytes | bytearray, batches: Batches, config: LogConfig, *, now_ms: int
+) -> None:
+    """Applies the leader's rules (module docstring) to every batch of a request."""
+    for position, header in batches:
+        if header.size_bytes > config.max_message_bytes:
+            raise LogError(
+                common_pb2.MESSAGE_TOO_LARGE,
+                f"batch of {header.size_bytes} bytes, max.message.bytes is "
+                f"{config.max_message_bytes}",
+            )
+        _check_shape(header)
+        if header.compression is Compression.NONE:
+            timestamps = [header.base_timestamp, header.max_timestamp]
+        else:
+            timestamps = _decoded_timestamps(data, position, header)
+        if config.message_timestamp_type is TimestampType.CREATE_TIME:
+            _check_timestamps(timestamps, config, now_ms)
+
+
+def _invalid(message: str) -> LogError:
+    return LogError(common_pb2.INVALID_RECORD, message)
+
+
+def _check_shape(header: BatchHeader) -> None:
+    if header.record_count <= 0:
+        raise _invalid(f"batch at offset {header.base_offset} has {header.record_count} records")
+    if header.last_offset_delta != header.record_count - 1:
+        raise _invalid(
+            f"last offset delta {header.last_offset_delta} does not match "
+            f"{header.record_count} records"
+        )
+    if header.is_control:
+        raise _invalid("clients may not write control batches")
+    if header.max_timestamp < header.base_timestamp:
+        raise _invalid(f"max timestamp {header.max_timestamp} < first {header.base_timestamp}")
+    try:
+        header.compression  # noqa: B018 - raises BatchError(INVALID_RECORD) for codecs 5-7
+    except BatchError as error:
+        raise LogError(error.error_code, str(error)) from None
+
+
+def _decoded_timestamps(data: bytes | bytearray, position: int, header: BatchHeader) -> list[int]:
+    """Decodes a compressed batch: its records must match the header's count and max."""
+    try:
+        records = decode_batch(data, position)
+    except BatchError as error:
+        raise LogError(error.error_code, str(error)) from None
+    timestamps = [record.timestamp for record in records]
+    if header.timestamp_type is TimestampType.CREATE_TIME and max(timestamps) != (
+        header.max_timestamp
+    ):
+        raise _invalid(f"max timestamp {header.max_timestamp} is not the records' largest")
+    return timestamps
+
+
+def _check_timestamps(timestamps: Sequence[int], config: LogConfig, now_ms: int) -> None:
+    for timestamp in timestamps:
+        if timestamp == NO_TIMESTAMP:
+            continue
+        too_old = timestamp < now_ms - config.message_timestamp_before_max_ms
+        too_new = timestamp > now_ms + config.message_timestamp_after_max_ms
+        if too_old or too_new:
+            raise LogError(
+                common_pb2.INVALID_TIMESTAMP,
+                f"timestamp {timestamp} is outside the window the topic allows around {now_ms}",
+            )
+
+
+def assign_offsets(
+    data: bytearray,
+    batches: Batches,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    config: LogConfig,
+    now_ms: int,
+) -> Batches:
+    """Gives the batches consecutive offsets from `base_offset`, stamps `leader_epoch` and
+    applies the topic's timestamp type, in place; returns the rewritten headers."""
+    assigned: Batches = []
+    next_offset = base_offset
+    for position, header in batches:
+        rewrite_offsets(
+            data, position, base_offset=next_offset, partition_leader_epoch=leader_epoch
+        )
+        if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME:
+            _set_timestamp(data, position, header, TimestampType.LOG_APPEND_TIME, now_ms)
+        elif header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            _set_timestamp(data, position, header, TimestampType.CREATE_TIME, header.max_timestamp)
+        rewritten = BatchHeader.parse(data, position)
+        assigned.append((position, rewritten))
+        next_offset = rewritten.next_offset
+    return assigned
+
+
+def _set_timestamp(
+    data: bytearray,
+    position: int,
+    header: BatchHeader,
+    timestamp_type: TimestampType,
+    max_timestamp: int,
+) -> None:
+    """Sets the timestamp type bit and MaxTimestamp, then the CRC over [21, end)."""
+    attributes = header.attributes & ~_TIMESTAMP_TYPE_FLAG
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_FLAG
+    _INT16.pack_into(data, position + _ATTRIBUTES_AT, attributes)
+    _INT64.pack_into(data, position + _MAX_TIMESTAMP_AT, max_timestamp)
+    covered = memoryview(data)[position + _ATTRIBUTES_AT : position + header.size_bytes]
+    _UINT32.pack_into(data, position + _CRC_AT, crc32c.crc32c(covered))
+
+
+def check_follower_batches(batches: Batches, *, log_end_offset: int) -> None:
+    """A follower appends the leader's offsets as they are: the first batch must start at or
+    after the log end offset (above it only where the leader's cleaner removed batches) and
+    offsets must increase; UNKNOWN_SERVER_ERROR otherwise, as the caller broke the contract."""
+    next_offset = log_end_offset
+    for _, header in batches:
+        if header.base_offset < next_offset or header.last_offset_delta < 0:
+            raise LogError(
+                common_pb2.UNKNOWN_SERVER_ERROR,
+                f"follower batch at offsets {header.base_offset}..{header.last_offset} "
+                f"does not follow offset {next_offset - 1}",
+            )
+        next_offset = header.next_offset

@@ -1,0 +1,1 @@
+"""Tests of the partition log storage engine (pykraft.broker.log)."""

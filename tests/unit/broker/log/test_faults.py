@@ -1,0 +1,152 @@
+"""Disk failures (ENOSPC, EIO) injected through file objects that raise OSError: the append is
+refused with KAFKA_STORAGE_ERROR and cut back off, so the log is never left half-written; when
+even that fails the log goes offline and only a reopen (which recovers it) brings it back."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykraft.broker.log import LogError, PartitionLog
+from pykraft.broker.log.checkpoints import LeaderEpochCheckpointFile
+from pykraft.broker.log.segment import LogSegment
+from pykraft.proto import common_pb2
+
+from .support import NOW_MS, batch, open_log, read_all
+
+
+class FailingFile:
+    """Wraps a real file: writes put half their bytes on disk then fail with ENOSPC, and
+    truncation fails with EIO when `truncate_fails` is set."""
+
+    def __init__(self, real: Any, *, truncate_fails: bool = False) -> None:
+        self._real = real
+        self._truncate_fails = truncate_fails
+
+    def write(self, data: bytes | memoryview) -> int:
+        self._real.write(bytes(data)[: max(1, len(data) // 2)])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def truncate(self, size: int) -> int:
+        if self._truncate_fails:
+            raise OSError(errno.EIO, "Input/output error")
+        return int(self._real.truncate(size))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[PartitionLog]:
+    opened = open_log(tmp_path / "t-0")
+    opened.append_as_leader(batch([b"first", b"second"]), leader_epoch=0, now_ms=NOW_MS)
+    yield opened
+    opened.close()
+
+
+def _active(log: PartitionLog) -> LogSegment:
+    return log._view.segments[-1]
+
+
+def _append(log: PartitionLog, value: bytes, epoch: int = 0) -> None:
+    log.append_as_leader(batch([value]), leader_epoch=epoch, now_ms=NOW_MS)
+
+
+def _storage_error(log: PartitionLog, value: bytes, epoch: int = 0) -> None:
+    with pytest.raises(LogError) as raised:
+        _append(log, value, epoch)
+    assert raised.value.error_code == common_pb2.KAFKA_STORAGE_ERROR
+
+
+def test_a_failed_log_write_is_cut_back_and_the_log_goes_on(log: PartitionLog) -> None:
+    segment = _active(log)
+    real = segment._file
+    size = segment.log_path.stat().st_size
+    segment._file = FailingFile(real)  # type: ignore[assignment]
+    _storage_error(log, b"lost")
+    assert segment.log_path.stat().st_size == size and log.log_end_offset == 2
+    segment._file = real
+    _append(log, b"third")
+    assert read_all(log) == [(0, b"first"), (1, b"second"), (2, b"third")]
+
+
+def test_a_failed_index_write_is_cut_back_too(tmp_path: Path) -> None:
+    from pykraft.broker.log import LogConfig
+
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(index_interval_bytes=0), now_ms=NOW_MS)
+    _append(log, b"a")
+    segment = _active(log)
+    index = segment.offset_index
+    real = index._file
+    log_size = segment.log_path.stat().st_size
+    index._file = FailingFile(real)  # type: ignore[assignment]
+    _storage_error(log, b"b")
+    assert segment.log_path.stat().st_size == log_size and index.entry_count == 0
+    assert index.path.stat().st_size == 0
+    index._file = real
+    _append(log, b"b")
+    assert index.entry_count == 1 and read_all(log) == [(0, b"a"), (1, b"b")]
+    log.close()
+
+
+def test_a_failed_epoch_checkpoint_undoes_the_append(
+    log: PartitionLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_write(self: LeaderEpochCheckpointFile, entries: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    size = _active(log).log_path.stat().st_size
+    with monkeypatch.context() as patch:
+        patch.setattr(LeaderEpochCheckpointFile, "write", failing_write)
+        _storage_error(log, b"new epoch", epoch=1)
+    assert _active(log).log_path.stat().st_size == size
+    assert log.latest_epoch == 0 and log.log_end_offset == 2
+    _append(log, b"new epoch", epoch=1)
+    assert log.end_offset_for_epoch(0) == (0, 2)
+
+
+@pytest.mark.parametrize("failing", ["create", "fsync of the directory"])
+def test_a_failed_roll_leaves_the_log_usable(
+    log: PartitionLog, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    def fail(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        if failing == "create":
+            patch.setattr(LogSegment, "create", fail)
+        else:
+            patch.setattr("pykraft.broker.log.partition_log.fsync_directory", fail)
+        with pytest.raises(LogError) as raised:
+            log.roll(now_ms=NOW_MS)
+        assert raised.value.error_code == common_pb2.KAFKA_STORAGE_ERROR
+    assert len(log.segments()) == 1
+    assert not (log.directory / "00000000000000000002.log").exists()
+    log.roll(now_ms=NOW_MS)
+    _append(log, b"after")
+    assert [info.base_offset for info in log.segments()] == [0, 2]
+
+
+def test_when_the_undo_fails_the_log_goes_offline_until_reopened(
+    log: PartitionLog, tmp_path: Path
+) -> None:
+    segment = _active(log)
+    segment._file = FailingFile(segment._file, truncate_fails=True)  # type: ignore[assignment]
+    _storage_error(log, b"half written")
+    assert segment.log_path.stat().st_size > log.segments()[-1].size_bytes  # bytes left behind
+    _storage_error(log, b"refused")  # offline: no more appends
+    for mutation in (log.flush, lambda: log.truncate_to(0), lambda: log.roll(now_ms=NOW_MS)):
+        with pytest.raises(LogError):
+            mutation()
+    assert log.read(0, max_bytes=100).next_offset == 2  # what was appended stays readable
+    log.close()  # no clean-shutdown marker: the next open recovers
+    reopened = open_log(tmp_path / "t-0")
+    assert not reopened.had_clean_shutdown
+    assert read_all(reopened) == [(0, b"first"), (1, b"second")]
+    _append(reopened, b"third")
+    assert reopened.log_end_offset == 3
+    reopened.close()

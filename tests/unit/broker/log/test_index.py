@@ -1,0 +1,120 @@
+"""The sparse offset and time indexes: Kafka's byte layout, lookups, truncation, and the sanity
+checks that make a damaged index be rebuilt rather than trusted."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
+
+
+def _offset_index(tmp_path: Path, entries: list[tuple[int, int]], base: int = 100) -> OffsetIndex:
+    index = OffsetIndex.create(tmp_path / "a.index", base, max_entries=10)
+    for offset, position in entries:
+        index.append(offset, position)
+    return index
+
+
+def test_offset_index_entries_are_relative_offset_and_position_big_endian(tmp_path: Path) -> None:
+    index = _offset_index(tmp_path, [(110, 4096), (125, 8200)])
+    index.close()
+    assert (tmp_path / "a.index").read_bytes() == struct.pack(">iiii", 10, 4096, 25, 8200)
+
+
+def test_offset_lookup_finds_the_largest_entry_at_or_below(tmp_path: Path) -> None:
+    index = _offset_index(tmp_path, [(110, 4096), (125, 8200), (130, 9000)])
+    assert index.lookup(99) == (100, 0)  # below every entry: the segment start
+    assert index.lookup(109) == (100, 0)
+    assert index.lookup(110) == (110, 4096)
+    assert index.lookup(124) == (110, 4096)
+    assert index.lookup(125) == (125, 8200)
+    assert index.lookup(10**12) == (130, 9000)
+    index.close()
+
+
+def test_offset_index_truncation_drops_entries_at_or_above(tmp_path: Path) -> None:
+    index = _offset_index(tmp_path, [(110, 10), (125, 20), (130, 30)])
+    index.truncate_to(125)
+    assert index.entry_count == 1 and index.last_entry() == (110, 10)
+    assert (tmp_path / "a.index").stat().st_size == 8
+    index.append(126, 25)  # appending continues after the cut
+    index.close()
+    reloaded = OffsetIndex.load(tmp_path / "a.index", 100, max_entries=10)
+    assert [reloaded.lookup(o) for o in (111, 126)] == [(110, 10), (126, 25)]
+    reloaded.close()
+
+
+def test_offset_index_is_full_at_its_entry_limit(tmp_path: Path) -> None:
+    index = OffsetIndex.create(tmp_path / "a.index", 0, max_entries=2)
+    index.append(1, 10)
+    assert not index.is_full
+    index.append(2, 20)
+    assert index.is_full
+    with pytest.raises(AssertionError):
+        index.append(3, 30)
+    index.close()
+
+
+def test_offset_index_refuses_entries_that_do_not_increase(tmp_path: Path) -> None:
+    index = _offset_index(tmp_path, [(110, 50)])
+    with pytest.raises(AssertionError):
+        index.append(110, 60)
+    with pytest.raises(AssertionError):
+        index.append(111, 50)
+    index.close()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        struct.pack(">ii", 1, 10) + b"\x00\x01",  # not a whole number of entries
+        struct.pack(">iiii", 5, 10, 3, 20),  # offsets going down
+        struct.pack(">iiii", 3, 20, 5, 10),  # positions going down
+        struct.pack(">ii", -1, 10),  # below the base offset
+    ],
+)
+def test_damaged_offset_index_is_detected(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "a.index").write_bytes(content)
+    with pytest.raises(IndexCorruptError):
+        OffsetIndex.load(tmp_path / "a.index", 100, max_entries=10)
+
+
+def test_time_index_entries_are_timestamp_and_relative_offset(tmp_path: Path) -> None:
+    index = TimeIndex.create(tmp_path / "a.timeindex", 100, max_entries=10)
+    index.maybe_append(5000, 104)
+    index.close()
+    assert (tmp_path / "a.timeindex").read_bytes() == struct.pack(">qi", 5000, 4)
+
+
+def test_time_index_keeps_only_increasing_timestamps(tmp_path: Path) -> None:
+    index = TimeIndex.create(tmp_path / "a.timeindex", 100, max_entries=10)
+    index.maybe_append(5000, 104)
+    index.maybe_append(5000, 108)  # not above the last: ignored, as in Kafka
+    index.maybe_append(4000, 110)
+    index.maybe_append(6000, 112)
+    assert index.entry_count == 2
+    assert index.lookup(4999) == (-1, 100)
+    assert index.lookup(5000) == (5000, 104)
+    assert index.lookup(5999) == (5000, 104)
+    assert index.lookup(10**15) == (6000, 112)
+    index.truncate_to(112)
+    assert index.last_entry() == (5000, 104)
+    index.close()
+
+
+def test_time_index_may_take_one_entry_past_full_when_a_segment_closes(tmp_path: Path) -> None:
+    index = TimeIndex.create(tmp_path / "a.timeindex", 0, max_entries=1)
+    index.maybe_append(10, 1)
+    assert index.is_full
+    index.maybe_append(20, 2, allow_full=True)
+    assert index.last_entry() == (20, 2)
+    index.close()
+
+
+def test_damaged_time_index_is_detected(tmp_path: Path) -> None:
+    (tmp_path / "a.timeindex").write_bytes(struct.pack(">qiqi", 50, 1, 40, 2))
+    with pytest.raises(IndexCorruptError):
+        TimeIndex.load(tmp_path / "a.timeindex", 0, max_entries=10)

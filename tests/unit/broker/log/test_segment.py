@@ -1,0 +1,103 @@
+"""A segment on its own: Kafka's index rule, loading trusted files, recovering torn ones."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from pykraft.broker.log import LogConfig
+from pykraft.broker.log.segment import LogSegment, base_offset_of, file_name
+from pykraft.proto.record_batch import BatchHeader, iter_batches
+
+from .support import batch
+
+CONFIG = LogConfig(index_interval_bytes=200)
+
+
+def _append(segment: LogSegment, base_offset: int, count: int) -> None:
+    data = batch([b"x" * 40] * count, base_offset=base_offset)
+    segment.append(data, [(0, BatchHeader.parse(data))])
+
+
+def _filled(tmp_path: Path) -> tuple[LogSegment, list[tuple[int, BatchHeader]]]:
+    segment = LogSegment.create(tmp_path, 50, CONFIG)
+    for number in range(12):
+        _append(segment, 50 + 2 * number, 2)
+    data = segment.log_path.read_bytes()
+    return segment, list(iter_batches(data))
+
+
+def test_file_names_are_twenty_digit_base_offsets() -> None:
+    assert file_name(42, ".log") == "00000000000000000042.log"
+    assert base_offset_of(Path("00000000000000000042.index")) == 42
+    assert base_offset_of(Path("00000000000000000042.log.swap")) == 42
+    assert base_offset_of(Path("leader-epoch-checkpoint")) is None
+
+
+def test_index_gets_an_entry_once_more_than_the_interval_was_appended(tmp_path: Path) -> None:
+    segment, batches = _filled(tmp_path)
+    size = batches[0][1].size_bytes
+    assert 200 // size + 1 < len(batches)
+    expected = []
+    since = 0
+    for position, header in batches:
+        if since > 200:
+            expected.append((header.last_offset - 50, position))
+            since = 0
+        since += size
+    stored = list(struct.iter_unpack(">ii", segment.index_path.read_bytes()))
+    assert stored == expected and len(stored) >= 2
+    segment.close_files()
+
+
+def test_load_restores_what_append_built(tmp_path: Path) -> None:
+    segment, batches = _filled(tmp_path)
+    state = (segment.size, segment.next_offset, segment.max_timestamp, segment.mark())
+    segment.on_become_inactive()
+    segment.close_files()
+    loaded = LogSegment.load(tmp_path, 50, CONFIG)
+    assert (loaded.size, loaded.next_offset, loaded.max_timestamp) == state[:3]
+    assert loaded.mark().bytes_since_index_entry == state[3].bytes_since_index_entry
+    assert loaded.find_position(63) == batches[6][0]
+    loaded.close_files()
+
+
+def test_find_position_and_read_return_whole_batches(tmp_path: Path) -> None:
+    segment, batches = _filled(tmp_path)
+    position = segment.find_position(63)  # offsets 62-63 are the seventh batch
+    assert position == batches[6][0]
+    found = segment.read(position, max_bytes=3 * batches[0][1].size_bytes, upper_offset=10**9)
+    assert found is not None
+    data, first, next_offset = found
+    assert (first, next_offset) == (62, 68) and len(data) == 3 * batches[0][1].size_bytes
+    assert segment.read(position, max_bytes=10**6, upper_offset=63) is None
+    assert segment.find_position(10**9) is None
+    segment.close_files()
+
+
+def test_recover_cuts_a_torn_tail_and_rebuilds_the_indexes(tmp_path: Path) -> None:
+    segment, batches = _filled(tmp_path)
+    index_bytes = segment.index_path.read_bytes()
+    segment.close_files()
+    cut = batches[-1][0] + 30
+    with open(tmp_path / file_name(50, ".log"), "r+b") as file:
+        file.truncate(cut)
+    (tmp_path / file_name(50, ".index")).unlink()
+    seen: list[int] = []
+    recovered, cut_bytes = LogSegment.recovered(
+        tmp_path, 50, CONFIG, lambda header: seen.append(header.base_offset)
+    )
+    assert cut_bytes == 30
+    assert recovered.size == batches[-1][0] and recovered.next_offset == batches[-1][1].base_offset
+    assert seen == [header.base_offset for _, header in batches[:-1]]
+    assert index_bytes.startswith(recovered.index_path.read_bytes())
+    recovered.close_files()
+
+
+def test_truncate_drops_whole_batches_from_the_one_holding_the_offset(tmp_path: Path) -> None:
+    segment, batches = _filled(tmp_path)
+    removed = segment.truncate_to(65)  # inside the batch 64-65
+    assert removed == sum(header.size_bytes for _, header in batches[7:])
+    assert segment.next_offset == 64 and segment.size == batches[7][0]
+    assert segment.offset_index.last_entry().offset < 64
+    segment.close_files()
