@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -78,28 +79,37 @@ def log_read(directory: Path, config: LogConfig) -> tuple[float, int]:
     return elapsed, total
 
 
+def one_round(batch: bytes, count: int, config: LogConfig) -> dict[str, float]:
+    """Seconds for each of the four runs, raw and log alternating on the same disk."""
+    with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
+        raw_path = Path(tmp) / "raw.bin"
+        log_dir = Path(tmp) / "bench-0"
+        seconds = {"raw append": raw_write(raw_path, batch, count)}
+        seconds["log append"] = log_write(log_dir, batch, count, config)
+        seconds["raw read"], raw_bytes = raw_read(raw_path)
+        seconds["log read"], log_bytes = log_read(log_dir, config)
+    assert raw_bytes == log_bytes == count * len(batch), (raw_bytes, log_bytes)
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=256, help="bytes to write, in MiB")
     parser.add_argument("--segment-mib", type=int, default=256, help="segment.bytes, in MiB")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians shown")
     args = parser.parse_args()
     batch = make_batch()
     count = args.mib * 1024 * 1024 // len(batch)
     megabytes = count * len(batch) / 1e6
     config = LogConfig(segment_bytes=args.segment_mib * 1024 * 1024)
-    with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
-        raw_path = Path(tmp) / "raw.bin"
-        log_dir = Path(tmp) / "bench-0"
-        raw_write_s = raw_write(raw_path, batch, count)
-        log_write_s = log_write(log_dir, batch, count, config)
-        raw_read_s, raw_bytes = raw_read(raw_path)
-        log_read_s, log_bytes = log_read(log_dir, config)
-    assert raw_bytes == log_bytes == count * len(batch), (raw_bytes, log_bytes)
-    print(f"{count} batches of {len(batch)} bytes ({megabytes:.0f} MB), 100-byte records")
-    for name, raw_s, log_s in (
-        ("append", raw_write_s, log_write_s),
-        ("read", raw_read_s, log_read_s),
-    ):
+    rounds = [one_round(batch, count, config) for _ in range(args.rounds)]
+    median = {name: statistics.median(r[name] for r in rounds) for name in rounds[0]}
+    print(
+        f"{count} batches of {len(batch)} bytes ({megabytes:.0f} MB), 100-byte records; "
+        f"median of {args.rounds} alternating rounds"
+    )
+    for name in ("append", "read"):
+        raw_s, log_s = median[f"raw {name}"], median[f"log {name}"]
         print(
             f"{name:6} raw {megabytes / raw_s:7.0f} MB/s {count / raw_s:8.0f} batches/s | "
             f"log {megabytes / log_s:7.0f} MB/s {count / log_s:8.0f} batches/s | "

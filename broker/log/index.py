@@ -13,6 +13,11 @@ Kafka preallocates the files and trims them when the segment rolls; we simply ap
 is always exactly its entries and Kafka's tools read it as a trimmed one. Neither file has a
 checksum: a file that fails the sanity checks raises IndexCorruptError and the segment rebuilds
 it from the log, as Kafka does. Entries live in memory as well, searched by bisection.
+
+New entries reach the file on `flush`, `close` or `truncate_entries`, not on every append (Kafka
+writes its index through an mmap, with no system call per entry). An index file that lacks its
+newest entries is still correct, only sparser, and the segments a crash could leave that way lie
+after the recovery point, whose indexes recovery rebuilds from the log anyway.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class _SparseIndex:
         self.max_entries = max_entries
         self._keys = array("q")
         self._values = array("q")
+        self._unwritten = bytearray()  # packed entries not yet in the file
         # Append mode: every write lands at the end, wherever the file was truncated to.
         self._file = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed by close()
 
@@ -95,30 +101,47 @@ class _SparseIndex:
         return len(self._keys) >= self.max_entries
 
     def _write_entry(self, key: int, value: int, *, allow_full: bool = False) -> None:
-        """Appends to the file, then to memory: a failed write leaves memory unchanged.
+        """Adds an entry in memory; it reaches the file with the next `write_out`.
 
         Values go in before keys and entries leave only under the log's exclusive lock, so a
         reader bisecting the keys concurrently always finds the value of its slot."""
         assert allow_full or not self.is_full, f"{self.path} is full"
         assert not self._keys or self._follows(key, value), (key, value, self.path)
-        entry = self.ENTRY.pack(*self._to_stored(key, value))
-        write_all(self._file, entry)  # the file holds exactly the entries: this appends
+        self._unwritten += self.ENTRY.pack(*self._to_stored(key, value))
         self._values.append(value)
         self._keys.append(key)
+
+    def write_out(self) -> None:
+        """Appends the entries added since the last call to the file (the file then holds
+        exactly the entries). On OSError the file may hold part of them: `truncate_entries`
+        cuts it back."""
+        if self._unwritten:
+            write_all(self._file, bytes(self._unwritten))
+            self._unwritten.clear()
 
     def truncate_entries(self, count: int) -> None:
         """Keeps the first `count` entries, and cuts the file to them (also removing the
         partial entry a failed write may have left)."""
         assert 0 <= count <= len(self._keys), (count, len(self._keys))
-        self._file.truncate(count * self.ENTRY.size)
+        written = len(self._keys) - len(self._unwritten) // self.ENTRY.size
+        if count <= written:
+            self._unwritten.clear()
+            self._file.truncate(count * self.ENTRY.size)
+        else:
+            del self._unwritten[(count - written) * self.ENTRY.size :]
+            self._file.truncate(written * self.ENTRY.size)
         del self._keys[count:]
         del self._values[count:]
 
     def flush(self) -> None:
+        self.write_out()
         os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self.write_out()
+        finally:
+            self._file.close()
 
     def _follows(self, key: int, value: int) -> bool:
         raise NotImplementedError

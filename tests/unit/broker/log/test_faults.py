@@ -74,23 +74,35 @@ def test_a_failed_log_write_is_cut_back_and_the_log_goes_on(log: PartitionLog) -
     assert read_all(log) == [(0, b"first"), (1, b"second"), (2, b"third")]
 
 
-def test_a_failed_index_write_is_cut_back_too(tmp_path: Path) -> None:
+def test_a_failed_index_write_fails_the_flush_and_reopening_rebuilds_the_index(
+    tmp_path: Path,
+) -> None:
+    """Index entries reach their file on flush (not per append): a write that fails there is a
+    storage error for the partition, the recovery point stays put, and reopening rebuilds the
+    index from the log with nothing lost."""
     from pykraft.broker.log import LogConfig
 
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig(index_interval_bytes=0), now_ms=NOW_MS)
+    config = LogConfig(index_interval_bytes=0)
+    log = PartitionLog.open(tmp_path / "t-0", config, now_ms=NOW_MS)
     _append(log, b"a")
-    segment = _active(log)
-    index = segment.offset_index
-    real = index._file
-    log_size = segment.log_path.stat().st_size
-    index._file = FailingFile(real)  # type: ignore[assignment]
-    _storage_error(log, b"b")
-    assert segment.log_path.stat().st_size == log_size and index.entry_count == 0
-    assert index.path.stat().st_size == 0
-    index._file = real
     _append(log, b"b")
-    assert index.entry_count == 1 and read_all(log) == [(0, b"a"), (1, b"b")]
+    index = _active(log).offset_index
+    real = index._file
+    index._file = FailingFile(real)  # type: ignore[assignment]
+    with pytest.raises(LogError) as raised:
+        log.flush()
+    assert raised.value.error_code == common_pb2.KAFKA_STORAGE_ERROR
+    index._file = real
+    with pytest.raises(LogError):
+        _append(log, b"c")  # the log is offline until reopened
     log.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", config, now_ms=NOW_MS)
+    assert read_all(reopened) == [(0, b"a"), (1, b"b")]
+    rebuilt = _active(reopened).offset_index
+    assert rebuilt.entry_count >= 1 and rebuilt.path.stat().st_size == 8 * rebuilt.entry_count
+    _append(reopened, b"c")
+    assert read_all(reopened)[-1] == (2, b"c")
+    reopened.close()
 
 
 def test_a_failed_epoch_checkpoint_undoes_the_append(

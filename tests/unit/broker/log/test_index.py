@@ -39,6 +39,7 @@ def test_offset_index_truncation_drops_entries_at_or_above(tmp_path: Path) -> No
     index = _offset_index(tmp_path, [(110, 10), (125, 20), (130, 30)])
     index.truncate_to(125)
     assert index.entry_count == 1 and index.last_entry() == (110, 10)
+    index.write_out()  # entries reach the file on write_out/flush/close, not per append
     assert (tmp_path / "a.index").stat().st_size == 8
     index.append(126, 25)  # appending continues after the cut
     index.close()

@@ -45,6 +45,7 @@ def test_index_gets_an_entry_once_more_than_the_interval_was_appended(tmp_path: 
             expected.append((header.last_offset - 50, position))
             since = 0
         since += size
+    segment.offset_index.write_out()
     stored = list(struct.iter_unpack(">ii", segment.index_path.read_bytes()))
     assert stored == expected and len(stored) >= 2
     segment.close_files()
