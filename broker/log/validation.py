@@ -31,6 +31,7 @@ from pykraft.proto.record_batch import (
     BatchError,
     BatchHeader,
     Compression,
+    Record,
     TimestampType,
     decode_batch,
     iter_batches,
@@ -74,10 +75,16 @@ def check_leader_batches(
                 f"{config.max_message_bytes}",
             )
         _check_shape(header)
-        if header.compression is Compression.NONE:
+        compacted = "compact" in config.cleanup_policy
+        if header.compression is Compression.NONE and not compacted:
             timestamps = [header.base_timestamp, header.max_timestamp]
         else:
-            timestamps = _decoded_timestamps(data, position, header)
+            records = _decoded(data, position)
+            timestamps = _record_timestamps(records, header)
+            if compacted and any(record.key is None for record in records):
+                # Kafka's rule: the cleaner keeps the latest record of each key, so a keyless
+                # record on a compacted topic could never be kept; refuse it up front.
+                raise _invalid("compacted topic cannot accept a record without a key")
         if config.message_timestamp_type is TimestampType.CREATE_TIME:
             _check_timestamps(timestamps, config, now_ms)
 
@@ -104,12 +111,16 @@ def _check_shape(header: BatchHeader) -> None:
         raise LogError(error.error_code, str(error)) from None
 
 
-def _decoded_timestamps(data: bytes | bytearray, position: int, header: BatchHeader) -> list[int]:
-    """Decodes a compressed batch: its records must match the header's count and max."""
+def _decoded(data: bytes | bytearray, position: int) -> list[Record]:
+    """The batch's records; its bytes must decode (count, deltas, varints: decode_batch)."""
     try:
-        records = decode_batch(data, position)
+        return decode_batch(data, position)
     except BatchError as error:
         raise LogError(error.error_code, str(error)) from None
+
+
+def _record_timestamps(records: Sequence[Record], header: BatchHeader) -> list[int]:
+    """The records' timestamps, which must match the header's max."""
     timestamps = [record.timestamp for record in records]
     if header.timestamp_type is TimestampType.CREATE_TIME and max(timestamps) != (
         header.max_timestamp

@@ -4,6 +4,7 @@ identity, and the log stays readable, appendable and reopenable through a clean 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import shutil
 import threading
@@ -55,10 +56,19 @@ def append(
     log: PartitionLog, entries: Sequence[Entry], *, leader_epoch: int = 0, **batch: Any
 ) -> list[Stored]:
     """Appends one batch (keyword arguments as `keyed_batch`) as leader and moves the high
-    watermark to the end, as if every replica had it; returns what was stored."""
-    info = log.append_as_leader(
-        keyed_batch(entries, **batch), leader_epoch=leader_epoch, now_ms=NOW_MS
-    )
+    watermark to the end, as if every replica had it; returns what was stored.
+
+    A compacted log refuses keyless records, so they can only predate a switch of the topic to
+    cleanup.policy=compact: a batch holding one is appended under the delete policy."""
+    config = log.config
+    if any(key is None for key, _ in entries):
+        log.update_config(dataclasses.replace(config, cleanup_policy=("delete",)))
+    try:
+        info = log.append_as_leader(
+            keyed_batch(entries, **batch), leader_epoch=leader_epoch, now_ms=NOW_MS
+        )
+    finally:
+        log.update_config(config)
     log.update_high_watermark(log.log_end_offset)
     return [(info.first_offset + i, key, value) for i, (key, value) in enumerate(entries)]
 

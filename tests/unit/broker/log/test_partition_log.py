@@ -19,6 +19,7 @@ from pykraft.proto.record_batch import (
     BatchHeader,
     Compression,
     TimestampType,
+    build_batch,
     iter_batches,
     verify_batch,
 )
@@ -267,7 +268,8 @@ def test_roll_starts_a_segment_at_the_log_end_unless_the_active_one_is_empty(
 def _aged_log(directory: Path, config: LogConfig) -> PartitionLog:
     log = open_log(directory, config)
     for age in range(20):
-        payload = batch([b"x" * 100], timestamp=NOW_MS + 1000 * age)
+        key = b"key-%d" % age  # keyed: a compacted log refuses records without a key
+        payload = build_batch([(NOW_MS + 1000 * age, key, b"x" * 100)])
         log.append_as_leader(payload, leader_epoch=0, now_ms=NOW_MS + 20_000)
     return log
 
@@ -497,4 +499,22 @@ def test_reads_run_alongside_appends_and_retention(directory: Path) -> None:
             thread.join(timeout=10)
     assert not problems, problems[:3]
     assert len(reads) > 20 and log.log_start_offset > 0 and log.log_end_offset == 800
+    log.close()
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.LZ4])
+def test_a_compacted_topic_refuses_records_without_a_key(
+    tmp_path: Path, compression: Compression
+) -> None:
+    config = LogConfig(cleanup_policy=("compact",))
+    log = PartitionLog.open(tmp_path / "c-0", config, now_ms=NOW_MS)
+    keyed = build_batch([(NOW_MS, b"k", b"v")], compression=compression)
+    keyless = build_batch([(NOW_MS, b"k", b"v"), (NOW_MS, None, b"x")], compression=compression)
+    with pytest.raises(LogError) as raised:
+        log.append_as_leader(keyed + keyless, leader_epoch=0, now_ms=NOW_MS)
+    assert raised.value.error_code == common_pb2.INVALID_RECORD
+    assert "without a key" in str(raised.value)
+    assert log.log_end_offset == 0  # nothing of the request was written
+    log.append_as_leader(keyed, leader_epoch=0, now_ms=NOW_MS)
+    assert read_all(log) == [(0, b"v")]
     log.close()
