@@ -49,8 +49,11 @@ lint: $(STAMP) typecheck-tree
 	$(BIN)/mypy $(foreach p,$(PACKAGES),-p pykraft.$(p))
 	$(BIN)/mypy tests bench tools deploy
 
+# Benchmarks print their figures (noisy machine: compare ratios taken in one run).
 bench: $(STAMP)
 	$(BIN)/python bench/metadata_quorum.py
+	$(BIN)/python bench/partition_log.py
+	$(BIN)/python bench/record_batch_codec.py
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
