@@ -1,4 +1,5 @@
-"""pykraft's Python client: `AdminClient` for topics, configs and cluster state.
+"""pykraft's Python client: `Producer` and `Consumer` for records, `AdminClient` for topics,
+configs and cluster state.
 
     from pykraft.client import AdminClient, NewTopic, TopicAlreadyExistsError
 
@@ -25,6 +26,7 @@ from pykraft.client.admin_types import (
     TopicDescription,
     VoterInfo,
 )
+from pykraft.client.consumer.consumer import Consumer, NoOffsetForPartitionError
 from pykraft.client.errors import (
     BrokerIdNotRegisteredError,
     BrokerNotAvailableError,
@@ -94,15 +96,21 @@ from pykraft.client.errors import (
     UnsupportedVersionError,
     error_for,
 )
+from pykraft.client.producer.accumulator import BufferExhaustedError
+from pykraft.client.producer.producer import Producer
+from pykraft.client.types import ConsumerRecord, RecordMetadata, TopicPartition
 
 __all__ = [
     "AdminClient",
     "BrokerIdNotRegisteredError",
     "BrokerInfo",
     "BrokerNotAvailableError",
+    "BufferExhaustedError",
     "ClusterDescription",
     "ConfigSource",
     "ConfigValue",
+    "Consumer",
+    "ConsumerRecord",
     "ControllerInfo",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
@@ -141,6 +149,7 @@ __all__ = [
     "NetworkError",
     "NewLeaderElectedError",
     "NewTopic",
+    "NoOffsetForPartitionError",
     "NotControllerError",
     "NotCoordinatorError",
     "NotEnoughReplicasAfterAppendError",
@@ -152,10 +161,12 @@ __all__ = [
     "OutOfOrderSequenceNumberError",
     "PartitionInfo",
     "PolicyViolationError",
+    "Producer",
     "QuorumDescription",
     "ReassignmentInProgressError",
     "RebalanceInProgressError",
     "RecordListTooLargeError",
+    "RecordMetadata",
     "ReplicaNotAvailableError",
     "RequestTimedOutError",
     "ResourceNotFoundError",
@@ -166,6 +177,7 @@ __all__ = [
     "TopicAlreadyExistsError",
     "TopicCreated",
     "TopicDescription",
+    "TopicPartition",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
     "UnknownProducerIdError",

@@ -1,4 +1,5 @@
-"""The `pykraft` command: Kafka's kafka-topics, kafka-configs and kafka-metadata-quorum in one.
+"""The `pykraft` command: Kafka's kafka-topics, kafka-configs and kafka-metadata-quorum in one,
+plus the console producer and consumer (`produce`, `consume`, from cli_data).
 
 Admin subcommands live here; subcommands of other packages (`pykraft controller ...`) come from
 the entry-point group `pykraft.commands` and are loaded only when named (or listed by --help),
@@ -19,8 +20,8 @@ import click
 
 from pykraft.client import formatting
 from pykraft.client.admin import AdminClient, ResourceType
+from pykraft.client.cli_data import COMMANDS, bootstrap_callback
 from pykraft.client.errors import KafkaError
-from pykraft.client.routing import parse_bootstrap
 
 PLUGIN_GROUP = "pykraft.commands"
 _ENTITY_TYPES: dict[str, ResourceType] = {"topics": "topic", "brokers": "broker"}
@@ -96,13 +97,6 @@ class Session:
                 click.echo(text)
 
 
-def _bootstrap_option(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    try:
-        return parse_bootstrap(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e), ctx, param) from None
-
-
 _SESSION_OPTIONS = [
     click.option(
         "--bootstrap-controller",
@@ -110,7 +104,7 @@ _SESSION_OPTIONS = [
         "bootstrap",
         envvar="PYKRAFT_BOOTSTRAP",
         required=True,
-        callback=_bootstrap_option,
+        callback=bootstrap_callback,
         metavar="HOST:PORT[,HOST:PORT...]",
         help="Controllers (or brokers) to contact first; env PYKRAFT_BOOTSTRAP.",
     ),
@@ -187,6 +181,10 @@ def _config_callback(
 @click.group(cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """Administer a pykraft cluster (and run its nodes)."""
+
+
+for _command in COMMANDS:  # produce, consume
+    cli.add_command(_command)
 
 
 @cli.group()

@@ -1,7 +1,9 @@
-"""Real processes for integration tests: controllers on 127.0.0.1, and a stand-in broker.
+"""Real processes for integration tests: controllers and brokers on 127.0.0.1, and a stand-in
+broker.
 
-Every controller is a `python -m pykraft.quorum run` process with its own data directory under the
-test's tmp_path and ports picked free. Waits poll a condition against a deadline; nothing sleeps
+Every controller is a `python -m pykraft.quorum run` process, every broker a `python -m
+pykraft.broker run` process, each with its own data directory under the test's tmp_path and ports
+picked free. Waits poll a condition against a deadline; nothing sleeps
 blind.
 """
 
@@ -18,14 +20,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import grpc
 
 from pykraft.metadata_log.codec import decode_records
 from pykraft.metadata_log.delta import MetadataDelta
 from pykraft.metadata_log.image import MetadataImage
-from pykraft.proto import admin_pb2, admin_pb2_grpc, common_pb2, controller_pb2, controller_pb2_grpc
+from pykraft.proto import (
+    admin_pb2,
+    admin_pb2_grpc,
+    broker_pb2_grpc,
+    common_pb2,
+    controller_pb2,
+    controller_pb2_grpc,
+)
 from tests.ports import free_port
 
 T = TypeVar("T")
@@ -48,8 +57,55 @@ def wait_for(condition: Callable[[], T | None], *, timeout_s: float, what: str) 
     )
 
 
+class NodeProcess:
+    """A `python -m MODULE run ARGS` process with its output in `log_path`."""
+
+    MODULE: ClassVar[str]
+    KIND: ClassVar[str]
+    node_id: int
+    log_path: Path
+    args: list[str]
+    process: subprocess.Popen[bytes] | None
+
+    def start(self) -> None:
+        assert self.process is None or self.process.poll() is not None
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.MODULE, "run", *self.args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    def kill(self) -> None:
+        """kill -9: no shutdown code runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self, timeout_s: float = 15) -> int | None:
+        """SIGTERM, then wait for a clean exit; the exit code (None if never started)."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+                raise AssertionError(f"{self.KIND} {self.node_id} ignored SIGTERM") from None
+        return self.process.returncode
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
 @dataclass
-class ControllerProcess:
+class ControllerProcess(NodeProcess):
+    MODULE: ClassVar[str] = "pykraft.quorum"
+    KIND: ClassVar[str] = "controller"
     node_id: int
     grpc_port: int
     raft_port: int
@@ -62,36 +118,62 @@ class ControllerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self) -> None:
-        assert self.process is None or self.process.poll() is not None
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "pykraft.quorum", "run", *self.args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
 
-    def kill(self) -> None:
-        """kill -9: no shutdown code runs."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
+@dataclass
+class BrokerProcess(NodeProcess):
+    """A `python -m pykraft.broker run` process: gRPC on `port`, logs under `data_dir`."""
 
-    def stop(self) -> None:
-        """SIGTERM, then wait for a clean exit."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-                raise AssertionError(f"controller {self.node_id} ignored SIGTERM") from None
+    MODULE: ClassVar[str] = "pykraft.broker"
+    KIND: ClassVar[str] = "broker"
+    node_id: int
+    port: int
+    data_dir: Path
+    log_path: Path
+    args: list[str]
+    process: subprocess.Popen[bytes] | None = None
+    channel: grpc.Channel | None = None
 
     @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def image_path(self) -> Path:
+        return self.data_dir / "__cluster_metadata" / "image"
+
+    def stub(self) -> broker_pb2_grpc.BrokerServiceStub:
+        if self.channel is None:
+            self.channel = grpc.insecure_channel(self.address)
+        return broker_pb2_grpc.BrokerServiceStub(self.channel)
+
+    def close(self) -> None:
+        self.kill()
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+
+def make_broker(
+    tmp_path: Path,
+    quorum: Quorum,
+    node_id: int,
+    *,
+    heartbeat_interval_ms: int = 300,
+    session_timeout_ms: int = 3000,
+    bootstrap: str | None = None,
+) -> BrokerProcess:
+    """A broker of `quorum` (not started), with short heartbeats so tests stay quick;
+    `bootstrap` (default: every controller) is its controller.quorum.bootstrap.servers."""
+    port = free_port()
+    data_dir = tmp_path / f"broker-{node_id}"
+    args = [
+        "--node-id", str(node_id), "--listeners", f"127.0.0.1:{port}",
+        "--log-dirs", str(data_dir), "--bootstrap-controllers", bootstrap or quorum.bootstrap,
+        "--cluster-id", "test-cluster", "--rack", f"rack-{node_id}",
+        "--heartbeat-interval-ms", str(heartbeat_interval_ms),
+        "--session-timeout-ms", str(session_timeout_ms),
+    ]  # fmt: skip
+    return BrokerProcess(node_id, port, data_dir, tmp_path / f"broker-{node_id}.log", args)
 
 
 @dataclass

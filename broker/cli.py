@@ -1,0 +1,88 @@
+"""`pykraft broker run`: starts one broker process (found by `pykraft` through the
+`pykraft.commands` entry point, so the client package never imports this one)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from pykraft.broker.config import BrokerConfig, ConfigError, load_config
+from pykraft.broker.server import Broker
+
+log = logging.getLogger("pykraft.broker")
+
+# click parameter name -> config key (Kafka's name).
+_FLAG_KEYS = {
+    "node_id": "node.id",
+    "listeners": "listeners",
+    "rack": "broker.rack",
+    "log_dirs": "log.dirs",
+    "bootstrap_controllers": "controller.quorum.bootstrap.servers",
+    "cluster_id": "cluster.id",
+    "heartbeat_interval_ms": "broker.heartbeat.interval.ms",
+    "session_timeout_ms": "broker.session.timeout.ms",
+    "replica_lag_time_max_ms": "replica.lag.time.max.ms",
+}
+
+
+@click.group(help="Run a broker (the data plane).")
+def broker() -> None:
+    pass
+
+
+@broker.command(help="Start one broker and serve until SIGTERM (controlled shutdown) or Ctrl-C.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config file.")
+@click.option("--node-id", type=int, help="This broker's id (node.id).")
+@click.option("--listeners", help="host:port of the gRPC data plane (listeners).")
+@click.option("--rack", help="This broker's rack (broker.rack).")
+@click.option("--log-dirs", help="Comma-separated data directories (log.dirs).")
+@click.option(
+    "--bootstrap-controllers",
+    help="Controllers' gRPC addresses, host:port,... (controller.quorum.bootstrap.servers).",
+)
+@click.option("--cluster-id", help="Must match the controllers' cluster.id.")
+@click.option("--heartbeat-interval-ms", type=int, help="broker.heartbeat.interval.ms (2000).")
+@click.option("--session-timeout-ms", type=int, help="broker.session.timeout.ms (9000).")
+@click.option("--replica-lag-time-max-ms", type=int, help="replica.lag.time.max.ms (30000).")
+def run(config_path: Path | None, **flags: object) -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"
+    )
+    try:
+        config = load_config(config_path, {_FLAG_KEYS[k]: v for k, v in flags.items()})
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from error
+    sys.exit(_serve_until_stopped(config))
+
+
+def _serve_until_stopped(config: BrokerConfig) -> int:
+    broker_ = Broker(config)
+    stopped = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopped.set()
+        broker_.cancel_start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        started = broker_.start()
+    except (OSError, RuntimeError) as error:
+        log.error("%s", error)
+        broker_.stop()
+        return 1
+    code = 0
+    while started and not stopped.wait(0.5):
+        if broker_.failure is not None:
+            log.error("metadata could not be applied: %s", broker_.failure)
+            code = 1
+            break
+    log.info("broker %d stopping", config.node_id)
+    broker_.stop()
+    return code

@@ -1,0 +1,161 @@
+"""A broker's configuration: from a TOML file, overridden by command-line flags.
+
+Keys are Kafka's names (`node.id`, `listeners`, `broker.rack`, `log.dirs`,
+`controller.quorum.bootstrap.servers`, ...) with Kafka's defaults. `listeners` is one `host:port`
+(the gRPC data plane); `log.dirs` and `controller.quorum.bootstrap.servers` are comma-separated.
+Broker-wide defaults of topic configs (`log.retention.ms`, `min.insync.replicas`, ...) are the
+ones in `pykraft.metadata_log.configs.BROKER_SYNONYMS`, kept as strings in `topic_defaults`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from pykraft.metadata_log import BROKER_SYNONYMS, ConfigValidationError, validate_config
+from pykraft.metadata_log.records import ConfigResourceType
+
+# gRPC messages, both ways, on the data plane and to the controllers (a fetch carries up to this).
+GRPC_MESSAGE_BYTES_MAX: Final = 64 * 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or malformed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int
+    listener: str
+    log_dirs: tuple[Path, ...]
+    controller_bootstrap_servers: tuple[str, ...]
+    rack: str = ""
+    cluster_id: str = "pykraft-local"
+    heartbeat_interval_ms: int = 2000
+    session_timeout_ms: int = 9000
+    replica_lag_time_max_ms: int = 30_000
+    # Broker-wide defaults of topic configs, by the topic config's name.
+    topic_defaults: Mapping[str, str] = field(default_factory=dict)
+    metadata_fetch_wait_ms: int = 1000
+    request_timeout_ms: int = 5000
+    grpc_workers_max: int = 64
+
+    def __post_init__(self) -> None:
+        if self.node_id < 0:
+            raise ConfigError(f"node.id must be 0 or more, got {self.node_id}")
+        if not self.log_dirs:
+            raise ConfigError("log.dirs must name at least one directory")
+        if not self.controller_bootstrap_servers:
+            raise ConfigError("controller.quorum.bootstrap.servers must name a controller")
+        if self.heartbeat_interval_ms <= 0:
+            raise ConfigError("broker.heartbeat.interval.ms must be positive")
+        if self.session_timeout_ms <= self.heartbeat_interval_ms:
+            raise ConfigError(
+                "broker.session.timeout.ms must be longer than broker.heartbeat.interval.ms"
+            )
+        if self.replica_lag_time_max_ms <= 0:
+            raise ConfigError("replica.lag.time.max.ms must be positive")
+
+    @property
+    def host(self) -> str:
+        return self.listener.rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.rpartition(":")[2])
+
+    @property
+    def metadata_dir(self) -> Path:
+        """Where the broker keeps its copy of the metadata image (Kafka's __cluster_metadata)."""
+        return self.log_dirs[0] / "__cluster_metadata"
+
+
+_INT_KEYS: Final = {
+    "node.id": "node_id",
+    "broker.heartbeat.interval.ms": "heartbeat_interval_ms",
+    "broker.session.timeout.ms": "session_timeout_ms",
+    "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+}
+_STR_KEYS: Final = {"broker.rack": "rack", "cluster.id": "cluster_id"}
+_REQUIRED: Final = ("node.id", "listeners", "log.dirs", "controller.quorum.bootstrap.servers")
+KNOWN_KEYS: Final = frozenset(
+    {*_INT_KEYS, *_STR_KEYS, "listeners", "log.dirs", "controller.quorum.bootstrap.servers"}
+    | set(BROKER_SYNONYMS)
+)
+
+
+def parse_address(text: str, *, key: str) -> str:
+    """Checks Kafka's `host:port` form and returns it stripped."""
+    host, colon, port = text.strip().rpartition(":")
+    if not (colon and host and port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError(f"{key}: {text.strip()!r} is not of the form host:port")
+    return text.strip()
+
+
+def _split(text: object) -> list[str]:
+    items = text if isinstance(text, list) else str(text).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def _int(raw: Mapping[str, Any], key: str) -> int:
+    value = raw[key]
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{key} must be an integer, got {value!r}") from error
+
+
+def _topic_defaults(raw: Mapping[str, Any]) -> dict[str, str]:
+    defaults: dict[str, str] = {}
+    for broker_name, topic_name in BROKER_SYNONYMS.items():
+        if broker_name not in raw:
+            continue
+        try:
+            text = validate_config(ConfigResourceType.BROKER, broker_name, str(raw[broker_name]))
+        except ConfigValidationError as error:
+            raise ConfigError(str(error)) from error
+        defaults[topic_name] = text
+    return defaults
+
+
+def config_from_mapping(raw: Mapping[str, Any]) -> BrokerConfig:
+    """Builds a BrokerConfig from keys named as in the TOML file; ConfigError says what is wrong."""
+    unknown = sorted(set(raw) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown config keys: {', '.join(unknown)}")
+    missing = [key for key in _REQUIRED if key not in raw]
+    if missing:
+        raise ConfigError(f"missing required setting {', '.join(missing)}")
+    values: dict[str, Any] = {name: _int(raw, key) for key, name in _INT_KEYS.items() if key in raw}
+    values.update({name: str(raw[key]) for key, name in _STR_KEYS.items() if key in raw})
+    listeners = _split(raw["listeners"])
+    if len(listeners) != 1:
+        raise ConfigError(f"listeners must name exactly one host:port, got {raw['listeners']!r}")
+    bootstrap_key = "controller.quorum.bootstrap.servers"
+    return BrokerConfig(
+        listener=parse_address(listeners[0], key="listeners"),
+        log_dirs=tuple(Path(item) for item in _split(raw["log.dirs"])),
+        controller_bootstrap_servers=tuple(
+            parse_address(item, key=bootstrap_key) for item in _split(raw[bootstrap_key])
+        ),
+        topic_defaults=_topic_defaults(raw),
+        **values,
+    )
+
+
+def load_config(path: Path | None, overrides: Mapping[str, Any]) -> BrokerConfig:
+    """Reads `path` (TOML, optional), then applies `overrides` (flag values keyed like the TOML
+    keys; None means the flag was not given)."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise ConfigError(f"cannot read config file {path}: {error}") from error
+    raw.update({key: value for key, value in overrides.items() if value is not None})
+    return config_from_mapping(raw)

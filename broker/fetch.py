@@ -1,0 +1,88 @@
+"""Fetch on the leader, for consumers (replica_id -1: up to the high-water mark) and, through the
+replication seam, for followers (up to the log end; the fetch offset is the follower's log end).
+
+Limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` in all, except that the
+first batch found is returned whole even if larger (so a consumer always makes progress). With
+less than `min_bytes` found and no error, the fetch waits up to `max_wait_ms` for appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pykraft.broker.log import LogError
+from pykraft.broker.replica_manager import LeaderError, ReplicaManager
+from pykraft.proto import broker_pb2
+
+CONSUMER_REPLICA_ID = -1
+
+
+def handle_fetch(
+    manager: ReplicaManager, request: broker_pb2.FetchRequest, clock_ms: Callable[[], int]
+) -> broker_pb2.FetchResponse:
+    deadline_ms = clock_ms() + max(request.max_wait_ms, 0)
+    while True:
+        version = manager.version
+        response, size_bytes, failed = _read_all(manager, request, clock_ms())
+        left_ms = deadline_ms - clock_ms()
+        if failed or size_bytes >= request.min_bytes or left_ms <= 0:
+            return response
+        with manager.changed:
+            if manager.version == version:
+                manager.changed.wait(left_ms / 1000)
+
+
+def _read_all(
+    manager: ReplicaManager, request: broker_pb2.FetchRequest, now_ms: int
+) -> tuple[broker_pb2.FetchResponse, int, bool]:
+    """One pass over the partitions: the response, its record bytes, whether any failed."""
+    response = broker_pb2.FetchResponse()
+    size_bytes, failed = 0, False
+    for topic in request.topics:
+        topic_result = response.topics.add(topic=topic.topic)
+        for item in topic.partitions:
+            result = topic_result.partitions.add(
+                partition=item.partition, high_watermark=-1, last_stable_offset=-1
+            )
+            budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
+            try:
+                data = _read_one(manager, request.replica_id, topic.topic, item, result, now_ms)
+            except LogError as error:
+                result.error_code = error.error_code  # type: ignore[assignment]
+                result.error_message = str(error)
+                if isinstance(error, LeaderError):
+                    result.current_leader.CopyFrom(error.current_leader)
+                failed = True
+                continue
+            if len(data) > max(budget_bytes, 0) and size_bytes > 0:
+                continue  # over the request's budget: only the first batch may exceed it
+            result.records = data
+            size_bytes += len(data)
+    return response, size_bytes, failed
+
+
+def _read_one(
+    manager: ReplicaManager,
+    replica_id: int,
+    topic: str,
+    item: broker_pb2.FetchPartition,
+    result: broker_pb2.FetchPartitionResult,
+    now_ms: int,
+) -> bytes:
+    partition = manager.leader(topic, item.partition, now_ms)
+    epoch_error = partition.epoch_error(item.current_leader_epoch)
+    if epoch_error is not None:
+        raise epoch_error
+    upper_offset = partition.log.high_watermark if replica_id == CONSUMER_REPLICA_ID else None
+    read = partition.log.read(
+        item.fetch_offset, max_bytes=max(item.partition_max_bytes, 0), upper_offset=upper_offset
+    )
+    result.high_watermark = read.high_watermark
+    result.last_stable_offset = read.high_watermark
+    result.log_start_offset = read.log_start_offset
+    # Only an offset the leader holds tells it what the follower has (the read checked it).
+    if replica_id != CONSUMER_REPLICA_ID and partition.on_follower_fetch(
+        replica_id, item.fetch_offset
+    ):
+        manager.notify()
+    return read.data

@@ -1,0 +1,87 @@
+"""Produce on the leader: acks 0 and 1 answer once the leader's log has the batches; acks=all
+(-1) waits, up to the request's timeout, until the high-water mark covers them (every in-sync
+replica has them), else REQUEST_TIMED_OUT. Other acks values: INVALID_REQUIRED_ACKS."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pykraft.broker.log import LogError
+from pykraft.broker.partition import Partition
+from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
+from pykraft.proto import broker_pb2, common_pb2
+
+
+@dataclass
+class _Pending:
+    """An acks=all append waiting for the high-water mark to reach `end_offset`."""
+
+    partition: Partition
+    result: broker_pb2.ProducePartitionResult
+    end_offset: int
+
+
+def handle_produce(
+    manager: ReplicaManager, request: broker_pb2.ProduceRequest, clock_ms: Callable[[], int]
+) -> broker_pb2.ProduceResponse:
+    response = broker_pb2.ProduceResponse()
+    pending: list[_Pending] = []
+    for topic in request.topics:
+        topic_result = response.topics.add(topic=topic.topic)
+        for item in topic.partitions:
+            result = topic_result.partitions.add(
+                partition=item.partition, base_offset=-1, log_append_time_ms=-1
+            )
+            waiting = _produce_one(manager, request.acks, topic.topic, item, result, clock_ms())
+            if waiting is not None:
+                pending.append(waiting)
+    if pending:
+        _await_high_watermark(manager, pending, clock_ms() + request.timeout_ms, clock_ms)
+    return response
+
+
+def _produce_one(
+    manager: ReplicaManager,
+    acks: int,
+    topic: str,
+    item: broker_pb2.ProducePartition,
+    result: broker_pb2.ProducePartitionResult,
+    now_ms: int,
+) -> _Pending | None:
+    try:
+        if acks not in VALID_ACKS:
+            raise LogError(common_pb2.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}")
+        partition = manager.leader(topic, item.partition, now_ms)
+        info = partition.append_as_leader(item.records, acks=acks, now_ms=now_ms)
+    except LogError as error:
+        result.error_code = error.error_code  # type: ignore[assignment]
+        result.error_message = str(error)
+        if isinstance(error, LeaderError):
+            result.current_leader.CopyFrom(error.current_leader)
+        return None
+    manager.notify()
+    result.base_offset = info.first_offset
+    result.log_append_time_ms = info.log_append_time_ms
+    result.log_start_offset = partition.log.log_start_offset
+    if acks != -1 or partition.log.high_watermark > info.last_offset:
+        return None
+    return _Pending(partition, result, info.last_offset + 1)
+
+
+def _await_high_watermark(
+    manager: ReplicaManager, pending: list[_Pending], deadline_ms: int, clock_ms: Callable[[], int]
+) -> None:
+    with manager.changed:
+        while True:
+            pending = [p for p in pending if p.partition.log.high_watermark < p.end_offset]
+            left_ms = deadline_ms - clock_ms()
+            if not pending or left_ms <= 0:
+                break
+            manager.changed.wait(left_ms / 1000)
+    for waiting in pending:
+        waiting.result.error_code = common_pb2.REQUEST_TIMED_OUT
+        waiting.result.error_message = (
+            f"not every in-sync replica of {waiting.partition.topic}-"
+            f"{waiting.partition.partition} had the records in time"
+        )

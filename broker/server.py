@@ -1,0 +1,100 @@
+"""One broker process's parts, started and stopped in order.
+
+Start: open the metadata image kept on disk and the logs it names, serve gRPC (fenced, so every
+partition answers NOT_LEADER_OR_FOLLOWER), register, then heartbeat and fetch metadata; the
+heartbeats move the broker to RECOVERY once caught up and to RUNNING once unfenced. Stop: a
+controlled shutdown first (leaderships move away while the broker still serves), bounded by
+CONTROLLED_SHUTDOWN_TIMEOUT_MS, then the server, the threads and the logs close.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import grpc
+
+from pykraft.broker.config import BrokerConfig
+from pykraft.broker.controller_channel import ControllerCaller, ControllerChannel, monotonic_ms
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.metadata import ImageFile, MetadataFollower
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.service import BrokerService, serve
+from pykraft.metadata_log import MetadataDelta, MetadataImage
+
+log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = 10_000
+SERVER_STOP_GRACE_S: Final = 1.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.lifecycle = BrokerLifecycle()
+        self._caller = ControllerCaller(config.controller_bootstrap_servers)
+        self.replica_manager = ReplicaManager(config, self._may_serve)
+        self.metadata = MetadataFollower(
+            broker_id=config.node_id,
+            caller=self._caller,
+            image_file=ImageFile(config.metadata_dir),
+            listener=self._on_metadata,
+            fetch_wait_ms=config.metadata_fetch_wait_ms,
+            request_timeout_ms=config.request_timeout_ms,
+        )
+        self.channel = ControllerChannel(
+            config, self._caller, self.lifecycle, lambda: self.metadata.applied_offset
+        )
+        self._server: grpc.Server | None = None
+
+    def _may_serve(self, now_ms: int) -> bool:
+        return self.lifecycle.state in (
+            BrokerState.RUNNING,
+            BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+        ) and self.channel.may_serve(now_ms)
+
+    def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage) -> None:
+        self.replica_manager.on_metadata(delta, image, monotonic_ms())
+
+    def start(self) -> bool:
+        """False if `cancel_start` cut registration short; raises OSError if the listener cannot
+        bind, RuntimeError if registration is refused."""
+        self.lifecycle.transition(BrokerState.STARTING)
+        self.metadata.load()
+        service = BrokerService(self.replica_manager, self.config.cluster_id, monotonic_ms)
+        self._server = serve(service, self.config.listener, self.config.grpc_workers_max)
+        if not self.channel.register():
+            return False
+        self.channel.start()
+        self.metadata.start()
+        log.info("broker %d serving on %s", self.config.node_id, self.config.listener)
+        return True
+
+    def cancel_start(self) -> None:
+        """Called from a signal handler: a `start` still registering returns False."""
+        self.channel.cancel()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the broker must stop on its own (its metadata could not be applied), if so."""
+        return self.metadata.failure
+
+    def stop(self) -> None:
+        """Controlled shutdown (bounded), then closes everything; idempotent once stopped."""
+        state = self.lifecycle.state
+        if state is BrokerState.NOT_RUNNING:
+            return
+        if state in (BrokerState.RUNNING, BrokerState.RECOVERY, BrokerState.STARTING):
+            self.lifecycle.transition(BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+            if self.channel.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_MS):
+                log.info("controlled shutdown done")
+            else:
+                log.warning("controlled shutdown did not finish; stopping anyway")
+        self.lifecycle.transition(BrokerState.SHUTTING_DOWN)
+        if self._server is not None:
+            self._server.stop(grace=SERVER_STOP_GRACE_S).wait()
+        self.metadata.stop()
+        self.channel.stop()
+        self.replica_manager.close()
+        self._caller.close()
+        self.lifecycle.transition(BrokerState.NOT_RUNNING)

@@ -1,0 +1,1 @@
+"""The consumer: `Consumer` and its fetcher."""

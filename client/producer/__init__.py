@@ -1,0 +1,1 @@
+"""The producer: `Producer`, its accumulator, sender thread and Kafka's default partitioner."""

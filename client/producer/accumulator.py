@@ -1,0 +1,246 @@
+"""Per-partition queues of record batches, bounded by `buffer_memory`, drained by the sender.
+
+Producer threads `append`; the sender thread asks which partitions are `ready` (a batch is full,
+its linger expired, or a flush or close is under way), `drain`s one batch per partition, and
+`deallocate`s each batch once it is done, which frees its share of the buffer. All times are
+passed in as `now_ms` (monotonic milliseconds).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from pykraft.client.clock import monotonic_ms
+from pykraft.client.errors import MessageTooLargeError, RequestTimedOutError
+from pykraft.client.types import RecordMetadata, TopicPartition
+from pykraft.proto.record_batch import BatchBuilder, Compression
+
+# A record's bytes in the batch beyond key, value and headers (length, attributes, deltas).
+RECORD_OVERHEAD_BYTES = 21
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class BufferExhaustedError(RequestTimedOutError):
+    """`send` waited `max_block_ms` for buffer space that never came (Kafka's
+    BufferExhaustedException, a TimeoutException): the cluster is slower than the producer."""
+
+
+def record_size_bytes(key: bytes | None, value: bytes | None, headers: Headers) -> int:
+    """An upper bound on the record's encoded size; the buffer reserves this much for it."""
+    header_bytes = sum(len(k.encode()) + len(v or b"") + 10 for k, v in headers)
+    return RECORD_OVERHEAD_BYTES + len(key or b"") + len(value or b"") + header_bytes
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    """One batch under construction or in flight, with a future per record."""
+
+    tp: TopicPartition
+    builder: BatchBuilder
+    created_ms: int
+    reserved_bytes: int = 0
+    attempts: int = 0
+    retry_at_ms: int = 0
+    futures: list[Future[RecordMetadata]] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    done: bool = False
+
+    def complete(self, base_offset: int, log_append_time_ms: int) -> None:
+        """Resolves every record's future; offsets are consecutive from `base_offset`."""
+        assert not self.done, "a batch completes once"
+        self.done = True
+        for i, (future, timestamp) in enumerate(zip(self.futures, self.timestamps, strict=True)):
+            offset = base_offset + i if base_offset >= 0 else -1
+            ts = log_append_time_ms if log_append_time_ms >= 0 else timestamp
+            future.set_result(RecordMetadata(self.tp.topic, self.tp.partition, offset, ts))
+
+    def fail(self, error: BaseException) -> None:
+        assert not self.done, "a batch completes once"
+        self.done = True
+        for future in self.futures:
+            future.set_exception(error)
+
+
+class RecordAccumulator:
+    """Thread-safe; producer threads append, one sender thread drains."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: int,
+        buffer_memory: int,
+        compression: Compression,
+        wakeup: threading.Event,
+    ) -> None:
+        assert batch_size > 0 and linger_ms >= 0 and buffer_memory > 0
+        self._batch_size = batch_size
+        self._linger_ms = linger_ms
+        self._buffer_memory = buffer_memory
+        self._compression = compression
+        self._wakeup = wakeup
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._used_bytes = 0
+        self._incomplete: set[ProducerBatch] = set()
+        self._flushes_in_progress = 0
+        self._closing = False
+        self._lock = threading.Lock()
+        self._space_freed = threading.Condition(self._lock)
+        self._all_done = threading.Condition(self._lock)
+
+    def append(
+        self,
+        tp: TopicPartition,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        *,
+        max_block_ms: int,
+        abort_on_new_batch: bool = False,
+    ) -> Future[RecordMetadata] | None:
+        """Adds one record and returns its future; None (nothing added) when
+        `abort_on_new_batch` is set and the record would open a new batch, so the caller may
+        choose another partition first. Blocks up to `max_block_ms` for buffer space, then
+        raises BufferExhaustedError."""
+        size = record_size_bytes(key, value, headers)
+        if size > self._buffer_memory:
+            raise MessageTooLargeError(
+                f"a record of about {size} bytes can never fit in buffer_memory "
+                f"({self._buffer_memory} bytes)"
+            )
+        deadline = time.monotonic() + max_block_ms / 1000
+        with self._lock:
+            while self._used_bytes + size > self._buffer_memory and not self._closing:
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    raise BufferExhaustedError(
+                        f"waited {max_block_ms} ms for {size} bytes of buffer_memory "
+                        f"({self._buffer_memory} bytes, all in use): the cluster is not "
+                        "keeping up; raise buffer_memory or max_block_ms, or send slower"
+                    )
+                self._space_freed.wait(remaining_s)
+            if self._closing:
+                raise RuntimeError("the producer is closed")
+            queue = self._queues.setdefault(tp, deque())
+            batch = self._open_batch(queue, size)
+            if batch is None:
+                if abort_on_new_batch:
+                    return None
+                builder = BatchBuilder(compression=self._compression)
+                batch = ProducerBatch(tp, builder, created_ms=monotonic_ms())
+                queue.append(batch)
+                self._incomplete.add(batch)
+            batch.builder.append(timestamp_ms, key, value, headers)
+            batch.reserved_bytes += size
+            self._used_bytes += size
+            future: Future[RecordMetadata] = Future()
+            batch.futures.append(future)
+            batch.timestamps.append(timestamp_ms)
+            full = len(queue) > 1 or batch.builder.estimated_size_bytes() >= self._batch_size
+        if full:
+            self._wakeup.set()
+        return future
+
+    def _open_batch(self, queue: deque[ProducerBatch], size: int) -> ProducerBatch | None:
+        """The queue's last batch if it was never sent and `size` more bytes still fit."""
+        if not queue or queue[-1].attempts > 0 or not queue[-1].builder.record_count():
+            return None
+        batch = queue[-1]
+        fits = batch.builder.estimated_size_bytes() + size <= self._batch_size
+        return batch if fits else None
+
+    def ready(self, now_ms: int) -> tuple[list[TopicPartition], int]:
+        """Partitions with a batch to send now, and how long until the next may be (ms)."""
+        ready: list[TopicPartition] = []
+        next_ms = self._linger_ms if self._linger_ms > 0 else 100
+        with self._lock:
+            hurry = self._flushes_in_progress > 0 or self._closing
+            for tp, queue in self._queues.items():
+                if not queue:
+                    continue
+                first = queue[0]
+                if first.retry_at_ms > now_ms:
+                    next_ms = min(next_ms, first.retry_at_ms - now_ms)
+                    continue
+                full = len(queue) > 1 or first.builder.estimated_size_bytes() >= self._batch_size
+                wait_ms = first.created_ms + self._linger_ms - now_ms
+                if full or hurry or first.attempts > 0 or wait_ms <= 0:
+                    ready.append(tp)
+                else:
+                    next_ms = min(next_ms, wait_ms)
+        return ready, max(next_ms, 1)
+
+    def drain(self, tps: Iterable[TopicPartition]) -> list[ProducerBatch]:
+        """Takes the first batch of each partition, in the order given."""
+        with self._lock:
+            return [self._queues[tp].popleft() for tp in tps if self._queues.get(tp)]
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: int, backoff_ms: int) -> None:
+        """Puts a failed batch back at the head of its queue, to go again after a backoff."""
+        batch.attempts += 1
+        batch.retry_at_ms = now_ms + backoff_ms
+        with self._lock:
+            self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+
+    def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
+        """Removes and returns queued batches older than `delivery_timeout_ms`."""
+        expired: list[ProducerBatch] = []
+        with self._lock:
+            for queue in self._queues.values():
+                while queue and queue[0].created_ms + delivery_timeout_ms <= now_ms:
+                    expired.append(queue.popleft())
+        return expired
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """A batch is done (sent or failed): frees its buffer space."""
+        with self._lock:
+            if batch not in self._incomplete:
+                return
+            self._incomplete.discard(batch)
+            self._used_bytes -= batch.reserved_bytes
+            assert self._used_bytes >= 0, "buffer accounting went negative"
+            self._space_freed.notify_all()
+            self._all_done.notify_all()
+
+    def flush(self, timeout_s: float | None) -> bool:
+        """Makes every batch ready now and waits until all appended so far are done."""
+        with self._lock:
+            pending = set(self._incomplete)
+            self._flushes_in_progress += 1
+        self._wakeup.set()
+        try:
+            with self._lock:
+                return self._all_done.wait_for(lambda: not (pending & self._incomplete), timeout_s)
+        finally:
+            with self._lock:
+                self._flushes_in_progress -= 1
+
+    def close(self) -> None:
+        """No more appends; every queued batch is ready at once."""
+        with self._lock:
+            self._closing = True
+        self._wakeup.set()
+
+    def abort_all(self, error: BaseException) -> None:
+        """Fails every queued batch (a forced close)."""
+        with self._lock:
+            batches = [b for q in self._queues.values() for b in q]
+            for queue in self._queues.values():
+                queue.clear()
+        for batch in batches:
+            batch.fail(error)
+            self.deallocate(batch)
+
+    def has_pending(self) -> bool:
+        with self._lock:
+            return bool(self._incomplete)
+
+    def used_bytes(self) -> int:
+        with self._lock:
+            return self._used_bytes

@@ -1,0 +1,223 @@
+"""`Producer`: sends records to topics, batching per partition in a background thread.
+
+    from pykraft.client import Producer
+
+    with Producer(bootstrap_servers="127.0.0.1:9092", acks="all", linger_ms=5) as producer:
+        future = producer.send("orders", b"one", key=b"customer-7")
+        print(future.result(timeout=10).offset)
+
+Configuration uses Kafka's producer config names with `_` for `.` and Kafka's defaults. An
+unknown keyword raises TypeError naming it (Python's own check); a bad value raises ValueError
+with a sentence. Idempotence is not implemented yet (records may be written twice after a
+retry whose first attempt's answer was lost), which is Kafka's enable.idempotence=false.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Self
+
+from pykraft.client.broker_connection import ConnectionPool
+from pykraft.client.cluster_metadata import ClusterMetadata
+from pykraft.client.errors import RequestTimedOutError
+from pykraft.client.producer.accumulator import RecordAccumulator
+from pykraft.client.producer.partitioner import DefaultPartitioner
+from pykraft.client.producer.sender import Sender, SenderConfig
+from pykraft.client.routing import parse_bootstrap
+from pykraft.client.types import RecordMetadata, TopicPartition
+from pykraft.proto.record_batch import Compression
+
+Headers = Sequence[tuple[str, bytes | None]]
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
+
+_ACKS: dict[str | int, int] = {"all": -1, -1: -1, "-1": -1, 0: 0, "0": 0, 1: 1, "1": 1}
+_COMPRESSION: dict[str | None, Compression] = {
+    None: Compression.NONE,
+    "none": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+_INT32_MAX = 2**31 - 1
+
+
+def _require(ok: bool, sentence: str) -> None:
+    if not ok:
+        raise ValueError(sentence)
+
+
+class Producer:
+    """Thread-safe: many threads may `send` at once; one background thread talks to brokers."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str | Sequence[str],
+        acks: str | int = "all",
+        linger_ms: int = 5,
+        batch_size: int = 16384,
+        compression_type: str | None = None,
+        retries: int = _INT32_MAX,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30000,
+        delivery_timeout_ms: int = 120000,
+        max_in_flight_requests_per_connection: int = 5,
+        buffer_memory: int = 33554432,
+        max_block_ms: int = 60000,
+        client_id: str = "",
+        partitioner: DefaultPartitioner | None = None,
+    ) -> None:
+        bootstrap = parse_bootstrap(bootstrap_servers)
+        _require(acks in _ACKS, f"acks must be 'all', -1, 0 or 1, not {acks!r}.")
+        _require(
+            compression_type in _COMPRESSION,
+            f"compression_type must be one of none, gzip, snappy, lz4, zstd, "
+            f"not {compression_type!r}.",
+        )
+        for name, value, low in [
+            ("linger_ms", linger_ms, 0),
+            ("batch_size", batch_size, 1),
+            ("retries", retries, 0),
+            ("retry_backoff_ms", retry_backoff_ms, 0),
+            ("request_timeout_ms", request_timeout_ms, 1),
+            ("delivery_timeout_ms", delivery_timeout_ms, 1),
+            ("max_in_flight_requests_per_connection", max_in_flight_requests_per_connection, 1),
+            ("buffer_memory", buffer_memory, 1),
+            ("max_block_ms", max_block_ms, 0),
+        ]:
+            _require(
+                isinstance(value, int) and not isinstance(value, bool) and value >= low,
+                f"{name} must be an integer of at least {low}, not {value!r}.",
+            )
+        _require(
+            delivery_timeout_ms >= linger_ms + request_timeout_ms,
+            f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
+            f"request_timeout_ms ({linger_ms + request_timeout_ms}), as in Kafka.",
+        )
+        self.client_id = client_id
+        self._max_block_ms = max_block_ms
+        self._partitioner = partitioner or DefaultPartitioner()
+        self._pool = ConnectionPool(retry_backoff_ms=retry_backoff_ms)
+        self._metadata = ClusterMetadata(
+            bootstrap,
+            self._pool,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+        wakeup = threading.Event()
+        self._accumulator = RecordAccumulator(
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            buffer_memory=buffer_memory,
+            compression=_COMPRESSION[compression_type],
+            wakeup=wakeup,
+        )
+        config = SenderConfig(
+            acks=_ACKS[acks],
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            max_in_flight=max_in_flight_requests_per_connection,
+        )
+        self._sender = Sender(self._accumulator, self._metadata, self._pool, config, wakeup)
+        self._sender.start()
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> Future[RecordMetadata]:
+        """Queues one record; the future resolves to where it landed, or to its KafkaError.
+
+        Blocks up to `max_block_ms` for the topic's metadata and for buffer space. Raises
+        ValueError for a partition the topic does not have; `on_delivery(metadata, error)` runs
+        on the sender thread once the record is delivered or has failed.
+        """
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        for name, data in (("key", key), ("value", value)):
+            if data is not None and not isinstance(data, bytes):
+                raise TypeError(f"{name} must be bytes or None, not {type(data).__name__}")
+        record_headers = list(headers or ())
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        count = self._metadata.wait_for_topic(topic, self._max_block_ms)
+        if partition is not None and not 0 <= partition < count:
+            raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
+        future = self._append(topic, partition, count, timestamp, key, value, record_headers)
+        if on_delivery is not None:
+            callback = on_delivery
+
+            def report(done: Future[RecordMetadata]) -> None:
+                error = done.exception()
+                callback(None if error else done.result(), error)
+
+            future.add_done_callback(report)
+        return future
+
+    def _append(
+        self,
+        topic: str,
+        partition: int | None,
+        count: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> Future[RecordMetadata]:
+        sticky = partition is None and key is None
+        chosen = self._partitioner.partition(topic, key, count) if partition is None else partition
+        args = (timestamp, key, value, headers)
+        future = self._accumulator.append(
+            TopicPartition(topic, chosen),
+            *args,
+            max_block_ms=self._max_block_ms,
+            abort_on_new_batch=sticky,
+        )
+        if future is None:  # the sticky partition's batch is full: move on, as Kafka does
+            self._partitioner.on_new_batch(topic, chosen, count)
+            chosen = self._partitioner.partition(topic, key, count)
+            future = self._accumulator.append(
+                TopicPartition(topic, chosen), *args, max_block_ms=self._max_block_ms
+            )
+        assert future is not None
+        return future
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition numbers (blocks up to max_block_ms for metadata)."""
+        return list(range(self._metadata.wait_for_topic(topic, self._max_block_ms)))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends everything queued now and waits until each such record succeeded or failed.
+
+        Raises KafkaError (REQUEST_TIMED_OUT) if that takes longer than `timeout` seconds.
+        """
+        if not self._accumulator.flush(timeout):
+            raise RequestTimedOutError(f"flush did not finish within {timeout} s")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Delivers what is queued (waiting up to `timeout` seconds, forever if None), then
+        fails whatever is left and closes the connections. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._sender.close(timeout)
+        self._pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,230 @@
+"""The producer's background thread: drains ready batches and sends them, one Produce request
+per leader broker, keeping at most `max_in_flight` requests in flight per broker.
+
+A partition has at most one batch in flight, so a retried batch never overtakes a later one
+and each partition's records land in send order. Retriable errors put the batch back at the
+head of its queue after `retry_backoff_ms` (refreshing metadata first when the error says the
+leader moved) until `retries` or `delivery_timeout_ms` runs out; other errors fail the batch's
+futures with the typed KafkaError.
+
+Idempotence (issue 5) plugs in where batches are built (`_request`): producer id, epoch and
+base sequence per partition go into BatchBuilder, and OUT_OF_ORDER_SEQUENCE_NUMBER handling
+into `_on_partition_error`.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pykraft.client.broker_connection import ConnectionPool
+from pykraft.client.clock import monotonic_ms
+from pykraft.client.cluster_metadata import ClusterMetadata
+from pykraft.client.errors import (
+    InvalidMetadataError,
+    KafkaError,
+    RequestTimedOutError,
+    UnknownServerError,
+    error_for,
+)
+from pykraft.client.producer.accumulator import ProducerBatch, RecordAccumulator
+from pykraft.client.types import TopicPartition
+from pykraft.proto import broker_pb2, common_pb2
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    acks: int
+    retries: int
+    retry_backoff_ms: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    max_in_flight: int
+
+
+@dataclass(frozen=True)
+class _Completion:
+    address: str
+    batches: list[ProducerBatch]
+    result: broker_pb2.ProduceResponse | KafkaError
+
+
+class Sender:
+    """Owns the sender thread; `close` lets it finish what was appended, or aborts it."""
+
+    def __init__(
+        self,
+        accumulator: RecordAccumulator,
+        metadata: ClusterMetadata,
+        pool: ConnectionPool,
+        config: SenderConfig,
+        wakeup: threading.Event,
+    ) -> None:
+        self._accumulator = accumulator
+        self._metadata = metadata
+        self._pool = pool
+        self._config = config
+        self._wakeup = wakeup
+        self._completions: queue.SimpleQueue[_Completion] = queue.SimpleQueue()
+        self._in_flight: dict[str, int] = defaultdict(int)
+        self._in_flight_batches: set[ProducerBatch] = set()
+        self._muted: set[TopicPartition] = set()
+        self._running = True
+        self._forced = False
+        self._thread = threading.Thread(target=self._run, name="pykraft-producer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self, timeout_s: float | None) -> None:
+        """Sends what is queued within `timeout_s`; then fails whatever is left."""
+        self._running = False
+        self._accumulator.close()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._forced = True
+            self._wakeup.set()
+            self._thread.join()
+
+    def _has_work(self) -> bool:
+        if self._forced:
+            return False
+        return self._running or self._accumulator.has_pending() or bool(self._in_flight_batches)
+
+    def _run(self) -> None:
+        reason = "the producer was closed before these records were delivered"
+        try:
+            while self._has_work():
+                delay_ms = self._run_once(monotonic_ms())
+                if self._has_work():
+                    self._wakeup.wait(delay_ms / 1000)
+        except Exception as e:  # a bug must fail the futures, not leave them hanging
+            self._forced = True
+            reason = f"the producer's sender thread failed: {e!r}"
+            raise
+        finally:
+            if self._forced:
+                self._abort(KafkaError(reason))
+
+    def _abort(self, error: KafkaError) -> None:
+        self._accumulator.close()
+        for batch in list(self._in_flight_batches):
+            self._finish(batch, error)
+        self._accumulator.abort_all(error)
+
+    def _run_once(self, now_ms: int) -> int:
+        """One round of sending; returns how long (ms) nothing needs doing unless woken."""
+        self._wakeup.clear()
+        while not self._completions.empty():
+            self._on_completion(self._completions.get(), now_ms)
+        for batch in self._accumulator.expire(now_ms, self._config.delivery_timeout_ms):
+            self._finish(batch, self._expired_error(batch))
+        self._metadata.maybe_refresh(now_ms)
+        ready, delay_ms = self._accumulator.ready(now_ms)
+        for address, tps in self._by_leader(ready).items():
+            if self._in_flight[address] < self._config.max_in_flight:
+                self._send(address, self._accumulator.drain(tps))
+        return delay_ms
+
+    def _by_leader(self, ready: list[TopicPartition]) -> dict[str, list[TopicPartition]]:
+        grouped: dict[str, list[TopicPartition]] = defaultdict(list)
+        for tp in ready:
+            if tp in self._muted:
+                continue
+            leader = self._metadata.leader(tp)
+            if leader is None:
+                self._metadata.add_topics([tp.topic])
+                self._metadata.request_update()
+                continue
+            grouped[leader.address].append(tp)
+        return grouped
+
+    def _send(self, address: str, batches: list[ProducerBatch]) -> None:
+        if not batches:
+            return
+        request = self._request(batches)
+        self._in_flight[address] += 1
+        self._in_flight_batches.update(batches)
+        self._muted.update(b.tp for b in batches)
+
+        def on_done(result: broker_pb2.ProduceResponse | KafkaError) -> None:
+            self._completions.put(_Completion(address, batches, result))
+            self._wakeup.set()
+
+        self._pool.get(address).call_async(
+            "Produce",
+            request,
+            broker_pb2.ProduceResponse,
+            self._config.request_timeout_ms,
+            on_done,
+        )
+        if self._config.acks == 0:  # nothing to wait for: delivered once sent, offset unknown
+            for batch in batches:
+                batch.complete(-1, -1)
+
+    def _request(self, batches: list[ProducerBatch]) -> broker_pb2.ProduceRequest:
+        topics: dict[str, list[broker_pb2.ProducePartition]] = defaultdict(list)
+        for batch in batches:
+            records = batch.builder.build()
+            topics[batch.tp.topic].append(
+                broker_pb2.ProducePartition(partition=batch.tp.partition, records=records)
+            )
+        return broker_pb2.ProduceRequest(
+            acks=self._config.acks,
+            timeout_ms=self._config.request_timeout_ms,
+            topics=[broker_pb2.ProduceTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+        )
+
+    def _on_completion(self, completion: _Completion, now_ms: int) -> None:
+        self._in_flight[completion.address] -= 1
+        assert self._in_flight[completion.address] >= 0
+        for batch in completion.batches:
+            self._muted.discard(batch.tp)
+            self._in_flight_batches.discard(batch)
+        if self._config.acks == 0:
+            for batch in completion.batches:
+                self._accumulator.deallocate(batch)
+            return
+        result = completion.result
+        if isinstance(result, KafkaError):
+            for batch in completion.batches:
+                self._on_partition_error(batch, result, now_ms)
+            return
+        answers = {(t.topic, p.partition): p for t in result.topics for p in t.partitions}
+        for batch in completion.batches:
+            answer = answers.get((batch.tp.topic, batch.tp.partition))
+            if answer is None:
+                self._finish(batch, UnknownServerError(f"no answer for {batch.tp}"))
+            elif answer.error_code != common_pb2.NONE:
+                message = answer.error_message or f"producing to {batch.tp}"
+                self._on_partition_error(batch, error_for(answer.error_code, message), now_ms)
+            else:
+                batch.complete(answer.base_offset, answer.log_append_time_ms)
+                self._accumulator.deallocate(batch)
+
+    def _on_partition_error(self, batch: ProducerBatch, error: KafkaError, now_ms: int) -> None:
+        if isinstance(error, InvalidMetadataError):
+            self._metadata.request_update()
+        in_time = now_ms < batch.created_ms + self._config.delivery_timeout_ms
+        if error.retriable and batch.attempts < self._config.retries and in_time:
+            self._accumulator.reenqueue(batch, now_ms, self._config.retry_backoff_ms)
+        elif error.retriable and not in_time:
+            self._finish(batch, self._expired_error(batch, error))
+        else:
+            self._finish(batch, error)
+
+    def _expired_error(self, batch: ProducerBatch, cause: KafkaError | None = None) -> KafkaError:
+        count = batch.builder.record_count()
+        why = f"; last error: {cause}" if cause else ""
+        return RequestTimedOutError(
+            f"{count} record(s) for {batch.tp} not delivered within delivery_timeout_ms="
+            f"{self._config.delivery_timeout_ms} after {batch.attempts + 1} attempt(s){why}"
+        )
+
+    def _finish(self, batch: ProducerBatch, error: KafkaError) -> None:
+        self._in_flight_batches.discard(batch)
+        if not batch.done:
+            batch.fail(error)
+        self._accumulator.deallocate(batch)

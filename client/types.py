@@ -1,0 +1,43 @@
+"""The value types producers and consumers hand around: partitions, delivery reports, records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pykraft.proto.record_batch import TimestampType
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class TopicPartition:
+    """One partition of one topic; hashable, so it keys dicts of positions and batches."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record landed. `offset` is -1 with acks=0 (no answer awaited);
+    `timestamp` is the broker's append time for LogAppendTime topics, else the record's own."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One record as a consumer receives it; `headers` keep their order and duplicates."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykraft.broker.config import ConfigError, config_from_mapping, load_config
+
+ROOT = Path(__file__).resolve().parents[3]
+BASE: dict[str, Any] = {
+    "node.id": 1,
+    "listeners": "127.0.0.1:9191",
+    "log.dirs": "/data/a, /data/b",
+    "controller.quorum.bootstrap.servers": "127.0.0.1:9091,127.0.0.1:9092",
+}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_the_example_files_load(n: int) -> None:
+    config = load_config(ROOT / "deploy" / "local" / f"broker-{n}.toml", {})
+    assert config.node_id == n
+    assert config.port == 9190 + n and config.host == "127.0.0.1"
+    assert config.log_dirs == (Path(f"data/broker-{n}"),)
+    assert config.metadata_dir == Path(f"data/broker-{n}/__cluster_metadata")
+    assert len(config.controller_bootstrap_servers) == 3
+    assert (config.heartbeat_interval_ms, config.session_timeout_ms) == (2000, 9000)
+
+
+def test_flags_override_the_file_and_defaults_are_kafkas(tmp_path: Path) -> None:
+    path = tmp_path / "broker.toml"
+    path.write_text('"node.id" = 4\n"listeners" = "h:1"\n"log.dirs" = "d"\n'
+                    '"controller.quorum.bootstrap.servers" = "c:2"\n')  # fmt: skip
+    config = load_config(path, {"node.id": 7, "broker.rack": None, "min.insync.replicas": 2})
+    assert config.node_id == 7
+    assert config.rack == ""
+    assert config.replica_lag_time_max_ms == 30_000
+    assert config.topic_defaults == {"min.insync.replicas": "2"}
+
+
+def test_lists_are_split() -> None:
+    config = config_from_mapping(BASE)
+    assert config.log_dirs == (Path("/data/a"), Path("/data/b"))
+    assert config.controller_bootstrap_servers == ("127.0.0.1:9091", "127.0.0.1:9092")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"node.id": None}, "missing required setting node.id"),
+        ({"listeners": "nohost"}, "listeners: 'nohost' is not of the form host:port"),
+        ({"listeners": "a:1,b:2"}, "exactly one host:port"),
+        ({"node.id": "one"}, "node.id must be an integer"),
+        ({"log.dir": "x"}, "unknown config keys: log.dir"),
+        ({"broker.session.timeout.ms": 100}, "must be longer than broker.heartbeat"),
+        ({"controller.quorum.bootstrap.servers": "c:99999"}, "is not of the form host:port"),
+        ({"min.insync.replicas": 0}, "min.insync.replicas"),
+    ],
+)
+def test_errors_say_what_is_wrong(change: dict[str, Any], message: str) -> None:
+    raw = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    with pytest.raises(ConfigError, match=message):
+        config_from_mapping(raw)
+
+
+def test_an_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.toml", {})

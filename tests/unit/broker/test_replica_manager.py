@@ -1,0 +1,218 @@
+"""The replica manager and the request handlers against real PartitionLogs in tmp_path."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pykraft.broker.config import BrokerConfig
+from pykraft.broker.controller_channel import monotonic_ms
+from pykraft.broker.fetch import handle_fetch
+from pykraft.broker.offsets import handle_list_offsets, handle_metadata
+from pykraft.broker.produce import handle_produce
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.metadata_log.records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    PartitionChangeRecord,
+    RemoveTopicRecord,
+)
+from pykraft.proto import broker_pb2, common_pb2
+from pykraft.proto.record_batch import build_batch, decode_batch, iter_batches
+
+from .images import ORDERS_ID, advance, cluster_image, topic_records
+
+# orders-0 led by 1 alone; orders-1 led by 1 with 2 in the ISR; orders-2 led by 2.
+ORDERS = topic_records("orders", ORDERS_ID, [(1,), (1, 2), (2, 1)])
+
+
+class Harness:
+    def __init__(self, tmp_path: Path) -> None:
+        self.serving = True
+        config = BrokerConfig(
+            node_id=1,
+            listener="127.0.0.1:9191",
+            log_dirs=(tmp_path / "a", tmp_path / "b"),
+            controller_bootstrap_servers=("127.0.0.1:9091",),
+        )
+        self.manager = ReplicaManager(config, lambda now_ms: self.serving)
+        base = cluster_image()
+        self.manager.on_metadata(None, base, now_ms=0)
+        delta, self.image = advance(base, ORDERS)
+        self.manager.on_metadata(delta, self.image, now_ms=0)
+
+    def change(self, *records: object) -> None:
+        delta, image = advance(self.image, list(records))  # type: ignore[arg-type]
+        self.manager.on_metadata(delta, image, now_ms=0)
+        self.image = image
+
+    def produce(
+        self, partition: int, values: list[bytes], *, acks: int = 1, timeout_ms: int = 200
+    ) -> broker_pb2.ProducePartitionResult:
+        batch = build_batch([(1_000 + i, None, v) for i, v in enumerate(values)])
+        request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
+        topic = request.topics.add(topic="orders")
+        topic.partitions.add(partition=partition, records=batch)
+        return handle_produce(self.manager, request, monotonic_ms).topics[0].partitions[0]
+
+    def fetch(
+        self,
+        offsets: dict[int, int],
+        *,
+        epoch: int = -1,
+        wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 1 << 20,
+        replica_id: int = -1,
+    ) -> dict[int, broker_pb2.FetchPartitionResult]:
+        request = broker_pb2.FetchRequest(
+            replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=max_bytes
+        )
+        topic = request.topics.add(topic="orders")
+        for partition, offset in offsets.items():
+            topic.partitions.add(
+                partition=partition,
+                fetch_offset=offset,
+                current_leader_epoch=epoch,
+                partition_max_bytes=1 << 20,
+            )
+        response = handle_fetch(self.manager, request, monotonic_ms)
+        return {p.partition: p for p in response.topics[0].partitions}
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(tmp_path)
+    yield harness
+    harness.manager.close()
+
+
+def _values(data: bytes) -> list[tuple[int, bytes | None]]:
+    return [(r.offset, r.value) for pos, _ in iter_batches(data) for r in decode_batch(data, pos)]
+
+
+def test_logs_are_created_for_hosted_partitions_only(harness: Harness, tmp_path: Path) -> None:
+    dirs = sorted(p.name for d in ("a", "b") for p in (tmp_path / d).iterdir())
+    assert dirs == ["orders-0", "orders-1", "orders-2"]
+    assert harness.manager.partition("orders", 2) is not None
+    assert not harness.manager.partition("orders", 2).is_leader  # type: ignore[union-attr]
+
+
+def test_produce_then_fetch_in_order_up_to_the_high_watermark(harness: Harness) -> None:
+    assert harness.produce(0, [b"a", b"b"]).base_offset == 0
+    result = harness.produce(0, [b"c"], acks=-1)
+    assert (result.error_code, result.base_offset) == (common_pb2.NONE, 2)
+    fetched = harness.fetch({0: 0})[0]
+    assert fetched.high_watermark == 3
+    assert _values(fetched.records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert harness.fetch({0: 4})[0].error_code == common_pb2.OFFSET_OUT_OF_RANGE
+
+
+def test_acks_all_waits_for_the_isr_and_times_out(harness: Harness) -> None:
+    result = harness.produce(1, [b"x"], acks=-1, timeout_ms=100)
+    assert result.error_code == common_pb2.REQUEST_TIMED_OUT
+    assert harness.fetch({1: 0})[1].records == b""  # above the high watermark: not visible
+
+
+def test_acks_all_completes_when_the_follower_catches_up(harness: Harness) -> None:
+    partition = harness.manager.partition("orders", 1)
+    assert partition is not None
+    results: list[broker_pb2.ProducePartitionResult] = []
+    producer = threading.Thread(
+        target=lambda: results.append(harness.produce(1, [b"x"], acks=-1, timeout_ms=10_000))
+    )
+    producer.start()
+    with harness.manager.changed:  # the append signals it
+        assert harness.manager.changed.wait_for(lambda: partition.log.log_end_offset == 1, 5)
+    assert partition.log.high_watermark == 0
+    harness.fetch({1: 1}, replica_id=2)  # follower 2 now holds offset 0
+    producer.join(timeout=10)
+    (result,) = results
+    assert (result.error_code, result.base_offset) == (common_pb2.NONE, 0)
+    assert partition.log.high_watermark == 1
+
+
+def test_min_insync_replicas_refuses_before_appending(harness: Harness) -> None:
+    harness.change(ConfigRecord(ConfigResourceType.TOPIC, "orders", "min.insync.replicas", "2"))
+    result = harness.produce(0, [b"x"], acks=-1)
+    assert result.error_code == common_pb2.NOT_ENOUGH_REPLICAS
+    assert harness.manager.partition("orders", 0).log.log_end_offset == 0  # type: ignore[union-attr]
+    assert harness.produce(0, [b"x"], acks=1).error_code == common_pb2.NONE
+
+
+def test_not_leader_unknown_and_bad_acks(harness: Harness) -> None:
+    not_leader = harness.produce(2, [b"x"])
+    assert not_leader.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+    assert not_leader.current_leader.leader_id == 2
+    assert harness.produce(3, [b"x"]).error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
+    assert harness.produce(0, [b"x"], acks=2).error_code == common_pb2.INVALID_REQUIRED_ACKS
+
+
+def test_a_broker_that_may_not_serve_refuses_everything(harness: Harness) -> None:
+    harness.serving = False
+    assert harness.produce(0, [b"x"]).error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+    assert harness.fetch({0: 0})[0].error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+
+
+def test_leader_epoch_checks(harness: Harness) -> None:
+    harness.change(PartitionChangeRecord(ORDERS_ID, 0, leader=1))
+    assert harness.fetch({0: 0}, epoch=0)[0].error_code == common_pb2.FENCED_LEADER_EPOCH
+    assert harness.fetch({0: 0}, epoch=2)[0].error_code == common_pb2.UNKNOWN_LEADER_EPOCH
+    assert harness.fetch({0: 0}, epoch=1)[0].error_code == common_pb2.NONE
+
+
+def test_fetch_long_poll_wakes_on_append(harness: Harness) -> None:
+    timer = threading.Timer(0.1, lambda: harness.produce(0, [b"late"]))
+    started = monotonic_ms()
+    timer.start()
+    fetched = harness.fetch({0: 0}, wait_ms=5000, min_bytes=1)[0]
+    timer.join()
+    assert _values(fetched.records) == [(0, b"late")]
+    assert monotonic_ms() - started < 4000
+
+
+def test_fetch_max_bytes_in_all_lets_only_the_first_batch_exceed(harness: Harness) -> None:
+    harness.produce(0, [b"x" * 100])
+    harness.produce(1, [b"y" * 100])
+    harness.fetch({1: 1}, replica_id=2)
+    fetched = harness.fetch({0: 0, 1: 0}, max_bytes=10)
+    assert _values(fetched[0].records) == [(0, b"x" * 100)]
+    assert fetched[1].records == b"" and fetched[1].error_code == common_pb2.NONE
+
+
+def test_list_offsets(harness: Harness) -> None:
+    harness.produce(0, [b"a", b"b", b"c"])
+    request = broker_pb2.ListOffsetsRequest(replica_id=-1)
+    topic = request.topics.add(topic="orders")
+    for timestamp in (-2, -1, 1_001, 9_999):
+        topic.partitions.add(partition=0, timestamp=timestamp)
+    results = handle_list_offsets(harness.manager, request, monotonic_ms).topics[0].partitions
+    assert [(r.offset, r.timestamp) for r in results] == [(0, -1), (3, -1), (1, 1_001), (-1, -1)]
+
+
+def test_metadata_lists_unfenced_brokers_and_partitions(harness: Harness) -> None:
+    harness.change(BrokerRegistrationChangeRecord(3, 3, fenced=True))
+    response = handle_metadata(
+        harness.manager.image, broker_pb2.MetadataRequest(topics=["orders", "nope"]), "c1"
+    )
+    assert [(b.id, b.port, b.rack) for b in response.brokers] == [
+        (1, 9191, "rack-1"),
+        (2, 9192, "rack-2"),
+    ]
+    orders, nope = response.topics
+    assert nope.error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
+    assert [(p.leader_id, list(p.isr)) for p in orders.partitions] == [
+        (1, [1]), (1, [1, 2]), (2, [2, 1]),
+    ]  # fmt: skip
+
+
+def test_deleting_a_topic_removes_its_logs(harness: Harness, tmp_path: Path) -> None:
+    harness.produce(0, [b"a"])
+    harness.change(RemoveTopicRecord(ORDERS_ID))
+    assert harness.manager.partitions() == []
+    assert [p for d in ("a", "b") for p in (tmp_path / d).iterdir()] == []
+    assert harness.produce(0, [b"x"]).error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION

@@ -1,0 +1,119 @@
+"""RecordAccumulator: batches by size and linger, and a buffer bound that blocks, then fails."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pykraft.client.clock import monotonic_ms
+from pykraft.client.producer.accumulator import (
+    BufferExhaustedError,
+    RecordAccumulator,
+    record_size_bytes,
+)
+from pykraft.client.types import TopicPartition
+from pykraft.proto.record_batch import Compression, decode_batch
+
+TP = TopicPartition("t", 0)
+
+
+def accumulator(
+    *, batch_size: int = 16384, linger_ms: int = 0, buffer_memory: int = 1 << 20
+) -> RecordAccumulator:
+    return RecordAccumulator(
+        batch_size=batch_size,
+        linger_ms=linger_ms,
+        buffer_memory=buffer_memory,
+        compression=Compression.NONE,
+        wakeup=threading.Event(),
+    )
+
+
+def test_records_fill_a_batch_up_to_batch_size_then_open_another() -> None:
+    acc = accumulator(batch_size=300, linger_ms=60_000)
+    for i in range(10):
+        acc.append(TP, 1000, None, b"%d" % i + b"x" * 40, (), max_block_ms=0)
+    ready, _ = acc.ready(monotonic_ms())
+    assert ready == [TP], "a full batch is ready before linger_ms"
+    batches = acc.drain([TP])
+    first = decode_batch(batches[0].builder.build())
+    assert 1 < len(first) < 10
+    assert len(batches[0].builder.build()) <= 300
+    assert [r.value[:1] for r in first if r.value] == [b"%d" % i for i in range(len(first))]
+
+
+def test_a_batch_waits_for_linger_ms() -> None:
+    acc = accumulator(linger_ms=10_000)
+    acc.append(TP, 1000, b"k", b"v", (), max_block_ms=0)
+    now = monotonic_ms()
+    ready, delay_ms = acc.ready(now)
+    assert ready == []
+    assert 9_000 < delay_ms <= 10_000
+    assert acc.ready(now + 10_001)[0] == [TP]
+
+
+def test_flush_makes_lingering_batches_ready_and_waits_for_them() -> None:
+    acc = accumulator(linger_ms=60_000)
+    future = acc.append(TP, 1000, None, b"v", (), max_block_ms=0)
+    assert future is not None
+    flushed: list[bool] = []
+    flusher = threading.Thread(target=lambda: flushed.append(acc.flush(5)))
+    flusher.start()
+    deadline = time.monotonic() + 5
+    while acc.ready(monotonic_ms())[0] != [TP]:
+        assert time.monotonic() < deadline, "flush never made the batch ready"
+        time.sleep(0.001)
+    (batch,) = acc.drain([TP])
+    batch.complete(5, -1)
+    acc.deallocate(batch)
+    flusher.join(5)
+    assert flushed == [True]
+    assert future.result(0).offset == 5
+
+
+def test_appends_block_while_the_buffer_is_full_then_raise() -> None:
+    size = record_size_bytes(None, b"x" * 100, ())
+    acc = accumulator(buffer_memory=size + 10)
+    acc.append(TP, 1000, None, b"x" * 100, (), max_block_ms=0)
+    started = time.monotonic()
+    with pytest.raises(BufferExhaustedError, match="buffer_memory"):
+        acc.append(TP, 1000, None, b"x" * 100, (), max_block_ms=100)
+    assert time.monotonic() - started >= 0.09
+    assert acc.used_bytes() == size, "the refused record reserved nothing"
+
+
+def test_a_blocked_append_goes_through_once_space_is_freed() -> None:
+    size = record_size_bytes(None, b"x" * 100, ())
+    acc = accumulator(buffer_memory=size + 10)
+    acc.append(TP, 1000, None, b"x" * 100, (), max_block_ms=0)
+    (batch,) = acc.drain([TP])
+    results: list[object] = []
+    appender = threading.Thread(
+        target=lambda: results.append(acc.append(TP, 1, None, b"y" * 100, (), max_block_ms=5000))
+    )
+    appender.start()
+    appender.join(0.05)
+    assert appender.is_alive(), "the append blocks while the buffer is full"
+    acc.deallocate(batch)
+    appender.join(5)
+    assert results and results[0] is not None
+    assert acc.used_bytes() == size
+
+
+def test_abort_on_new_batch_adds_nothing() -> None:
+    acc = accumulator()
+    assert acc.append(TP, 1000, None, b"v", (), max_block_ms=0, abort_on_new_batch=True) is None
+    assert acc.used_bytes() == 0
+    assert acc.append(TP, 1000, None, b"v", (), max_block_ms=0) is not None
+    assert acc.append(TP, 1000, None, b"w", (), max_block_ms=0, abort_on_new_batch=True)
+
+
+def test_queued_batches_expire_after_the_delivery_timeout() -> None:
+    acc = accumulator(linger_ms=60_000)
+    acc.append(TP, 1000, None, b"v", (), max_block_ms=0)
+    now = monotonic_ms()
+    assert acc.expire(now, 1000) == []
+    (expired,) = acc.expire(now + 1001, 1000)
+    assert expired.tp == TP
