@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py
 
 venv: $(STAMP)
 
-# Starts a local cluster (3 controllers) and shows that it works; Ctrl-C stops it.
+# Starts a local cluster (3 controllers, 3 brokers; `pykraft dev up`) with a demo topic; Ctrl-C stops it.
 run: $(STAMP)
 	$(BIN)/python deploy/local_cluster.py
 

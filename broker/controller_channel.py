@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -54,7 +54,7 @@ class ControllerCaller:
         self._next_bootstrap = 0
         self._lock = threading.Lock()
 
-    def _stub(self, address: str) -> controller_pb2_grpc.ControllerServiceStub:
+    def _stub(self, address: str, stub_class: type[Any]) -> Any:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
@@ -63,7 +63,7 @@ class ControllerCaller:
                     options=[("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX)],
                 )
                 self._channels[address] = channel
-        return controller_pb2_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
+        return stub_class(channel)
 
     def _target(self) -> str:
         with self._lock:
@@ -77,14 +77,25 @@ class ControllerCaller:
         with self._lock:
             self._active = address or None
 
-    def call(self, method: str, request: Message, response_type: type[_R], timeout_s: float) -> _R:
+    def call(
+        self,
+        method: str,
+        request: Message,
+        response_type: type[_R],
+        timeout_s: float,
+        *,
+        stub_class: type[Any] = controller_pb2_grpc.ControllerServiceStub,
+    ) -> _R:
         """The active controller's answer (its header may carry an error other than
-        NOT_CONTROLLER); ControllerUnavailableError after REDIRECTS_MAX attempts."""
+        NOT_CONTROLLER); ControllerUnavailableError after REDIRECTS_MAX attempts. `stub_class`
+        picks the controller's service (ControllerService, or AdminService for forwarding)."""
         last_problem = "no attempt"
         for _ in range(REDIRECTS_MAX):
             address = self._target()
             try:
-                response = getattr(self._stub(address), method)(request, timeout=timeout_s)
+                response = getattr(self._stub(address, stub_class), method)(
+                    request, timeout=timeout_s
+                )
             except grpc.RpcError as error:
                 last_problem = f"{address}: {error.code()}"
                 self._redirect(None)

@@ -1,5 +1,7 @@
-"""Fetch on the leader, for consumers (replica_id -1: up to the high-water mark) and, through the
-replication seam, for followers (up to the log end; the fetch offset is the follower's log end).
+"""Fetch on the leader, for consumers (replica_id -1: up to the high-water mark) and for
+followers (up to the log end; the fetch offset is the follower's log end). A follower whose last
+fetched epoch parts from the leader's history gets `diverging_epoch` and no records (KIP-320);
+one below the log start gets OFFSET_OUT_OF_RANGE with the leader's log start offset.
 
 Limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` in all, except that the
 first batch found is returned whole even if larger (so a consumer always makes progress). With
@@ -12,7 +14,7 @@ from collections.abc import Callable
 
 from pykraft.broker.log import LogError
 from pykraft.broker.replica_manager import LeaderError, ReplicaManager
-from pykraft.proto import broker_pb2
+from pykraft.proto import broker_pb2, common_pb2
 
 CONSUMER_REPLICA_ID = -1
 
@@ -54,6 +56,9 @@ def _read_all(
                     result.current_leader.CopyFrom(error.current_leader)
                 failed = True
                 continue
+            if result.HasField("diverging_epoch"):
+                failed = True  # answer at once: the follower truncates before fetching on
+                continue
             if len(data) > max(budget_bytes, 0) and size_bytes > 0:
                 continue  # over the request's budget: only the first batch may exceed it
             result.records = data
@@ -73,8 +78,24 @@ def _read_one(
     epoch_error = partition.epoch_error(item.current_leader_epoch)
     if epoch_error is not None:
         raise epoch_error
-    upper_offset = partition.log.high_watermark if replica_id == CONSUMER_REPLICA_ID else None
-    read = partition.log.read(
+    log_ = partition.log
+    # Set before reading: a follower answered OFFSET_OUT_OF_RANGE restarts at the log start.
+    result.log_start_offset = log_.log_start_offset
+    result.high_watermark = log_.high_watermark
+    if replica_id == CONSUMER_REPLICA_ID:
+        upper_offset: int | None = log_.high_watermark
+    else:
+        if item.fetch_offset < log_.log_start_offset:
+            raise LogError(
+                common_pb2.OFFSET_OUT_OF_RANGE,
+                f"offset {item.fetch_offset} is below the log start {log_.log_start_offset}",
+            )
+        diverging = partition.diverging_epoch(item.last_fetched_epoch, item.fetch_offset)
+        if diverging is not None:
+            result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
+            return b""
+        upper_offset = None
+    read = log_.read(
         item.fetch_offset, max_bytes=max(item.partition_max_bytes, 0), upper_offset=upper_offset
     )
     result.high_watermark = read.high_watermark
@@ -82,7 +103,7 @@ def _read_one(
     result.log_start_offset = read.log_start_offset
     # Only an offset the leader holds tells it what the follower has (the read checked it).
     if replica_id != CONSUMER_REPLICA_ID and partition.on_follower_fetch(
-        replica_id, item.fetch_offset
+        replica_id, item.fetch_offset, now_ms
     ):
         manager.notify()
     return read.data

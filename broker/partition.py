@@ -1,20 +1,25 @@
-"""One partition replica on this broker: its log, its registration from the metadata, and the
-leader's high-water mark.
+"""One partition replica on this broker: its log, its registration from the metadata, and, as
+leader, what it knows of its followers (Kafka's Partition).
 
-The high-water mark is the smallest log end offset over the ISR (this broker's own log end for
-itself), never moves back, and does not advance while the ISR is smaller than
-`min.insync.replicas`. With the ISR only this broker, it follows the log end at once.
+As leader: the high-water mark is the smallest log end offset over the ISR (this broker's own log
+end for itself), never moves back, and does not advance while the ISR is smaller than
+`min.insync.replicas` (module `isr` holds the arithmetic). Follower fetches report each
+follower's log end offset and when it last caught up; `propose_isr` says what AlterPartition to
+send (one in flight at a time), and the answer takes effect when the metadata brings it. A new
+leader epoch forgets every follower (they are counted as caught up from that moment).
 
-Replication seam: follower replicas are not fetched yet (a later part of issue 4). The leader side
-is `on_follower_fetch(replica_id, fetch_offset)`, which records a follower's log end offset (what
-it asks for next) and advances the high-water mark; the fetcher on the follower side, ISR changes
-through AlterPartition and truncation by leader epoch are still to come.
+As follower: `append_as_follower` stores fetched batches and takes the leader's high-water mark
+(capped by the local log end); truncation by leader epochs is the fetcher's business.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
+from pykraft.broker import isr as isr_rules
+from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
 from pykraft.broker.log import AppendInfo, LogError, PartitionLog
 from pykraft.proto import common_pb2
@@ -24,14 +29,25 @@ class Partition:
     """A partition this broker hosts; thread-safe."""
 
     def __init__(
-        self, local: LocalPartition, log: PartitionLog, *, broker_id: int, min_insync_replicas: int
+        self,
+        local: LocalPartition,
+        log: PartitionLog,
+        *,
+        broker_id: int,
+        min_insync_replicas: int,
+        now_ms: int,
     ) -> None:
         self.log = log
         self._broker_id = broker_id
         self._lock = threading.Lock()
+        # Held across a role change and across a fetcher's write, so neither sees half the other.
+        self._role_lock = threading.Lock()
         self._local = local
         self._min_insync_replicas = min_insync_replicas
-        self._follower_end_offsets: dict[int, int] = {}
+        self._followers = self._fresh_followers(local, now_ms)
+        self._leader_epoch_start_offset = log.log_end_offset
+        # The partition epoch an AlterPartition was sent for; None when none is in flight.
+        self._alter_in_flight: int | None = None
 
     @property
     def local(self) -> LocalPartition:
@@ -65,19 +81,29 @@ class Partition:
     def is_leader(self) -> bool:
         return self._local.registration.leader == self._broker_id
 
-    def update(self, local: LocalPartition, *, min_insync_replicas: int) -> None:
-        """Takes a newer registration (or new configs); a new leader epoch forgets what the
-        previous epoch knew of the followers."""
-        with self._lock:
+    def update(self, local: LocalPartition, *, min_insync_replicas: int, now_ms: int) -> None:
+        """Takes a newer registration (or new configs). A new leader epoch forgets what the
+        previous epoch knew of the followers and counts them as caught up now; a new partition
+        epoch ends the AlterPartition in flight (its answer has arrived)."""
+        with self._role_lock, self._lock:
             old = self._local.registration
             new = local.registration
             assert new.leader_epoch >= old.leader_epoch, (old, new)
             assert new.partition_epoch >= old.partition_epoch, (old, new)
             if new.leader_epoch != old.leader_epoch:
-                self._follower_end_offsets.clear()
+                self._followers = self._fresh_followers(local, now_ms)
+                self._leader_epoch_start_offset = self.log.log_end_offset
+            if self._alter_in_flight is not None and new.partition_epoch > self._alter_in_flight:
+                self._alter_in_flight = None
             self._local = local
             self._min_insync_replicas = min_insync_replicas
         self.maybe_advance_high_watermark()
+
+    def _fresh_followers(self, local: LocalPartition, now_ms: int) -> dict[int, FollowerState]:
+        replicas = local.registration.replicas
+        return {
+            r: FollowerState(last_caught_up_ms=now_ms) for r in replicas if r != self._broker_id
+        }
 
     def epoch_error(self, current_leader_epoch: int) -> LogError | None:
         """Kafka's check of the epoch a client believes in (-1: no check)."""
@@ -107,25 +133,109 @@ class Partition:
         self.maybe_advance_high_watermark()
         return info
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
-        """The replication seam: follower `replica_id` asked for `fetch_offset`, so it holds
-        everything below it; says whether the high-water mark advanced."""
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """As leader: the (epoch, end offset) a follower fetching at `fetch_offset` after a
+        batch of `last_fetched_epoch` must truncate to, or None (see isr.diverging_epoch)."""
+        log_ = self.log
+        return isr_rules.diverging_epoch(
+            last_fetched_epoch=last_fetched_epoch,
+            fetch_offset=fetch_offset,
+            leader_answer=log_.end_offset_for_epoch(last_fetched_epoch),
+            leader_latest_epoch=log_.latest_epoch,
+            leader_end_offset=log_.log_end_offset,
+            leader_start_offset=log_.log_start_offset,
+        )
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """As leader: follower `replica_id` asked for `fetch_offset`, so it holds everything
+        below it (and was caught up if that is the log end); fetches by brokers that are not
+        replicas are ignored. Says whether the high-water mark advanced."""
         with self._lock:
-            known = self._follower_end_offsets.get(replica_id, -1)
-            self._follower_end_offsets[replica_id] = max(known, fetch_offset)
+            if replica_id not in self._local.registration.replicas:
+                return False
+            state = self._followers.get(replica_id, FollowerState(last_caught_up_ms=now_ms))
+            self._followers[replica_id] = state.after_fetch(
+                fetch_offset, self.log.log_end_offset, now_ms
+            )
         return self.maybe_advance_high_watermark()
+
+    def follower_states(self) -> dict[int, FollowerState]:
+        with self._lock:
+            return dict(self._followers)
 
     def maybe_advance_high_watermark(self) -> bool:
         """Raises the high-water mark to the smallest log end offset over the ISR (only as
         leader, and only with at least min.insync.replicas in it); says whether it moved."""
         with self._lock:
-            if not self.is_leader or len(self.isr) < self._min_insync_replicas:
+            if not self.is_leader:
                 return False
-            candidate = self.log.log_end_offset
-            for replica in self.isr:
-                if replica != self._broker_id:
-                    candidate = min(candidate, self._follower_end_offsets.get(replica, -1))
-            if candidate <= self.log.high_watermark:
+            candidate = isr_rules.high_watermark_candidate(
+                leader_id=self._broker_id,
+                leader_end_offset=self.log.log_end_offset,
+                isr=self.isr,
+                followers=self._followers,
+                min_insync_replicas=self._min_insync_replicas,
+            )
+            if candidate is None or candidate <= self.log.high_watermark:
                 return False
             self.log.update_high_watermark(candidate)
             return True
+
+    def propose_isr(
+        self, *, now_ms: int, lag_time_max_ms: int, eligible: Iterable[int]
+    ) -> tuple[int, ...] | None:
+        """As leader with no AlterPartition in flight: the ISR to ask for (lagging followers
+        out, caught-up ones in), marking it in flight; None when nothing should change. The
+        caller sends it and calls `alter_failed` if the controller refused or did not answer."""
+        eligible = set(eligible)
+        with self._lock:
+            if not self.is_leader or self._alter_in_flight is not None:
+                return None
+            registration = self._local.registration
+            lagging = isr_rules.out_of_sync_replicas(
+                leader_id=self._broker_id,
+                isr=registration.isr,
+                followers=self._followers,
+                now_ms=now_ms,
+                lag_time_max_ms=lag_time_max_ms,
+            )
+            joining = isr_rules.replicas_to_add(
+                isr=registration.isr,
+                replicas=registration.replicas,
+                followers=self._followers,
+                high_watermark=self.log.high_watermark,
+                leader_epoch_start_offset=self._leader_epoch_start_offset,
+                eligible=eligible,
+                now_ms=now_ms,
+                lag_time_max_ms=lag_time_max_ms,
+            )
+            if not lagging and not joining:
+                return None
+            self._alter_in_flight = registration.partition_epoch
+            allowed = set(eligible) | {self._broker_id}
+            return tuple(sorted(((set(registration.isr) - lagging) | joining) & allowed))
+
+    def alter_failed(self) -> None:
+        """The AlterPartition in flight got no usable answer: a later check may send again."""
+        with self._lock:
+            self._alter_in_flight = None
+
+    @contextmanager
+    def following(self, leader_id: int, leader_epoch: int) -> Iterator[bool]:
+        """For the fetcher: holds off role changes while it writes the log, and says whether
+        this replica still follows `leader_id` in `leader_epoch` (else it must not write)."""
+        with self._role_lock:
+            registration = self._local.registration
+            yield (
+                not self.is_leader
+                and registration.leader == leader_id
+                and registration.leader_epoch == leader_epoch
+            )
+
+    def append_as_follower(self, batches: bytes, *, leader_high_watermark: int) -> AppendInfo:
+        """As follower: appends fetched batches and takes the leader's high-water mark, capped
+        by the local log end."""
+        info = self.log.append_as_follower(batches)
+        log_end_offset = self.log.log_end_offset
+        self.log.update_high_watermark(min(max(leader_high_watermark, 0), log_end_offset))
+        return info

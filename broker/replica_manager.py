@@ -72,7 +72,7 @@ class ReplicaManager:
         with self._lock:
             self._apply(changes, image, now_ms)
             if image.configs is not previous.configs:
-                self._reconfigure(image, changes)
+                self._reconfigure(image, changes, now_ms)
             self._image = image
         self.notify()
 
@@ -87,16 +87,20 @@ class ReplicaManager:
                 path = self._log_dir_for(local.directory_name) / local.directory_name
                 log_ = PartitionLog.open(path, LogConfig.from_topic_configs(configs), now_ms=now_ms)
                 existing = Partition(
-                    local, log_, broker_id=self._broker_id, min_insync_replicas=min_insync
+                    local,
+                    log_,
+                    broker_id=self._broker_id,
+                    min_insync_replicas=min_insync,
+                    now_ms=now_ms,
                 )
                 self._partitions[(local.topic, local.partition)] = existing
-            existing.update(local, min_insync_replicas=min_insync)
+            existing.update(local, min_insync_replicas=min_insync, now_ms=now_ms)
             leader = "this broker" if existing.is_leader else f"broker {existing.leader_id}"
             log.info(
                 "%s: led by %s in epoch %d", local.directory_name, leader, existing.leader_epoch
             )
 
-    def _reconfigure(self, image: MetadataImage, changes: LocalChanges) -> None:
+    def _reconfigure(self, image: MetadataImage, changes: LocalChanges, now_ms: int) -> None:
         """Applies changed topic or broker configs to partitions the change did not touch."""
         touched = {(p.topic, p.partition) for p in (*changes.leaders, *changes.followers)}
         for key, partition in self._partitions.items():
@@ -104,9 +108,8 @@ class ReplicaManager:
                 continue
             configs = self._topic_configs(image, partition.topic)
             partition.log.update_config(LogConfig.from_topic_configs(configs))
-            partition.update(
-                partition.local, min_insync_replicas=int(configs.get("min.insync.replicas", "1"))
-            )
+            min_insync = int(configs.get("min.insync.replicas", "1"))
+            partition.update(partition.local, min_insync_replicas=min_insync, now_ms=now_ms)
 
     def _topic_configs(self, image: MetadataImage, topic: str) -> dict[str, str]:
         configs = dict(self._config.topic_defaults)

@@ -14,15 +14,21 @@ from typing import Final
 
 import grpc
 
+from pykraft.broker.admin_forwarding import AdminForwarder
+from pykraft.broker.alter_partition import IsrUpdater
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import ControllerCaller, ControllerChannel, monotonic_ms
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.metadata import ImageFile, MetadataFollower
+from pykraft.broker.replica_fetcher import ReplicaFetcherManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import BrokerService, serve
 from pykraft.metadata_log import MetadataDelta, MetadataImage
 
 log = logging.getLogger(__name__)
+
+# A forwarded admin call waits this long for the active controller (the client has its own).
+ADMIN_FORWARD_TIMEOUT_MS = 30_000
 
 CONTROLLED_SHUTDOWN_TIMEOUT_MS: Final = 10_000
 SERVER_STOP_GRACE_S: Final = 1.0
@@ -45,6 +51,22 @@ class Broker:
         self.channel = ControllerChannel(
             config, self._caller, self.lifecycle, lambda: self.metadata.applied_offset
         )
+        self.fetchers = ReplicaFetcherManager(
+            self.replica_manager,
+            broker_id=config.node_id,
+            broker_epoch=lambda: self.channel.broker_epoch,
+            clock_ms=monotonic_ms,
+        )
+        self.isr_updater = IsrUpdater(
+            self.replica_manager,
+            self._caller,
+            broker_id=config.node_id,
+            broker_epoch=lambda: self.channel.broker_epoch,
+            may_serve=self._may_serve,
+            lag_time_max_ms=config.replica_lag_time_max_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            clock_ms=monotonic_ms,
+        )
         self._server: grpc.Server | None = None
 
     def _may_serve(self, now_ms: int) -> bool:
@@ -55,6 +77,7 @@ class Broker:
 
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage) -> None:
         self.replica_manager.on_metadata(delta, image, monotonic_ms())
+        self.fetchers.on_metadata()
 
     def start(self) -> bool:
         """False if `cancel_start` cut registration short; raises OSError if the listener cannot
@@ -62,11 +85,13 @@ class Broker:
         self.lifecycle.transition(BrokerState.STARTING)
         self.metadata.load()
         service = BrokerService(self.replica_manager, self.config.cluster_id, monotonic_ms)
-        self._server = serve(service, self.config.listener, self.config.grpc_workers_max)
+        admin = AdminForwarder(self._caller, timeout_ms=ADMIN_FORWARD_TIMEOUT_MS)
+        self._server = serve(service, admin, self.config.listener, self.config.grpc_workers_max)
         if not self.channel.register():
             return False
         self.channel.start()
         self.metadata.start()
+        self.isr_updater.start()
         log.info("broker %d serving on %s", self.config.node_id, self.config.listener)
         return True
 
@@ -94,6 +119,8 @@ class Broker:
         if self._server is not None:
             self._server.stop(grace=SERVER_STOP_GRACE_S).wait()
         self.metadata.stop()
+        self.isr_updater.stop()
+        self.fetchers.close()
         self.channel.stop()
         self.replica_manager.close()
         self._caller.close()

@@ -12,7 +12,7 @@ from pykraft.broker.fetch import handle_fetch
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.broker.produce import handle_produce
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.proto import broker_pb2, broker_pb2_grpc
+from pykraft.proto import admin_pb2_grpc, broker_pb2, broker_pb2_grpc
 
 
 class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
@@ -44,9 +44,14 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         return handle_metadata(self._manager.image, request, self._cluster_id)
 
 
-def serve(service: BrokerService, address: str, workers_max: int) -> grpc.Server:
-    """Starts the gRPC server on `address` with `workers_max` threads (long polls hold one each);
-    raises OSError if it cannot bind."""
+def serve(
+    service: BrokerService,
+    admin: admin_pb2_grpc.AdminServiceServicer,
+    address: str,
+    workers_max: int,
+) -> grpc.Server:
+    """Starts the gRPC server on `address` with `workers_max` threads (long polls hold one each)
+    for the data plane and the forwarded admin API; raises OSError if it cannot bind."""
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="grpc"),
         options=[
@@ -57,6 +62,9 @@ def serve(service: BrokerService, address: str, workers_max: int) -> grpc.Server
     )
     broker_pb2_grpc.add_BrokerServiceServicer_to_server(  # type: ignore[no-untyped-call]
         service, server
+    )
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        admin, server
     )
     if server.add_insecure_port(address) == 0:
         raise OSError(f"cannot listen on {address}")

@@ -21,6 +21,7 @@ import click
 from pykraft.client import formatting
 from pykraft.client.admin import AdminClient, ResourceType
 from pykraft.client.cli_data import COMMANDS, bootstrap_callback
+from pykraft.client.dev_cli import dev
 from pykraft.client.errors import KafkaError
 
 PLUGIN_GROUP = "pykraft.commands"
@@ -183,7 +184,7 @@ def cli() -> None:
     """Administer a pykraft cluster (and run its nodes)."""
 
 
-for _command in COMMANDS:  # produce, consume
+for _command in (*COMMANDS, dev):  # produce, consume, dev
     cli.add_command(_command)
 
 

@@ -141,6 +141,16 @@ class BrokerProcess(NodeProcess):
     def image_path(self) -> Path:
         return self.data_dir / "__cluster_metadata" / "image"
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stays but does nothing until `resume`."""
+        assert self.process is not None and self.process.poll() is None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+
     def stub(self) -> broker_pb2_grpc.BrokerServiceStub:
         if self.channel is None:
             self.channel = grpc.insecure_channel(self.address)

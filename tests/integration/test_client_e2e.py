@@ -101,5 +101,14 @@ def test_producer_and_consumer_round_trip_through_a_real_broker(tmp_path: Path) 
             assert len(rows) == RECORDS + 10
             shell = {row["key"]: row["value"] for row in rows if row["value"].startswith("line")}
             assert shell == {f"k{i}": f"line {i}" for i in range(10)}
+
+            # Admin commands work through a broker too: it forwards them to the controller.
+            via_broker = ("--bootstrap-server", broker.address)
+            made = _pykraft("topics", "create", "--topic", "via-broker", *via_broker)
+            assert made.returncode == 0, made.stderr
+            listed = _pykraft("topics", "list", "--output", "json", *via_broker)
+            assert json.loads(listed.stdout) == sorted([TOPIC, "via-broker"])
+            duplicate = _pykraft("topics", "create", "--topic", "via-broker", *via_broker)
+            assert duplicate.returncode == 1 and "TOPIC_ALREADY_EXISTS" in duplicate.stderr
         finally:
             broker.stop()

@@ -20,7 +20,7 @@ BASE: dict[str, Any] = {
 def test_the_example_files_load(n: int) -> None:
     config = load_config(ROOT / "deploy" / "local" / f"broker-{n}.toml", {})
     assert config.node_id == n
-    assert config.port == 9190 + n and config.host == "127.0.0.1"
+    assert config.port == 9290 + n and config.host == "127.0.0.1"
     assert config.log_dirs == (Path(f"data/broker-{n}"),)
     assert config.metadata_dir == Path(f"data/broker-{n}/__cluster_metadata")
     assert len(config.controller_bootstrap_servers) == 3

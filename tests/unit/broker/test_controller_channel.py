@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from google.protobuf.message import Message
@@ -27,7 +27,15 @@ class ScriptedCaller(ControllerCaller):
         self.requests: list[Message] = []
         self.next_epoch = 7
 
-    def call(self, method: str, request: Message, response_type: type[_R], timeout_s: float) -> _R:
+    def call(
+        self,
+        method: str,
+        request: Message,
+        response_type: type[_R],
+        timeout_s: float,
+        *,
+        stub_class: type[Any] = object,
+    ) -> _R:
         self.requests.append(request)
         if method == "RegisterBroker":
             self.next_epoch += 1

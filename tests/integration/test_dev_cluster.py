@@ -1,0 +1,94 @@
+"""`pykraft dev` end to end: up, status, kill and start a broker, down, as a user would run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykraft.client import dev_cluster, dev_processes
+from tests.ports import free_port
+
+pytestmark = pytest.mark.integration
+
+PYKRAFT = str(Path(sys.executable).parent / "pykraft")
+COMMAND_TIMEOUT_S = 90
+BASE_PORT_ATTEMPTS = 20
+
+
+def dev(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [PYKRAFT, "dev", *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+    )
+    assert result.returncode == 0, f"dev {' '.join(args)}: {result.stderr}"
+    return result
+
+
+def free_base_port(data_dir: Path) -> int:
+    """A base port whose whole layout (3 controllers, 1 broker) is free."""
+    for _ in range(BASE_PORT_ATTEMPTS):
+        base = free_port()
+        layout = dev_cluster.plan_cluster(3, 1, data_dir, base_port=base)
+        if not dev_cluster.taken_ports(layout):
+            return base
+    raise AssertionError("no free range of ports for a dev cluster")
+
+
+def status(data_dir: Path) -> dict[str, Any]:
+    raw = json.loads(dev("status", "--output", "json", data_dir=data_dir).stdout)
+    assert isinstance(raw, dict)
+    return raw
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """The cluster's directory; whatever is left running at the end is killed."""
+    yield tmp_path
+    if dev_cluster.cluster_file(tmp_path).exists():
+        for node in dev_cluster.load(tmp_path).nodes:
+            if dev_processes.is_running(node) and node.pid is not None:
+                os.killpg(node.pid, signal.SIGKILL)
+
+
+def test_up_status_kill_start_down(data_dir: Path) -> None:
+    base = free_base_port(data_dir)
+    dev("up", "--controllers", "3", "--brokers", "1", "--base-port", str(base), data_dir=data_dir)
+
+    raw = json.loads((data_dir / "cluster.json").read_text())
+    assert [n["name"] for n in raw["nodes"]] == [
+        "controller-1", "controller-2", "controller-3", "broker-1",
+    ]  # fmt: skip
+    assert raw["bootstrap_servers"] == f"127.0.0.1:{base + 201}"
+    assert raw["nodes"][0]["address"] == f"127.0.0.1:{base + 1}"
+    cluster = dev_cluster.load(data_dir)
+    assert all(dev_processes.is_running(n) for n in cluster.nodes)
+
+    shown = status(data_dir)
+    assert shown["leader_id"] in (1, 2, 3)
+    assert all(n["alive"] for n in shown["nodes"])
+    assert shown["nodes"][3]["state"] == "unfenced"
+
+    broker = cluster.node("broker-1")
+    dev("kill", "broker-1", data_dir=data_dir)
+    assert not dev_processes.is_running(broker)
+    dev("start", "broker-1", data_dir=data_dir)
+    restarted = dev_cluster.load(data_dir).node("broker-1")
+    assert restarted.pid != broker.pid and dev_processes.is_running(restarted)
+    assert status(data_dir)["nodes"][3] | {"pid": None} == {
+        "name": "broker-1", "role": "broker", "id": 1, "address": broker.address,
+        "pid": None, "alive": True, "state": "unfenced",
+    }  # fmt: skip
+
+    dev("down", data_dir=data_dir)
+    final = dev_cluster.load(data_dir)
+    assert not any(dev_processes.is_running(n) for n in final.nodes)

@@ -1,0 +1,105 @@
+"""A partition's leader side over a real log: follower fetches move the high-water mark only with
+min.insync.replicas in the ISR; ISR proposals shrink laggards and take caught-up replicas back,
+one at a time; a new leader epoch forgets followers; the diverging-epoch answer; a follower
+fetching through `following` stops writing once it leads."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pykraft.broker.local_changes import LocalPartition
+from pykraft.broker.log import LogConfig, LogError, PartitionLog
+from pykraft.broker.partition import Partition
+from pykraft.metadata_log import PartitionRegistration
+from pykraft.proto import common_pb2
+from pykraft.proto.record_batch import build_batch
+
+TOPIC_ID = uuid.UUID(int=7)
+LAG_MS = 1000
+
+
+def _local(isr: tuple[int, ...], *, leader: int = 1, epoch: int = 0, pe: int = 0) -> LocalPartition:
+    registration = PartitionRegistration((1, 2, 3), isr, leader, epoch, pe)
+    return LocalPartition("t", TOPIC_ID, 0, registration)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[PartitionLog]:
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig.from_topic_configs({}), now_ms=0)
+    yield log
+    log.close()
+
+
+def _partition(log: PartitionLog, isr: tuple[int, ...]) -> Partition:
+    return Partition(_local(isr), log, broker_id=1, min_insync_replicas=2, now_ms=0)
+
+
+def _append(partition: Partition, count: int, *, acks: int = -1) -> None:
+    batch = build_batch([(i, None, b"v") for i in range(count)])
+    partition.append_as_leader(batch, acks=acks, now_ms=0)
+
+
+def test_high_watermark_follows_the_slowest_in_sync_follower(log: PartitionLog) -> None:
+    partition = _partition(log, (1, 2, 3))
+    _append(partition, 10)
+    assert partition.log.high_watermark == 0
+    assert not partition.on_follower_fetch(2, 10, now_ms=1)
+    assert partition.on_follower_fetch(3, 6, now_ms=1)
+    assert partition.log.high_watermark == 6
+    partition.on_follower_fetch(3, 4, now_ms=2)  # a restarted follower: the mark stays
+    assert partition.log.high_watermark == 6
+    assert not partition.on_follower_fetch(9, 10, now_ms=2)  # not a replica: ignored
+
+
+def test_no_advance_below_min_insync_replicas(log: PartitionLog) -> None:
+    partition = _partition(log, (1,))
+    with pytest.raises(LogError) as refused:
+        _append(partition, 3)
+    assert refused.value.error_code == common_pb2.NOT_ENOUGH_REPLICAS
+    _append(partition, 3, acks=1)  # taken, but not committed while the ISR is too small
+    assert (partition.log.log_end_offset, partition.log.high_watermark) == (3, 0)
+
+
+def test_isr_proposals_one_in_flight(log: PartitionLog) -> None:
+    partition = _partition(log, (1, 2, 3))
+    _append(partition, 5)
+    partition.on_follower_fetch(2, 5, now_ms=LAG_MS + 1)
+    proposal = partition.propose_isr(now_ms=LAG_MS + 1, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    assert proposal == (1, 2)  # 3 never caught up since the partition was created at 0
+    again = partition.propose_isr(now_ms=LAG_MS + 2, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    assert again is None  # in flight until the metadata answers
+    partition.update(_local((1, 2), pe=1), min_insync_replicas=2, now_ms=LAG_MS + 2)
+    partition.on_follower_fetch(3, 5, now_ms=LAG_MS + 3)
+    expand = partition.propose_isr(now_ms=LAG_MS + 3, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    assert expand == (1, 2, 3)
+    partition.alter_failed()
+    retry = partition.propose_isr(now_ms=LAG_MS + 4, lag_time_max_ms=LAG_MS, eligible=(1, 2))
+    assert retry is None  # 3 is fenced now: nothing to ask for
+
+
+def test_new_leader_epoch_forgets_followers(log: PartitionLog) -> None:
+    partition = _partition(log, (1, 2, 3))
+    _append(partition, 5)
+    partition.on_follower_fetch(2, 5, now_ms=1)
+    partition.update(_local((1, 2, 3), epoch=1, pe=1), min_insync_replicas=2, now_ms=50)
+    assert all(s.log_end_offset == -1 for s in partition.follower_states().values())
+    assert all(s.last_caught_up_ms == 50 for s in partition.follower_states().values())
+
+
+def test_diverging_epoch_and_following(log: PartitionLog) -> None:
+    partition = _partition(log, (1, 2, 3))
+    _append(partition, 5)  # epoch 0, offsets 0..4
+    assert partition.diverging_epoch(0, 5) is None
+    assert partition.diverging_epoch(0, 8) == (0, 5)
+    assert partition.diverging_epoch(3, 9) == (0, 5)  # an epoch the leader never wrote
+    with partition.following(2, 0) as follows:
+        assert not follows  # it leads
+    partition.update(_local((1, 2, 3), leader=2, epoch=1, pe=1), min_insync_replicas=2, now_ms=9)
+    with partition.following(2, 1) as follows:
+        assert follows
+    with partition.following(2, 0) as follows:
+        assert not follows  # a fetch sent in an older epoch
