@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/metadata_quorum.py
 	$(BIN)/python bench/partition_log.py
 	$(BIN)/python bench/record_batch_codec.py
+	$(BIN)/python bench/cluster.py --records 200000
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

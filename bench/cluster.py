@@ -1,0 +1,194 @@
+"""Benchmark of the data plane: three controllers and three broker processes on 127.0.0.1, a topic
+with 6 partitions and replication factor 3 (min.insync.replicas=2), the real client.
+
+Prints:
+- producer throughput with acks=1 and acks=all, N records of 100 bytes each (no key: the sticky
+  partitioner fills one batch at a time, as in Kafka);
+- consumer throughput: one consumer assigned every partition reading all 2N records back;
+- end-to-end latency p50/p99 at a fixed rate (the send time is in the value; a consumer in the
+  same process takes the difference on receipt);
+- the time from kill -9 of a partition leader to the first acknowledged acks=all write on each of
+  its partitions. The controllers keep Kafka's default broker.session.timeout.ms (9 s): a
+  killed broker is noticed only when its session runs out, which bounds this figure from below.
+
+Run: `.venv/bin/python bench/cluster.py [--records 1000000] [--rate 10000] [--latency-seconds 5]`.
+Figures depend on the machine; compare ratios taken in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pykraft.client import Consumer, Producer, TopicPartition  # noqa: E402
+from pykraft.client.types import RecordMetadata  # noqa: E402
+from tests.integration.cluster import BrokerProcess, Quorum, wait_for  # noqa: E402
+from tests.integration.test_cluster_e2e import (  # noqa: E402
+    PARTITIONS,
+    TOPIC,
+    bootstrap,
+    full_isr,
+    registrations,
+    three_broker_cluster,
+)
+
+VALUE_BYTES = 100
+# The send time (perf_counter_ns) heads each latency value; the rest is padding.
+STAMP = struct.Struct(">q")
+ALL_PARTITIONS = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+
+
+def produce_rate(address: str, acks: str, records: int) -> float:
+    """Records/s for `records` values of VALUE_BYTES, from the first send to the last ack."""
+    value = b"x" * VALUE_BYTES
+    with Producer(bootstrap_servers=address, acks=acks, linger_ms=5, batch_size=65536) as producer:
+        producer.send(TOPIC, value).result(timeout=30)  # metadata and connections warm
+        started = time.perf_counter()
+        futures = [producer.send(TOPIC, value) for _ in range(records)]
+        producer.flush(timeout=600)
+        elapsed = time.perf_counter() - started
+    failed = sum(1 for future in futures if future.exception(timeout=0) is not None)
+    assert not failed, f"{failed} sends failed"
+    return records / elapsed
+
+
+def consume_rate(address: str) -> tuple[int, float]:
+    """(records, records/s) reading the whole topic from the beginning."""
+    with Consumer(bootstrap_servers=address, auto_offset_reset="earliest") as consumer:
+        consumer.assign(ALL_PARTITIONS)
+        consumer.seek_to_beginning(ALL_PARTITIONS)
+        total = sum(consumer.end_offsets(ALL_PARTITIONS).values())
+        count = 0
+        started = time.perf_counter()
+
+        def done() -> bool:
+            nonlocal count
+            count += len(consumer.poll(500))
+            return count >= total
+
+        wait_for(done, timeout_s=600, what=f"{total} records consumed")
+        return count, count / (time.perf_counter() - started)
+
+
+def latency_ms(address: str, rate: int, seconds: float) -> tuple[list[float], float]:
+    """End-to-end latencies (ms) of records sent at `rate`/s for `seconds` with acks=all and
+    linger_ms=0, and the rate actually reached."""
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    with Consumer(bootstrap_servers=address, fetch_max_wait_ms=100) as consumer:
+        consumer.assign(ALL_PARTITIONS)
+        consumer.seek_to_end(ALL_PARTITIONS)
+        for tp in ALL_PARTITIONS:
+            consumer.position(tp)  # resolve the end now, before anything new is sent
+        stop = threading.Event()
+
+        def consume() -> None:
+            while not stop.is_set() and len(latencies) < total:
+                for record in consumer.poll(100):
+                    (sent_ns,) = STAMP.unpack_from(record.value or b"")
+                    latencies.append((time.perf_counter_ns() - sent_ns) / 1e6)
+
+        reader = threading.Thread(target=consume, daemon=True)
+        reader.start()
+        padding = b"p" * (VALUE_BYTES - STAMP.size)
+        with Producer(bootstrap_servers=address, acks="all", linger_ms=0) as producer:
+            started = time.perf_counter()
+            for i in range(total):
+                ahead_s = started + i / rate - time.perf_counter()
+                if ahead_s > 0:
+                    time.sleep(ahead_s)
+                producer.send(TOPIC, STAMP.pack(time.perf_counter_ns()) + padding)
+            reached = total / (time.perf_counter() - started)
+        wait_for(lambda: len(latencies) >= total, timeout_s=60, what="latency records consumed")
+        stop.set()
+        reader.join(timeout=10)
+    return latencies, reached
+
+
+def failover_ms(quorum: Quorum, brokers: dict[int, BrokerProcess]) -> list[float]:
+    """kill -9 of partition 0's leader; ms until the first acks=all write is acknowledged on each
+    partition it led. The broker is restarted and back in every ISR before returning."""
+    led = registrations(quorum)
+    victim = led[0].leader
+    partitions = [p for p, r in led.items() if r.leader == victim]
+    with Producer(
+        bootstrap_servers=bootstrap(brokers), acks="all", linger_ms=0, request_timeout_ms=5000
+    ) as producer:
+        for p in partitions:
+            producer.send(TOPIC, b"warm", partition=p).result(timeout=30)
+        brokers[victim].kill()
+        killed = time.perf_counter()
+        acked: dict[int, float] = {}
+
+        def first_ack(p: int) -> None:
+            future: Future[RecordMetadata] = producer.send(TOPIC, b"after-kill", partition=p)
+            future.result(timeout=60)
+            acked[p] = (time.perf_counter() - killed) * 1000
+
+        threads = [threading.Thread(target=first_ack, args=(p,)) for p in partitions]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=90)
+    brokers[victim].start()
+    wait_for(lambda: full_isr(quorum), timeout_s=60, what="the killed broker back in every ISR")
+    assert len(acked) == len(partitions), "a partition never took a write after the kill"
+    return [acked[p] for p in partitions]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def report(quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Namespace) -> None:
+    address = bootstrap(brokers)
+    for acks in ("1", "all"):
+        rate = produce_rate(address, acks, args.records)
+        print(
+            f"producer, acks={acks}, {args.records} records of {VALUE_BYTES} B: "
+            f"{rate:.0f} records/s, {rate * VALUE_BYTES / 1e6:.1f} MB/s"
+        )
+    count, rate = consume_rate(address)
+    print(
+        f"consumer, all {PARTITIONS} partitions from the beginning, {count} records: "
+        f"{rate:.0f} records/s, {rate * VALUE_BYTES / 1e6:.1f} MB/s"
+    )
+    latencies, reached = latency_ms(address, args.rate, args.latency_seconds)
+    print(
+        f"end-to-end latency at {args.rate} records/s (reached {reached:.0f}/s) for "
+        f"{args.latency_seconds:g} s, acks=all: p50 {percentile(latencies, 0.5):.1f} ms, "
+        f"p99 {percentile(latencies, 0.99):.1f} ms, max {max(latencies):.1f} ms"
+    )
+    times = [t for _ in range(args.failovers) for t in failover_ms(quorum, brokers)]
+    print(
+        f"kill -9 of a leader until the first acknowledged write on its partitions, "
+        f"{len(times)} partitions over {args.failovers} kills: median "
+        f"{statistics.median(times):.0f} ms, max {max(times):.0f} ms"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--failovers", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:
+        report(*cluster, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
