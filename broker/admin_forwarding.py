@@ -26,6 +26,7 @@ FORWARDED: dict[str, type[Message]] = {
     "IncrementalAlterConfigs": admin_pb2.AlterConfigsResponse,
     "DescribeCluster": admin_pb2.DescribeClusterResponse,
     "DescribeQuorum": admin_pb2.DescribeQuorumResponse,
+    "ElectLeaders": admin_pb2.ElectLeadersResponse,
 }
 
 

@@ -18,6 +18,7 @@ from pykraft.client.admin_types import (
     ConfigSource,
     ConfigValue,
     ControllerInfo,
+    ElectionResult,
     NewTopic,
     PartitionInfo,
     QuorumDescription,
@@ -25,7 +26,7 @@ from pykraft.client.admin_types import (
     TopicDescription,
     VoterInfo,
 )
-from pykraft.client.errors import raise_for
+from pykraft.client.errors import error_for, raise_for
 from pykraft.client.routing import ControllerRouter, parse_bootstrap
 from pykraft.proto import admin_pb2
 
@@ -210,6 +211,35 @@ class AdminClient:
             ],
             observers=list(response.observers),
         )
+
+    def elect_leaders(
+        self, partitions: Mapping[str, Sequence[int]] | None = None
+    ) -> list[ElectionResult]:
+        """Preferred leader election (Kafka's ElectLeaders, type PREFERRED): leadership moves
+        back to each partition's first replica where it is in the ISR and can lead.
+
+        `partitions` maps topic -> partition ids (an empty list: every partition of the topic);
+        None elects every partition of the cluster. Per-partition outcomes are returned, not
+        raised (ElectionNotNeededError, PreferredLeaderNotAvailableError,
+        UnknownTopicOrPartitionError); a failure of the whole request raises.
+        """
+        request = admin_pb2.ElectLeadersRequest(
+            election_type=admin_pb2.ELECTION_TYPE_PREFERRED,
+            topic_partitions=[
+                admin_pb2.ElectLeadersPartitions(topic=topic, partitions=list(ids))
+                for topic, ids in (partitions or {}).items()
+            ],
+            timeout_ms=self._router.attempt_timeout_ms,
+        )
+        response = self._router.call("ElectLeaders", request, admin_pb2.ElectLeadersResponse)
+        return [
+            ElectionResult(
+                r.topic,
+                r.partition,
+                error_for(r.error_code, r.error_message) if r.error_code else None,
+            )
+            for r in response.results
+        ]
 
     def close(self) -> None:
         """Closes the connections; the client cannot be used afterwards."""

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from pykraft.client.errors import KafkaError
+
 
 @dataclass(frozen=True)
 class NewTopic:
@@ -118,3 +120,13 @@ class QuorumDescription:
     high_watermark: int
     voters: list[VoterInfo]
     observers: list[int]
+
+
+@dataclass(frozen=True)
+class ElectionResult:
+    """One partition's preferred leader election: `error` is None when leadership moved, else
+    why not (ElectionNotNeededError when the preferred replica already leads)."""
+
+    topic: str
+    partition: int
+    error: KafkaError | None

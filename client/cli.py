@@ -383,6 +383,35 @@ def quorum_describe(session: Session) -> None:
     session.emit(described, formatting.quorum_json, formatting.quorum_table)
 
 
+@cli.group()
+def leaders() -> None:
+    """Move partition leadership back to preferred replicas."""
+
+
+@leaders.command("elect")
+@admin_command
+@click.option("--topic", help="Only this topic (default: every partition of the cluster).")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition of --topic.")
+@click.option(
+    "--election-type",
+    type=click.Choice(["preferred"]),
+    default="preferred",
+    show_default=True,
+    help="Kafka's election type; only PREFERRED is supported.",
+)
+def leaders_elect(
+    session: Session, topic: str | None, partition: int | None, election_type: str
+) -> None:
+    """Elect each partition's preferred replica (its first) as leader, like
+    kafka-leader-election --election-type PREFERRED; per-partition outcomes are printed."""
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    wanted = None if topic is None else {topic: [] if partition is None else [partition]}
+    with session.admin() as admin:
+        results = admin.elect_leaders(wanted)
+    session.emit(results, formatting.elections_json, formatting.elections_table)
+
+
 def main() -> None:
     """Entry point of the `pykraft` console script."""
     cli(prog_name="pykraft")

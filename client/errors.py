@@ -16,7 +16,9 @@ metadata and retry" share `InvalidMetadataError`, as in Kafka's Java client::
     │   │   │   └── KafkaConnectionError              (client side: node unreachable)
     │   │   ├── KafkaStorageError                     56
     │   │   ├── FencedLeaderEpochError                74
+    │   │   ├── PreferredLeaderNotAvailableError      80
     │   │   ├── EligibleLeadersNotAvailableError      83
+    │   │   ├── ElectionNotNeededError                84
     │   │   ├── UnknownTopicIdError                   100
     │   │   └── InconsistentTopicIdError              103
     │   ├── CorruptMessageError                       2
@@ -292,8 +294,18 @@ class OffsetNotAvailableError(RetriableError):
     code = ErrorCode.OFFSET_NOT_AVAILABLE
 
 
+class PreferredLeaderNotAvailableError(InvalidMetadataError):
+    code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+
+
 class EligibleLeadersNotAvailableError(InvalidMetadataError):
     code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+
+class ElectionNotNeededError(InvalidMetadataError):
+    """The preferred replica already leads (an answer of ElectLeaders rather than a failure)."""
+
+    code = ErrorCode.ELECTION_NOT_NEEDED
 
 
 class InvalidRecordError(KafkaError):

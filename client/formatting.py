@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pykraft.client.admin_types import (
     ClusterDescription,
     ConfigValue,
+    ElectionResult,
     QuorumDescription,
     TopicCreated,
     TopicDescription,
@@ -192,3 +193,24 @@ def quorum_table(quorum: QuorumDescription) -> str:
         [[v.id, v.address, v.log_end_offset, v.lag, v.status] for v in quorum.voters],
     )
     return f"{fields}\n\n{voters}"
+
+
+def _election_outcome(result: ElectionResult) -> tuple[str, str]:
+    """(result name, message): "NONE" when leadership moved, else the error's code name."""
+    if result.error is None:
+        return "NONE", "the preferred replica now leads"
+    return result.error.name, result.error.message
+
+
+def elections_json(results: Sequence[ElectionResult]) -> list[JsonObject]:
+    return [
+        {"topic": r.topic, "partition": r.partition, "result": name, "message": message}
+        for r in results
+        for name, message in [_election_outcome(r)]
+    ]
+
+
+def elections_table(results: Sequence[ElectionResult]) -> str:
+    """One line per partition, as kafka-leader-election reports successes and failures."""
+    rows = ((r.topic, r.partition, *_election_outcome(r)) for r in results)
+    return format_table(["TOPIC", "PARTITION", "RESULT", "MESSAGE"], rows)

@@ -26,6 +26,10 @@ class AlterConfigOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ALTER_CONFIG_SET: _ClassVar[AlterConfigOp]
     ALTER_CONFIG_DELETE: _ClassVar[AlterConfigOp]
+
+class ElectionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ELECTION_TYPE_PREFERRED: _ClassVar[ElectionType]
 CONFIG_RESOURCE_UNKNOWN: ConfigResourceType
 CONFIG_RESOURCE_TOPIC: ConfigResourceType
 CONFIG_RESOURCE_BROKER: ConfigResourceType
@@ -36,6 +40,7 @@ CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER: ConfigSource
 CONFIG_SOURCE_DEFAULT: ConfigSource
 ALTER_CONFIG_SET: AlterConfigOp
 ALTER_CONFIG_DELETE: AlterConfigOp
+ELECTION_TYPE_PREFERRED: ElectionType
 
 class CreatableTopic(_message.Message):
     __slots__ = ("name", "num_partitions", "replication_factor", "configs")
@@ -383,3 +388,41 @@ class DescribeQuorumResponse(_message.Message):
     voters: _containers.RepeatedCompositeFieldContainer[VoterState]
     observers: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[VoterState, _Mapping]]] = ..., observers: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ElectLeadersPartitions(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ElectLeadersRequest(_message.Message):
+    __slots__ = ("election_type", "topic_partitions", "timeout_ms")
+    ELECTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    election_type: ElectionType
+    topic_partitions: _containers.RepeatedCompositeFieldContainer[ElectLeadersPartitions]
+    timeout_ms: int
+    def __init__(self, election_type: _Optional[_Union[ElectionType, str]] = ..., topic_partitions: _Optional[_Iterable[_Union[ElectLeadersPartitions, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ElectLeadersResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ElectLeadersResponse(_message.Message):
+    __slots__ = ("header", "results")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.ResponseHeader
+    results: _containers.RepeatedCompositeFieldContainer[ElectLeadersResult]
+    def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., results: _Optional[_Iterable[_Union[ElectLeadersResult, _Mapping]]] = ...) -> None: ...

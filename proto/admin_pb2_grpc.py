@@ -74,6 +74,11 @@ class AdminServiceStub:
                 request_serializer=pykraft_dot_proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/pykraft.AdminService/ElectLeaders',
+                request_serializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -127,6 +132,12 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +180,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=pykraft_dot_proto_dot_admin__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_admin__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -387,6 +403,33 @@ class AdminService:
             '/pykraft.AdminService/DescribeQuorum',
             pykraft_dot_proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
             pykraft_dot_proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.AdminService/ElectLeaders',
+            pykraft_dot_proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            pykraft_dot_proto_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,6 +36,16 @@ def controller() -> None:
 @click.option("--broker-session-timeout-ms", type=int, help="Fence a broker after this (9000).")
 @click.option("--metadata-tail-records-max", type=int, help="Records kept for MetadataFetch.")
 @click.option("--raft-compaction-min-entries", type=int, help="Raft entries between snapshots.")
+@click.option(
+    "--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable",
+    default=None,
+    help="Move leadership back to preferred replicas by itself (default: on).",
+)
+@click.option(
+    "--leader-imbalance-check-interval-seconds",
+    type=int,
+    help="Seconds between automatic preferred leader elections (300).",
+)
 def run(config_path: Path | None, **flags: object) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"
@@ -49,6 +59,8 @@ def run(config_path: Path | None, **flags: object) -> None:
         "broker_session_timeout_ms": "broker.session.timeout.ms",
         "metadata_tail_records_max": "metadata.tail.records.max",
         "raft_compaction_min_entries": "raft.compaction.min.entries",
+        "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
+        "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
     }
     try:
         config = load_config(config_path, {keys[k]: v for k, v in flags.items()})

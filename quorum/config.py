@@ -34,6 +34,9 @@ class ControllerConfig:
     request_timeout_ms: int = 30_000
     events_queue_max: int = 10_000
     grpc_workers_max: int = 64
+    # Kafka's automatic preferred leader election (see controller/elections.py).
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -49,7 +52,11 @@ class ControllerConfig:
             )
         if len(self.voters) % 2 == 0:
             raise ConfigError(f"a quorum needs an odd number of voters, got {len(self.voters)}")
-        if self.broker_session_timeout_ms <= 0 or self.metadata_tail_records_max <= 0:
+        if (
+            self.broker_session_timeout_ms <= 0
+            or self.metadata_tail_records_max <= 0
+            or self.leader_imbalance_check_interval_seconds <= 0
+        ):
             raise ConfigError("timeouts and limits must be positive")
 
 
@@ -63,6 +70,8 @@ _KEYS = {
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "metadata.tail.records.max": "metadata_tail_records_max",
     "raft.compaction.min.entries": "raft_compaction_min_entries",
+    "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
+    "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
 }
 
 
@@ -109,5 +118,9 @@ def _typed(values: dict[str, Any]) -> ControllerConfig:
             values[name] = int(values[name])
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{name} must be an integer, got {values[name]!r}") from error
+    bools = {f.name for f in fields(ControllerConfig) if f.type == "bool"}
+    for name in bools & set(values):
+        if not isinstance(values[name], bool):
+            raise ConfigError(f"{name} must be true or false, got {values[name]!r}")
     config = ControllerConfig(**values)
     return replace(config)

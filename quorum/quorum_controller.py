@@ -6,7 +6,8 @@ fetch) to a bounded queue and wait on its future. The controller thread loops:
     poll Raft (network I/O, commits applied, fsync, then append callbacks)
     -> follow the Raft role (see `roles.py`)
     -> drain events: decide against the pending image, append, park the answer until commit
-    -> timers (fence brokers whose session expired), parked metadata fetches.
+    -> timers (fence brokers whose session expired, preferred leader rebalance), parked
+       metadata fetches.
 
 A write is answered only from its append callback, which the Raft log fires only after the entry is
 committed and fsynced; a decision is taken against the *pending* image (committed image plus this
@@ -43,6 +44,7 @@ from pykraft.proto import common_pb2
 from pykraft.quorum.batch import BatchKind, QuorumBatch
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller.cluster import fence_expired_brokers
+from pykraft.quorum.controller.elections import balance_partition_leaders
 from pykraft.quorum.controller.heartbeats import HeartbeatTracker
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.metadata_fetch import fetch_response
@@ -108,6 +110,7 @@ class QuorumController:
         self._pending_image = self._state.image
         self._inflight: list[_Event] = []
         self._parked_fetches: list[_Event] = []
+        self._next_balance_ms = 0  # set when this node becomes active
         self._leader_id: int | None = None
         self._raft: RaftLog | None = None
         self._stopping = threading.Event()
@@ -254,7 +257,9 @@ class QuorumController:
             return
         self._role = self._role.to_active()
         self._pending_image = self._state.image
-        self._heartbeats.reset(self._state.image, _monotonic_ms())
+        now_ms = _monotonic_ms()
+        self._heartbeats.reset(self._state.image, now_ms)
+        self._next_balance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
         log.info("node %d is the active controller (epoch %d)", self.config.node_id, term)
 
     def _deactivate(self, reason: str) -> None:
@@ -344,19 +349,36 @@ class QuorumController:
     def _run_timers(self, now_ms: int) -> None:
         if self._role.role is not Role.ACTIVE:
             return
+        self._fence_expired_brokers(now_ms)
+        self._balance_partition_leaders(now_ms)
+
+    def _fence_expired_brokers(self, now_ms: int) -> None:
         expired = self._heartbeats.expired(self._pending_image, now_ms)
         if not expired:
             return
         log.info("fencing brokers %s: no heartbeat within the session timeout", expired)
         for broker_id in expired:
             self._heartbeats.remove(broker_id)
-        event = _Event(
-            "write",
-            common_pb2.ResponseHeader,
-            now_ms + self.config.request_timeout_ms,
-            Future(),
-            decide=lambda ctx: _as_header_result(fence_expired_brokers(ctx.image, expired)),
+        self._write_internal(
+            lambda ctx: _as_header_result(fence_expired_brokers(ctx.image, expired)), now_ms
         )
+
+    def _balance_partition_leaders(self, now_ms: int) -> None:
+        """Every `leader.imbalance.check.interval.seconds`, when `auto.leader.rebalance.enable`,
+        moves leadership back to preferred replicas that can take it (Kafka's periodic task)."""
+        if not self.config.auto_leader_rebalance_enable or now_ms < self._next_balance_ms:
+            return
+        self._next_balance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
+        self._write_internal(
+            lambda ctx: _as_header_result(balance_partition_leaders(ctx.image)), now_ms
+        )
+
+    def _write_internal(
+        self, decide: Callable[[DecideContext], ControllerResult[Any]], now_ms: int
+    ) -> None:
+        """A write the controller decides for itself; nobody waits for its answer."""
+        deadline_ms = now_ms + self.config.request_timeout_ms
+        event = _Event("write", common_pb2.ResponseHeader, deadline_ms, Future(), decide=decide)
         self._handle(event, now_ms)
 
     def _answer_fetches(self, now_ms: int) -> None:

@@ -9,7 +9,7 @@ import grpc
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
 from pykraft.quorum import describe
-from pykraft.quorum.controller import cluster, configs, producer_ids, reads, topics
+from pykraft.quorum.controller import cluster, configs, elections, producer_ids, reads, topics
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.quorum_controller import DecideContext, QuorumController
 
@@ -76,6 +76,15 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
             lambda ctx: configs.incremental_alter_configs(ctx.image, request),
             admin_pb2.AlterConfigsResponse,
             self._timeout_ms,
+        )
+
+    def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ElectLeadersResponse:
+        return self._controller.write(
+            lambda ctx: elections.elect_leaders(ctx.image, request),
+            admin_pb2.ElectLeadersResponse,
+            self._timeout(request.timeout_ms),
         )
 
     def DescribeCluster(

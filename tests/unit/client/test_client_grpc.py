@@ -21,6 +21,8 @@ from google.protobuf.message import Message
 from pykraft.client import (
     AdminClient,
     ConfigSource,
+    ElectionNotNeededError,
+    ElectionResult,
     InvalidRequestError,
     KafkaConnectionError,
     NewTopic,
@@ -43,6 +45,7 @@ RESPONSES: dict[str, tuple[type[Message], type[Message]]] = {
     "IncrementalAlterConfigs": (pb.AlterConfigsRequest, pb.AlterConfigsResponse),
     "DescribeCluster": (pb.DescribeClusterRequest, pb.DescribeClusterResponse),
     "DescribeQuorum": (pb.DescribeQuorumRequest, pb.DescribeQuorumResponse),
+    "ElectLeaders": (pb.ElectLeadersRequest, pb.ElectLeadersResponse),
 }
 
 
@@ -284,6 +287,60 @@ def test_alter_configs_sends_set_and_delete_operations(
         ],
         validate_only=True,
     )
+
+
+ELECTED = pb.ElectLeadersResponse(
+    results=[
+        pb.ElectLeadersResult(topic="t", partition=0),
+        pb.ElectLeadersResult(
+            topic="t",
+            partition=1,
+            error_code=common_pb2.ELECTION_NOT_NEEDED,
+            error_message="already leads",
+        ),
+    ]
+)
+
+
+def test_elect_leaders_returns_per_partition_outcomes(
+    start_node: Callable[[int], FakeNode],
+) -> None:
+    node = start_node(1)
+    node.answers["ElectLeaders"] = ELECTED
+    with AdminClient(node.address) as admin:
+        results = admin.elect_leaders({"t": [0, 1]})
+        admin.elect_leaders()
+    assert results[0] == ElectionResult("t", 0, None)
+    assert (results[1].topic, results[1].partition) == ("t", 1)
+    assert isinstance(results[1].error, ElectionNotNeededError)
+    assert results[1].error.message == "already leads"
+    sent = [request for _, request in node.requests]
+    assert isinstance(sent[0], pb.ElectLeadersRequest)
+    assert [(t.topic, list(t.partitions)) for t in sent[0].topic_partitions] == [("t", [0, 1])]
+    assert sent[0].election_type == pb.ELECTION_TYPE_PREFERRED
+    assert isinstance(sent[1], pb.ElectLeadersRequest) and not sent[1].topic_partitions
+
+
+def test_cli_leaders_elect_prints_each_partition(start_node: Callable[[int], FakeNode]) -> None:
+    node = start_node(1)
+    node.answers["ElectLeaders"] = ELECTED
+    args = ["leaders", "elect", "--topic", "t", "--bootstrap-controller", node.address]
+    as_json = CliRunner().invoke(cli, [*args, "--output", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert [(r["partition"], r["result"]) for r in json.loads(as_json.output)] == [
+        (0, "NONE"),
+        (1, "ELECTION_NOT_NEEDED"),
+    ]
+    table = CliRunner().invoke(cli, args)
+    assert table.exit_code == 0, table.output
+    assert table.output.splitlines()[2].split()[:3] == ["t", "1", "ELECTION_NOT_NEEDED"]
+    request = node.requests[0][1]
+    assert isinstance(request, pb.ElectLeadersRequest)
+    assert [(t.topic, list(t.partitions)) for t in request.topic_partitions] == [("t", [])]
+    lone_partition = CliRunner().invoke(
+        cli, ["leaders", "elect", "--partition", "0", "--bootstrap-controller", node.address]
+    )
+    assert lone_partition.exit_code == 2
 
 
 def test_a_closed_client_refuses_requests(start_node: Callable[[int], FakeNode]) -> None:

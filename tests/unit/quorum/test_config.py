@@ -34,6 +34,15 @@ def test_flags_override_the_toml_file(tmp_path: Path) -> None:
     config = load_config(path, {"node.id": 2, "broker.session.timeout.ms": None})
     assert config.node_id == 2 and config.listener == "127.0.0.1:9092"
     assert config.broker_session_timeout_ms == 9000
+    assert config.auto_leader_rebalance_enable is True
+    assert config.leader_imbalance_check_interval_seconds == 300
+    rebalance = {
+        "auto.leader.rebalance.enable": False,
+        "leader.imbalance.check.interval.seconds": 1,
+    }
+    config = load_config(path, rebalance)
+    assert not config.auto_leader_rebalance_enable
+    assert config.leader_imbalance_check_interval_seconds == 1
 
 
 @pytest.mark.parametrize(
@@ -43,6 +52,8 @@ def test_flags_override_the_toml_file(tmp_path: Path) -> None:
         ({"controller.listeners": "1@h:1"}, "same node ids"),
         ({"no.such.key": 1}, "unknown config keys"),
         ({"broker.session.timeout.ms": "soon"}, "must be an integer"),
+        ({"auto.leader.rebalance.enable": "no"}, "must be true or false"),
+        ({"leader.imbalance.check.interval.seconds": 0}, "must be positive"),
     ],
 )
 def test_bad_settings_are_named(tmp_path: Path, overrides: dict[str, object], message: str) -> None:
