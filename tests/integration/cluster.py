@@ -26,7 +26,7 @@ import grpc
 
 from pykraft.metadata_log.codec import decode_records
 from pykraft.metadata_log.delta import MetadataDelta
-from pykraft.metadata_log.image import MetadataImage
+from pykraft.metadata_log.image import MetadataImage, PartitionRegistration
 from pykraft.proto import (
     admin_pb2,
     admin_pb2_grpc,
@@ -430,3 +430,60 @@ def run_cli(quorum: Quorum, *args: str, timeout_s: float = 60) -> subprocess.Com
         text=True,
         timeout=timeout_s,
     )
+
+
+BROKER_IDS = (1, 2, 3)
+
+
+def registrations(quorum: Quorum, topic: str) -> dict[int, PartitionRegistration]:
+    """`topic`'s partitions as the active controller's image has them."""
+    found = quorum.image().topics.get_by_name(topic)
+    assert found is not None, f"topic {topic} is not in the image"
+    return dict(found.partitions)
+
+
+def full_isr(quorum: Quorum, topic: str, partitions: int) -> bool:
+    """Every one of the `partitions` partitions has all three brokers in its ISR."""
+    found = registrations(quorum, topic)
+    return len(found) == partitions and all(
+        sorted(r.isr) == list(BROKER_IDS) for r in found.values()
+    )
+
+
+@contextmanager
+def running_cluster(
+    tmp_path: Path,
+    *,
+    topic: str,
+    partitions: int,
+    topic_args: tuple[str, ...] = ("--config", "min.insync.replicas=2"),
+    controller_args: tuple[str, ...] = (),
+    broker_args: tuple[str, ...] = (),
+) -> Iterator[tuple[Quorum, dict[int, BrokerProcess]]]:
+    """Three controllers, three brokers and `topic` (replication factor 3, `topic_args` passed to
+    `topics create`) with every replica in its ISR; the brokers are closed on exit."""
+    with running_quorum(tmp_path, extra_args=controller_args) as quorum:
+        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
+        try:
+            for broker in brokers.values():
+                broker.args += list(broker_args)
+                broker.start()
+            wait_for(
+                lambda: len(quorum.image().cluster.unfenced_broker_ids()) == len(BROKER_IDS),
+                timeout_s=30,
+                what="every broker unfenced",
+            )
+            created = run_cli(
+                quorum, "topics", "create", "--topic", topic, "--partitions", str(partitions),
+                "--replication-factor", "3", *topic_args,
+            )  # fmt: skip
+            assert created.returncode == 0, created.stderr
+            wait_for(
+                lambda: full_isr(quorum, topic, partitions),
+                timeout_s=30,
+                what=f"every replica of {topic} in its ISR",
+            )
+            yield quorum, brokers
+        finally:
+            for broker in brokers.values():
+                broker.close()

@@ -23,58 +23,33 @@ from pykraft.client import Consumer, Producer, TopicPartition
 from pykraft.client.types import RecordMetadata
 from pykraft.metadata_log import PartitionRegistration
 
-from .cluster import BrokerProcess, Quorum, make_broker, run_cli, running_quorum, wait_for
+from . import cluster
+from .cluster import BrokerProcess, Quorum, wait_for
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "e2e-cluster"
 PARTITIONS = 6
-BROKER_IDS = (1, 2, 3)
 RECORDS = 100_000
 KEYS = 1000
 # Records the background producer of §5.6 has in flight at most (its own backpressure).
 IN_FLIGHT_MAX = 2000
 
 
-def registrations(quorum: Quorum, topic: str = TOPIC) -> dict[int, PartitionRegistration]:
-    """The topic's partitions as the active controller's image holds them."""
-    image = quorum.image().topics.get_by_name(topic)
-    assert image is not None, f"topic {topic} not in the image"
-    return dict(image.partitions)
+def registrations(quorum: Quorum) -> dict[int, PartitionRegistration]:
+    return cluster.registrations(quorum, TOPIC)
 
 
 def full_isr(quorum: Quorum) -> bool:
-    found = registrations(quorum)
-    return len(found) == PARTITIONS and all(
-        sorted(r.isr) == list(BROKER_IDS) for r in found.values()
-    )
+    return cluster.full_isr(quorum, TOPIC, PARTITIONS)
 
 
 @contextmanager
 def three_broker_cluster(tmp_path: Path) -> Iterator[tuple[Quorum, dict[int, BrokerProcess]]]:
     """Three controllers, three brokers and TOPIC (6 partitions, RF 3, min.insync.replicas=2)
-    with every replica in the ISR; the brokers are killed on exit."""
-    with running_quorum(tmp_path) as quorum:
-        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
-        for broker in brokers.values():
-            broker.start()
-        try:
-            wait_for(
-                lambda: len(quorum.image().cluster.unfenced_broker_ids()) == len(BROKER_IDS),
-                timeout_s=30,
-                what="every broker unfenced",
-            )
-            created = run_cli(
-                quorum, "topics", "create", "--topic", TOPIC,
-                "--partitions", str(PARTITIONS), "--replication-factor", "3",
-                "--config", "min.insync.replicas=2",
-            )  # fmt: skip
-            assert created.returncode == 0, created.stderr
-            wait_for(lambda: full_isr(quorum), timeout_s=20, what="the topic fully replicated")
-            yield quorum, brokers
-        finally:
-            for broker in brokers.values():
-                broker.close()
+    with every replica in the ISR; the brokers are closed on exit."""
+    with cluster.running_cluster(tmp_path, topic=TOPIC, partitions=PARTITIONS) as running:
+        yield running
 
 
 def bootstrap(brokers: dict[int, BrokerProcess]) -> str:

@@ -21,29 +21,24 @@ import pytest
 from pykraft.client import AdminClient, ElectionNotNeededError
 from pykraft.metadata_log import PartitionRegistration
 
-from .cluster import BrokerProcess, Quorum, make_broker, run_cli, running_quorum, wait_for
+from . import cluster
+from .cluster import BROKER_IDS, BrokerProcess, Quorum, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "preferred"
 PARTITIONS = 3
-BROKER_IDS = (1, 2, 3)
 CONTROLLER_ARGS = (
     "--leader-imbalance-check-interval-seconds", "1", "--broker-session-timeout-ms", "3000",
 )  # fmt: skip
 
 
 def _registrations(quorum: Quorum) -> dict[int, PartitionRegistration]:
-    topic = quorum.image().topics.get_by_name(TOPIC)
-    assert topic is not None
-    return dict(topic.partitions)
+    return cluster.registrations(quorum, TOPIC)
 
 
 def _full_isr(quorum: Quorum) -> bool:
-    registrations = _registrations(quorum)
-    return len(registrations) == PARTITIONS and all(
-        sorted(r.isr) == list(BROKER_IDS) for r in registrations.values()
-    )
+    return cluster.full_isr(quorum, TOPIC, PARTITIONS)
 
 
 def _preferred_leaders(quorum: Quorum) -> bool:
@@ -61,29 +56,17 @@ def _elect(quorum: Quorum, *args: str) -> dict[int, str]:
 def _cluster(tmp_path: Path, *extra_args: str) -> Iterator[tuple[Quorum, dict[int, BrokerProcess]]]:
     """Controllers (with `extra_args`), three brokers and TOPIC with every ISR full; each broker
     is the preferred replica, and the leader, of one partition."""
-    with running_quorum(tmp_path, extra_args=(*CONTROLLER_ARGS, *extra_args)) as quorum:
-        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
-        try:
-            for broker in brokers.values():
-                broker.start()
-            wait_for(
-                lambda: len(quorum.image().cluster.unfenced_broker_ids()) == len(BROKER_IDS),
-                timeout_s=30,
-                what="every broker unfenced",
-            )
-            created = run_cli(
-                quorum, "topics", "create", "--topic", TOPIC,
-                "--partitions", str(PARTITIONS), "--replication-factor", "3",
-            )  # fmt: skip
-            assert created.returncode == 0, created.stderr
-            wait_for(lambda: _full_isr(quorum), timeout_s=20, what="the topic created")
-            registrations = _registrations(quorum)
-            assert sorted(r.replicas[0] for r in registrations.values()) == list(BROKER_IDS)
-            assert _preferred_leaders(quorum)
-            yield quorum, brokers
-        finally:
-            for broker in brokers.values():
-                broker.close()
+    with cluster.running_cluster(
+        tmp_path,
+        topic=TOPIC,
+        partitions=PARTITIONS,
+        topic_args=(),
+        controller_args=(*CONTROLLER_ARGS, *extra_args),
+    ) as (quorum, brokers):
+        registrations = _registrations(quorum)
+        assert sorted(r.replicas[0] for r in registrations.values()) == list(BROKER_IDS)
+        assert _preferred_leaders(quorum)
+        yield quorum, brokers
 
 
 def _kill_and_restart_leader(quorum: Quorum, brokers: dict[int, BrokerProcess]) -> int:

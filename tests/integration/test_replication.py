@@ -24,13 +24,13 @@ from pykraft.metadata_log import PartitionRegistration
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import Record, build_batch, decode_batch, iter_batches
 
-from .cluster import BrokerProcess, Quorum, make_broker, run_cli, running_quorum, wait_for
+from . import cluster
+from .cluster import BROKER_IDS, BrokerProcess, Quorum, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "replicated"
 PARTITIONS = 3
-BROKER_IDS = (1, 2, 3)
 LAG_TIME_MAX_MS = 2000
 # A replica id no broker has: fetches as a replica (up to the log end) without being counted.
 OBSERVER_ID = 99
@@ -40,16 +40,11 @@ PARKED_FETCH_DRAIN_S = REPLICA_FETCH_WAIT_MAX_MS / 1000 + 0.3
 
 
 def _registrations(quorum: Quorum) -> dict[int, PartitionRegistration]:
-    topic = quorum.image().topics.get_by_name(TOPIC)
-    assert topic is not None
-    return dict(topic.partitions)
+    return cluster.registrations(quorum, TOPIC)
 
 
 def _full_isr(quorum: Quorum) -> bool:
-    registrations = _registrations(quorum)
-    return len(registrations) == PARTITIONS and all(
-        sorted(r.isr) == list(BROKER_IDS) for r in registrations.values()
-    )
+    return cluster.full_isr(quorum, TOPIC, PARTITIONS)
 
 
 def _produce(
@@ -132,28 +127,11 @@ def _log_bytes(directory: Path) -> bytes:
 
 @contextmanager
 def _cluster(tmp_path: Path) -> Iterator[tuple[Quorum, dict[int, BrokerProcess]]]:
-    with running_quorum(tmp_path) as quorum:
-        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
-        for broker in brokers.values():
-            broker.args += ["--replica-lag-time-max-ms", str(LAG_TIME_MAX_MS)]
-            broker.start()
-        try:
-            wait_for(
-                lambda: len(quorum.image().cluster.unfenced_broker_ids()) == len(BROKER_IDS),
-                timeout_s=30,
-                what="every broker unfenced",
-            )
-            created = run_cli(
-                quorum, "topics", "create", "--topic", TOPIC,
-                "--partitions", str(PARTITIONS), "--replication-factor", "3",
-                "--config", "min.insync.replicas=2",
-            )  # fmt: skip
-            assert created.returncode == 0, created.stderr
-            wait_for(lambda: _full_isr(quorum), timeout_s=20, what="the topic created")
-            yield quorum, brokers
-        finally:
-            for broker in brokers.values():
-                broker.close()
+    lag = ("--replica-lag-time-max-ms", str(LAG_TIME_MAX_MS))
+    with cluster.running_cluster(
+        tmp_path, topic=TOPIC, partitions=PARTITIONS, broker_args=lag
+    ) as running:
+        yield running
 
 
 class _Producer:
