@@ -30,11 +30,13 @@ from pykraft.metadata_log.image import MetadataImage, PartitionRegistration
 from pykraft.proto import (
     admin_pb2,
     admin_pb2_grpc,
+    broker_pb2,
     broker_pb2_grpc,
     common_pb2,
     controller_pb2,
     controller_pb2_grpc,
 )
+from pykraft.proto.record_batch import Record, build_batch, decode_batch, iter_batches
 from tests.ports import free_port
 
 T = TypeVar("T")
@@ -487,3 +489,63 @@ def running_cluster(
         finally:
             for broker in brokers.values():
                 broker.close()
+
+
+def produce_raw(
+    broker: BrokerProcess,
+    topic: str,
+    partition: int,
+    values: list[bytes],
+    *,
+    acks: int,
+    base_timestamp: int = 0,
+) -> broker_pb2.ProducePartitionResult:
+    """One batch of `values` (timestamps base_timestamp, +1, ...) through a raw Produce call."""
+    batch = build_batch([(base_timestamp + i, None, value) for i, value in enumerate(values)])
+    request = broker_pb2.ProduceRequest(
+        acks=acks,
+        timeout_ms=3000,
+        topics=[
+            broker_pb2.ProduceTopic(
+                topic=topic,
+                partitions=[broker_pb2.ProducePartition(partition=partition, records=batch)],
+            )
+        ],
+    )
+    response: broker_pb2.ProduceResponse = broker.stub().Produce(request, timeout=10)
+    return response.topics[0].partitions[0]
+
+
+def fetch_raw(
+    broker: BrokerProcess,
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    epoch: int = -1,
+    replica_id: int = -1,
+    wait_ms: int = 0,
+) -> broker_pb2.FetchPartitionResult:
+    """A raw Fetch of one partition from `offset` (as a consumer unless `replica_id` is set)."""
+    item = broker_pb2.FetchPartition(
+        partition=partition,
+        current_leader_epoch=epoch,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 22,
+    )
+    request = broker_pb2.FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 22,
+        topics=[broker_pb2.FetchTopic(topic=topic, partitions=[item])],
+    )
+    response: broker_pb2.FetchResponse = broker.stub().Fetch(request, timeout=10)
+    return response.topics[0].partitions[0]
+
+
+def batch_records(data: bytes) -> list[Record]:
+    """Every record of a concatenation of whole batches."""
+    return [record for position, _ in iter_batches(data) for record in decode_batch(data, position)]

@@ -17,9 +17,19 @@ from pathlib import Path
 import pytest
 
 from pykraft.proto import broker_pb2, common_pb2
-from pykraft.proto.record_batch import Record, build_batch, decode_batch, iter_batches
+from pykraft.proto.record_batch import build_batch
 
-from .cluster import BrokerProcess, Quorum, make_broker, run_cli, running_quorum, wait_for
+from .cluster import (
+    BrokerProcess,
+    Quorum,
+    batch_records,
+    fetch_raw,
+    make_broker,
+    produce_raw,
+    run_cli,
+    running_quorum,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -39,45 +49,16 @@ def _broker_state(quorum: Quorum, broker_id: int) -> str | None:
 def _produce(
     broker: BrokerProcess, values: list[bytes], *, acks: int, partition: int = 0
 ) -> broker_pb2.ProducePartitionResult:
-    batch = build_batch([(1_000 + i, None, value) for i, value in enumerate(values)])
-    request = broker_pb2.ProduceRequest(
-        acks=acks,
-        timeout_ms=3000,
-        topics=[
-            broker_pb2.ProduceTopic(
-                topic=TOPIC,
-                partitions=[broker_pb2.ProducePartition(partition=partition, records=batch)],
-            )
-        ],
-    )
-    response: broker_pb2.ProduceResponse = broker.stub().Produce(request, timeout=10)
-    return response.topics[0].partitions[0]
+    return produce_raw(broker, TOPIC, partition, values, acks=acks, base_timestamp=1_000)
 
 
 def _fetch(
     broker: BrokerProcess, offset: int, *, partition: int = 0, epoch: int = -1, wait_ms: int = 0
 ) -> broker_pb2.FetchPartitionResult:
-    item = broker_pb2.FetchPartition(
-        partition=partition,
-        current_leader_epoch=epoch,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    request = broker_pb2.FetchRequest(
-        replica_id=-1,
-        max_wait_ms=wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 22,
-        topics=[broker_pb2.FetchTopic(topic=TOPIC, partitions=[item])],
-    )
-    response: broker_pb2.FetchResponse = broker.stub().Fetch(request, timeout=10)
-    return response.topics[0].partitions[0]
+    return fetch_raw(broker, TOPIC, partition, offset, epoch=epoch, wait_ms=wait_ms)
 
 
-def _records(data: bytes) -> list[Record]:
-    return [record for position, _ in iter_batches(data) for record in decode_batch(data, position)]
+_records = batch_records
 
 
 def _list_offset(broker: BrokerProcess, timestamp: int) -> int:

@@ -22,10 +22,18 @@ from pykraft.broker.log import LogConfig, PartitionLog
 from pykraft.broker.replica_fetcher import REPLICA_FETCH_WAIT_MAX_MS
 from pykraft.metadata_log import PartitionRegistration
 from pykraft.proto import broker_pb2, common_pb2
-from pykraft.proto.record_batch import Record, build_batch, decode_batch, iter_batches
 
 from . import cluster
-from .cluster import BROKER_IDS, BrokerProcess, Quorum, run_cli, wait_for
+from .cluster import (
+    BROKER_IDS,
+    BrokerProcess,
+    Quorum,
+    batch_records,
+    fetch_raw,
+    produce_raw,
+    run_cli,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -50,45 +58,16 @@ def _full_isr(quorum: Quorum) -> bool:
 def _produce(
     broker: BrokerProcess, partition: int, values: list[bytes], *, acks: int = -1
 ) -> broker_pb2.ProducePartitionResult:
-    batch = build_batch([(i, None, value) for i, value in enumerate(values)])
-    request = broker_pb2.ProduceRequest(
-        acks=acks,
-        timeout_ms=3000,
-        topics=[
-            broker_pb2.ProduceTopic(
-                topic=TOPIC,
-                partitions=[broker_pb2.ProducePartition(partition=partition, records=batch)],
-            )
-        ],
-    )
-    response: broker_pb2.ProduceResponse = broker.stub().Produce(request, timeout=10)
-    return response.topics[0].partitions[0]
+    return produce_raw(broker, TOPIC, partition, values, acks=acks)
 
 
 def _fetch(
     broker: BrokerProcess, partition: int, offset: int, *, replica_id: int = -1
 ) -> broker_pb2.FetchPartitionResult:
-    item = broker_pb2.FetchPartition(
-        partition=partition,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 22,
-    )
-    request = broker_pb2.FetchRequest(
-        replica_id=replica_id,
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=1 << 22,
-        topics=[broker_pb2.FetchTopic(topic=TOPIC, partitions=[item])],
-    )
-    response: broker_pb2.FetchResponse = broker.stub().Fetch(request, timeout=10)
-    return response.topics[0].partitions[0]
+    return fetch_raw(broker, TOPIC, partition, offset, replica_id=replica_id)
 
 
-def _records(data: bytes) -> list[Record]:
-    return [record for position, _ in iter_batches(data) for record in decode_batch(data, position)]
+_records = batch_records
 
 
 def _consume_all(broker: BrokerProcess, partition: int) -> list[bytes]:
