@@ -23,6 +23,7 @@ from pykraft.client.admin import AdminClient, ResourceType
 from pykraft.client.cli_data import COMMANDS, bootstrap_callback
 from pykraft.client.dev_cli import dev
 from pykraft.client.errors import KafkaError
+from pykraft.client.perf import perf
 
 PLUGIN_GROUP = "pykraft.commands"
 _ENTITY_TYPES: dict[str, ResourceType] = {"topics": "topic", "brokers": "broker"}
@@ -184,7 +185,7 @@ def cli() -> None:
     """Administer a pykraft cluster (and run its nodes)."""
 
 
-for _command in (*COMMANDS, dev):  # produce, consume, dev
+for _command in (*COMMANDS, dev, perf):  # produce, consume, dev, perf
     cli.add_command(_command)
 
 

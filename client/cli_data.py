@@ -39,7 +39,8 @@ def bootstrap_callback(ctx: click.Context, param: click.Parameter, value: str) -
         raise click.BadParameter(str(e), ctx, param) from None
 
 
-_bootstrap_server = click.option(
+# The --bootstrap-server option of every data-plane command (produce, consume, perf).
+bootstrap_server_option = click.option(
     "--bootstrap-server",
     "bootstrap",
     envvar="PYKRAFT_BOOTSTRAP",
@@ -52,7 +53,7 @@ _bootstrap_server = click.option(
 
 @click.command("produce")
 @click.argument("topic")
-@_bootstrap_server
+@bootstrap_server_option
 @click.option("--key-separator", help="Read each line as KEY<SEP>VALUE (split at the first).")
 @click.option(
     "--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True
@@ -126,7 +127,7 @@ def _confirm(futures: list[Future[RecordMetadata]]) -> None:
 
 @click.command("consume")
 @click.argument("topic")
-@_bootstrap_server
+@bootstrap_server_option
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
 @click.option("--partition", type=click.IntRange(min=0), help="Only this partition.")
 @click.option(

@@ -1,0 +1,363 @@
+"""`pykraft perf produce` and `pykraft perf consume`: Kafka's kafka-producer-perf-test and
+kafka-consumer-perf-test, with the same output lines so existing scripts can parse them.
+
+produce sends N random payloads of S bytes, throttled to R records/s (-1: as fast as possible),
+timing each record from `send` to its acknowledgement; every 5 s it prints a window line and at
+the end Kafka's summary line (with the 50th, 95th, 99th and 99.9th latency percentiles). consume
+reads N messages from every partition's beginning and prints Kafka's header and data line;
+progress goes to stderr every 5 s. A delivery failure or a consume timeout prints
+"Error: CODE: sentence" and exits 1; bad arguments exit 2.
+
+The statistics, formatters and throttle are pure (time comes in as `now_ms`) and unit-tested.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import click
+
+from pykraft.client.cli_data import bootstrap_server_option
+from pykraft.client.clock import monotonic_ms
+from pykraft.client.consumer.consumer import Consumer
+from pykraft.client.errors import KafkaError, RequestTimedOutError
+from pykraft.client.producer.producer import Producer
+from pykraft.client.types import RecordMetadata, TopicPartition
+
+REPORTING_INTERVAL_MS = 5000  # Kafka's default for both tools
+# Kafka keeps at most this many latency samples (every k-th record) for the percentiles.
+LATENCY_SAMPLES_MAX = 500_000
+PERCENTILES = (0.5, 0.95, 0.99, 0.999)
+_MB = 1024 * 1024
+_THROTTLE_STEP_MS_MAX = 100  # the throttle sleeps in steps so it stays responsive
+_POLL_INTERVAL_MS = 200
+# Kafka --producer-props names this tool accepts, and how each value converts.
+PRODUCER_PROPS: dict[str, Callable[[str], object]] = {
+    "acks": str,
+    "linger.ms": int,
+    "batch.size": int,
+    "compression.type": str,
+    "retries": int,
+    "retry.backoff.ms": int,
+    "request.timeout.ms": int,
+    "delivery.timeout.ms": int,
+    "max.in.flight.requests.per.connection": int,
+    "buffer.memory": int,
+    "max.block.ms": int,
+    "client.id": str,
+}
+CONSUMER_HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
+
+
+def parse_producer_props(items: Sequence[str]) -> dict[str, object]:
+    """Kafka-named "key=value" items as Producer keyword arguments ('.' becomes '_').
+
+    ValueError names the first unknown key or malformed item or value."""
+    kwargs: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"expected key=value, got {item!r}")
+        convert = PRODUCER_PROPS.get(key)
+        if convert is None:
+            raise ValueError(
+                f"unknown producer property {key!r}; known: {', '.join(PRODUCER_PROPS)}"
+            )
+        try:
+            kwargs[key.replace(".", "_")] = convert(value.strip())
+        except ValueError:
+            raise ValueError(f"{key} must be an integer, not {value!r}") from None
+    return kwargs
+
+
+def percentiles(latencies_ms: Sequence[int], wanted: Sequence[float] = PERCENTILES) -> list[int]:
+    """Kafka's nearest-rank-below percentiles: the sorted sample at index int(count * p)."""
+    if not latencies_ms:
+        return [0 for _ in wanted]
+    ordered = sorted(latencies_ms)
+    return [ordered[min(int(len(ordered) * p), len(ordered) - 1)] for p in wanted]
+
+
+def _rates(count: int, size_bytes: int, elapsed_ms: int) -> tuple[float, float]:
+    """Records/s and MB/s over `elapsed_ms` (at least 1 ms, so a burst never divides by 0)."""
+    seconds = max(elapsed_ms, 1) / 1000
+    return count / seconds, size_bytes / _MB / seconds
+
+
+@dataclass
+class _Window:
+    """Counts over one stretch of time; the whole run is a window too."""
+
+    start_ms: int
+    count: int = 0
+    size_bytes: int = 0
+    latency_total_ms: int = 0
+    latency_max_ms: int = 0
+
+    def add(self, latency_ms: int, size_bytes: int) -> None:
+        self.count += 1
+        self.size_bytes += size_bytes
+        self.latency_total_ms += latency_ms
+        self.latency_max_ms = max(self.latency_max_ms, latency_ms)
+
+    def avg_latency_ms(self) -> float:
+        return self.latency_total_ms / self.count if self.count else 0.0
+
+
+@dataclass
+class ProducerStats:
+    """Latency and throughput of a producer run. Thread-safe: acknowledgements arrive on the
+    producer's sender thread while the main thread reads the summary after `flush`."""
+
+    num_records: int
+    start_ms: int
+    interval_ms: int = REPORTING_INTERVAL_MS
+    total: _Window = field(init=False)
+    window: _Window = field(init=False)
+    samples_ms: list[int] = field(init=False, default_factory=list)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.total = _Window(self.start_ms)
+        self.window = _Window(self.start_ms)
+        self._sample_every = max(1, self.num_records // LATENCY_SAMPLES_MAX)
+
+    def record(self, latency_ms: int, size_bytes: int, now_ms: int) -> str | None:
+        """Counts one acknowledged record; returns a progress line when a window closes."""
+        assert latency_ms >= 0, latency_ms
+        with self._lock:
+            if self.total.count % self._sample_every == 0:
+                self.samples_ms.append(latency_ms)
+            self.total.add(latency_ms, size_bytes)
+            self.window.add(latency_ms, size_bytes)
+            if now_ms - self.window.start_ms < self.interval_ms:
+                return None
+            line = window_line(self.window, now_ms)
+            self.window = _Window(now_ms)
+            return line
+
+    def summary(self, now_ms: int) -> str:
+        """Kafka's final line over the whole run."""
+        with self._lock:
+            return summary_line(self.total, percentiles(self.samples_ms), now_ms)
+
+
+def window_line(window: _Window, now_ms: int) -> str:
+    """Kafka's progress line, e.g. "120 records sent, 24.0 records/sec (0.00 MB/sec), ..."."""
+    per_s, mb_per_s = _rates(window.count, window.size_bytes, now_ms - window.start_ms)
+    return (
+        f"{window.count} records sent, {per_s:.1f} records/sec ({mb_per_s:.2f} MB/sec), "
+        f"{window.avg_latency_ms():.1f} ms avg latency, "
+        f"{float(window.latency_max_ms):.1f} ms max latency."
+    )
+
+
+def summary_line(total: _Window, latency_percentiles_ms: Sequence[int], now_ms: int) -> str:
+    """Kafka's summary line; `latency_percentiles_ms` are the 50th, 95th, 99th and 99.9th."""
+    p50, p95, p99, p999 = latency_percentiles_ms
+    per_s, mb_per_s = _rates(total.count, total.size_bytes, now_ms - total.start_ms)
+    return (
+        f"{total.count} records sent, {per_s:f} records/sec ({mb_per_s:.2f} MB/sec), "
+        f"{total.avg_latency_ms():.2f} ms avg latency, "
+        f"{float(total.latency_max_ms):.2f} ms max latency, "
+        f"{p50} ms 50th, {p95} ms 95th, {p99} ms 99th, {p999} ms 99.9th."
+    )
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """Holds a sender to `records_per_s` on average since `start_ms` (negative: no limit)."""
+
+    records_per_s: float
+    start_ms: int
+
+    def wait_ms(self, sent: int, now_ms: int) -> float:
+        """How long to pause after `sent` records so the average rate is not above the target."""
+        if self.records_per_s <= 0:
+            return 0.0
+        due_ms = self.start_ms + sent * 1000 / self.records_per_s
+        return max(0.0, due_ms - now_ms)
+
+    def pause(self, sent: int, clock: Callable[[], int], sleep: Callable[[float], None]) -> None:
+        """Sleeps (in bounded steps, re-reading the clock) until the rate is back on target."""
+        while (left_ms := self.wait_ms(sent, clock())) > 0:
+            sleep(min(left_ms, _THROTTLE_STEP_MS_MAX) / 1000)
+
+
+def consumer_line(
+    start_wall_ms: int,
+    end_wall_ms: int,
+    size_bytes: int,
+    messages: int,
+    rebalance_ms: int,
+) -> str:
+    """Kafka's consumer data line; fetch time is the elapsed time less the rebalance time."""
+    elapsed_s = max(end_wall_ms - start_wall_ms, 1) / 1000
+    fetch_ms = max(end_wall_ms - start_wall_ms - rebalance_ms, 0)
+    fetch_s = max(fetch_ms, 1) / 1000
+    mb = size_bytes / _MB
+    return (
+        f"{_wall(start_wall_ms)}, {_wall(end_wall_ms)}, {mb:.4f}, {mb / elapsed_s:.4f}, "
+        f"{messages}, {messages / elapsed_s:.4f}, {rebalance_ms}, {fetch_ms}, "
+        f"{mb / fetch_s:.4f}, {messages / fetch_s:.4f}"
+    )
+
+
+def _wall(wall_ms: int) -> str:
+    """Kafka's "yyyy-MM-dd HH:mm:ss:SSS" in local time."""
+    moment = datetime.fromtimestamp(wall_ms / 1000)
+    return moment.strftime("%Y-%m-%d %H:%M:%S:") + f"{wall_ms % 1000:03d}"
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def random_payload(size_bytes: int, rng: random.Random) -> bytes:
+    """Kafka's payload: random uppercase ASCII letters."""
+    return "".join(rng.choices(string.ascii_uppercase, k=size_bytes)).encode("ascii")
+
+
+@click.group()
+def perf() -> None:
+    """Measure producer and consumer throughput and latency, like Kafka's perf-test tools."""
+
+
+def _props_callback(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, object]:
+    try:
+        return parse_producer_props(values)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
+@perf.command("produce")
+@click.option("--topic", required=True, help="Topic to produce to.")
+@click.option("--num-records", required=True, type=click.IntRange(min=1))
+@click.option("--record-size", required=True, type=click.IntRange(min=0), help="Bytes a value.")
+@click.option("--throughput", required=True, type=float, help="Records/s to aim for; -1: no limit.")
+@click.option(
+    "--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True
+)
+@click.option(
+    "--producer-prop",
+    "props",
+    multiple=True,
+    callback=_props_callback,
+    metavar="KEY=VALUE",
+    help="A Kafka producer property (linger.ms, batch.size, ...); overrides --acks. Repeatable.",
+)
+@bootstrap_server_option
+def perf_produce(
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    acks: str,
+    props: dict[str, object],
+    bootstrap: list[str],
+) -> None:
+    """Send --num-records random records and report latency and throughput."""
+    if throughput == 0:
+        raise click.BadParameter(
+            "must be positive, or -1 for no limit", param_hint="'--throughput'"
+        )
+    payload = random_payload(record_size, random.Random())
+    kwargs: dict[str, Any] = {"acks": acks, **props}
+    try:
+        producer = Producer(bootstrap_servers=bootstrap, **kwargs)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    failures: list[BaseException] = []
+    with producer:
+        start_ms = monotonic_ms()
+        stats = ProducerStats(num_records, start_ms)
+        throttle = Throttle(throughput, start_ms)
+        for sent in range(1, num_records + 1):
+            producer.send(topic, payload, on_delivery=_reporter(stats, len(payload), failures))
+            throttle.pause(sent, monotonic_ms, time.sleep)
+        producer.flush()
+    if failures:
+        error = failures[0]
+        raise error if isinstance(error, KafkaError) else KafkaError(str(error))
+    click.echo(stats.summary(monotonic_ms()))
+
+
+def _reporter(
+    stats: ProducerStats, size_bytes: int, failures: list[BaseException]
+) -> Callable[[RecordMetadata | None, BaseException | None], None]:
+    """The delivery callback of one record: its latency runs from now to the callback."""
+    send_ms = monotonic_ms()
+
+    def on_delivery(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        if error is not None:
+            failures.append(error)
+            return
+        now_ms = monotonic_ms()
+        line = stats.record(now_ms - send_ms, size_bytes, now_ms)
+        if line is not None:
+            click.echo(line)
+
+    return on_delivery
+
+
+@perf.command("consume")
+@click.option("--topic", required=True, help="Topic to consume from.")
+@click.option("--messages", required=True, type=click.IntRange(min=1), help="How many to read.")
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    default=10000,
+    show_default=True,
+    help="Fail when no record arrives for this long.",
+)
+@bootstrap_server_option
+def perf_consume(topic: str, messages: int, timeout_ms: int, bootstrap: list[str]) -> None:
+    """Read --messages records from every partition's beginning and report throughput."""
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        start_wall_ms = _wall_ms()
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for(topic)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(partitions)
+        count, size_bytes = _consume(consumer, messages, timeout_ms, start_wall_ms)
+        end_wall_ms = _wall_ms()
+    click.echo(CONSUMER_HEADER)
+    # Partitions are assigned, not joined through a group: no rebalance time, as in Kafka.
+    click.echo(consumer_line(start_wall_ms, end_wall_ms, size_bytes, count, 0))
+
+
+def _consume(
+    consumer: Consumer, messages: int, timeout_ms: int, start_wall_ms: int
+) -> tuple[int, int]:
+    """Polls until `messages` records arrived: (count, key and value bytes); progress on
+    stderr every reporting interval. RequestTimedOutError if the records stop coming."""
+    count, size_bytes = 0, 0
+    last_record_ms = last_report_ms = monotonic_ms()
+    while count < messages:
+        records = consumer.poll(timeout_ms=_POLL_INTERVAL_MS, max_records=messages - count)
+        now_ms = monotonic_ms()
+        if records:
+            last_record_ms = now_ms
+        elif now_ms - last_record_ms >= timeout_ms:
+            raise RequestTimedOutError(
+                f"only {count} of {messages} messages arrived: no record for {timeout_ms} ms "
+                "(raise --timeout-ms, or produce more)"
+            )
+        count += len(records)
+        size_bytes += sum(len(r.key or b"") + len(r.value or b"") for r in records)
+        if now_ms - last_report_ms >= REPORTING_INTERVAL_MS:
+            last_report_ms = now_ms
+            click.echo(consumer_line(start_wall_ms, _wall_ms(), size_bytes, count, 0), err=True)
+    return count, size_bytes
