@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -71,6 +72,8 @@ def _serve_until_stopped(config: BrokerConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # `kill -USR1` prints every thread's stack to the log: what a stuck shutdown waits on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         started = broker_.start()
     except (OSError, RuntimeError) as error:

@@ -17,12 +17,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 from pykraft.broker import isr as isr_rules
 from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
 from pykraft.broker.log import AppendInfo, LogError, PartitionLog
 from pykraft.proto import common_pb2
+
+
+class LeaderAppend(NamedTuple):
+    """What `append_as_leader` wrote, and in which leader epoch."""
+
+    info: AppendInfo
+    leader_epoch: int
 
 
 class Partition:
@@ -120,18 +128,34 @@ class Partition:
             f"leader epoch {current_leader_epoch} is newer than this broker's {epoch}",
         )
 
-    def append_as_leader(self, batches: bytes, *, acks: int, now_ms: int) -> AppendInfo:
-        """Appends with the current leader epoch. With acks=-1 and an ISR smaller than
-        min.insync.replicas, LogError(NOT_ENOUGH_REPLICAS) before anything is written."""
-        isr, needed = self.isr, self._min_insync_replicas
-        if acks == -1 and len(isr) < needed:
-            raise LogError(
-                common_pb2.NOT_ENOUGH_REPLICAS,
-                f"the ISR {list(isr)} is smaller than min.insync.replicas={needed}",
-            )
-        info = self.log.append_as_leader(batches, leader_epoch=self.leader_epoch, now_ms=now_ms)
+    def append_as_leader(self, batches: bytes, *, acks: int, now_ms: int) -> LeaderAppend:
+        """Appends with the current leader epoch, under the role lock so a role change cannot
+        interleave. LogError(NOT_LEADER_OR_FOLLOWER) if this replica no longer leads; with
+        acks=-1 and an ISR smaller than min.insync.replicas, LogError(NOT_ENOUGH_REPLICAS);
+        either before anything is written."""
+        with self._role_lock:
+            if not self.is_leader:
+                raise LogError(
+                    common_pb2.NOT_LEADER_OR_FOLLOWER,
+                    f"{self.topic}-{self.partition} is now led by broker {self.leader_id}",
+                )
+            isr, needed = self.isr, self._min_insync_replicas
+            if acks == -1 and len(isr) < needed:
+                raise LogError(
+                    common_pb2.NOT_ENOUGH_REPLICAS,
+                    f"the ISR {list(isr)} is smaller than min.insync.replicas={needed}",
+                )
+            epoch = self.leader_epoch
+            info = self.log.append_as_leader(batches, leader_epoch=epoch, now_ms=now_ms)
         self.maybe_advance_high_watermark()
-        return info
+        return LeaderAppend(info, epoch)
+
+    def leads_in(self, leader_epoch: int) -> bool:
+        """Whether this replica still leads in `leader_epoch`: an acks=all append written in
+        that epoch may be acknowledged only while this holds (after a change, the log may have
+        been truncated below it, and refilled by another leader)."""
+        registration = self._local.registration
+        return registration.leader == self._broker_id and registration.leader_epoch == leader_epoch
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """As leader: the (epoch, end offset) a follower fetching at `fetch_offset` after a

@@ -1,6 +1,10 @@
 """Produce on the leader: acks 0 and 1 answer once the leader's log has the batches; acks=all
 (-1) waits, up to the request's timeout, until the high-water mark covers them (every in-sync
-replica has them), else REQUEST_TIMED_OUT. Other acks values: INVALID_REQUIRED_ACKS."""
+replica has them), else REQUEST_TIMED_OUT. Other acks values: INVALID_REQUIRED_ACKS.
+
+An acks=all append counts only while this broker still leads the partition in the epoch it was
+written in: once leadership moves (or the partition or broker goes away) the wait ends with
+NOT_LEADER_OR_FOLLOWER, as the new leader may have truncated those records."""
 
 from __future__ import annotations
 
@@ -13,13 +17,21 @@ from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManag
 from pykraft.proto import broker_pb2, common_pb2
 
 
-@dataclass
+@dataclass(eq=False)
 class _Pending:
     """An acks=all append waiting for the high-water mark to reach `end_offset`."""
 
     partition: Partition
+    leader_epoch: int
     result: broker_pb2.ProducePartitionResult
     end_offset: int
+
+    def replicated(self) -> bool:
+        return self.partition.log.high_watermark >= self.end_offset
+
+    def lost(self, manager: ReplicaManager) -> bool:
+        """Leadership moved, or the partition is no longer hosted: the records may be gone."""
+        return not self.partition.leads_in(self.leader_epoch) or not manager.hosts(self.partition)
 
 
 def handle_produce(
@@ -53,7 +65,7 @@ def _produce_one(
         if acks not in VALID_ACKS:
             raise LogError(common_pb2.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}")
         partition = manager.leader(topic, item.partition, now_ms)
-        info = partition.append_as_leader(item.records, acks=acks, now_ms=now_ms)
+        info, leader_epoch = partition.append_as_leader(item.records, acks=acks, now_ms=now_ms)
     except LogError as error:
         result.error_code = error.error_code  # type: ignore[assignment]
         result.error_message = str(error)
@@ -66,19 +78,29 @@ def _produce_one(
     result.log_start_offset = partition.log.log_start_offset
     if acks != -1 or partition.log.high_watermark > info.last_offset:
         return None
-    return _Pending(partition, result, info.last_offset + 1)
+    return _Pending(partition, leader_epoch, result, info.last_offset + 1)
 
 
 def _await_high_watermark(
     manager: ReplicaManager, pending: list[_Pending], deadline_ms: int, clock_ms: Callable[[], int]
 ) -> None:
+    lost: list[_Pending] = []
     with manager.changed:
         while True:
-            pending = [p for p in pending if p.partition.log.high_watermark < p.end_offset]
+            # Lost before replicated: a follower's high-water mark may pass `end_offset` again
+            # after truncation, with other records.
+            lost.extend(p for p in pending if p.lost(manager))
+            pending = [p for p in pending if not p.lost(manager) and not p.replicated()]
             left_ms = deadline_ms - clock_ms()
             if not pending or left_ms <= 0:
                 break
             manager.changed.wait(left_ms / 1000)
+    for waiting in lost:
+        waiting.result.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
+        waiting.result.error_message = (
+            f"leadership of {waiting.partition.topic}-{waiting.partition.partition} moved "
+            "before every in-sync replica had the records; retry on the new leader"
+        )
     for waiting in pending:
         waiting.result.error_code = common_pb2.REQUEST_TIMED_OUT
         waiting.result.error_message = (

@@ -175,11 +175,19 @@ class ReplicaManager:
             )
         return partition
 
+    def hosts(self, partition: Partition) -> bool:
+        """Whether `partition` is still this broker's replica (not deleted, not closed)."""
+        with self._lock:
+            return self._partitions.get((partition.topic, partition.partition)) is partition
+
     def close(self) -> None:
+        """Closes every log; requests still waiting (acks=all, long polls) are woken and see
+        that their partitions are gone."""
         with self._lock:
             for partition in self._partitions.values():
                 partition.log.close()
             self._partitions.clear()
+        self.notify()
 
 
 class LeaderError(LogError):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -92,6 +93,8 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # `kill -USR1` prints every thread's stack to the log: what a stuck shutdown waits on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     log.info("controller %d serving on %s", config.node_id, config.listener)
     while not stopped.wait(0.5):
         if quorum_controller.failed is not None:

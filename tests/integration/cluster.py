@@ -94,6 +94,7 @@ class NodeProcess:
             try:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                self._dump_stacks()
                 self.process.kill()
                 self.process.wait(timeout=10)
                 raise AssertionError(f"{self.KIND} {self.node_id} ignored SIGTERM") from None
@@ -102,6 +103,20 @@ class NodeProcess:
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def _dump_stacks(self, timeout_s: float = 3) -> None:
+        """Has a stuck node print every thread's stack into its log (SIGUSR1: faulthandler)."""
+        assert self.process is not None
+        size_before = self.log_path.stat().st_size
+        self.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        seen = -1
+        while time.monotonic() < deadline:
+            dump = self.log_path.read_bytes()[size_before:]
+            if b"most recent call first" in dump and len(dump) == seen:
+                return  # written, and no longer growing
+            seen = len(dump)
+            time.sleep(0.1)
 
 
 @dataclass

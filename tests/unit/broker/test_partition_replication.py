@@ -103,3 +103,17 @@ def test_diverging_epoch_and_following(log: PartitionLog) -> None:
         assert follows
     with partition.following(2, 0) as follows:
         assert not follows  # a fetch sent in an older epoch
+
+
+def test_a_follower_refuses_leader_appends_and_no_longer_leads_its_old_epoch(
+    log: PartitionLog,
+) -> None:
+    partition = _partition(log, (1, 2, 3))
+    _, epoch = partition.append_as_leader(build_batch([(1, None, b"v")]), acks=1, now_ms=0)
+    assert partition.leads_in(epoch)
+    partition.update(_local((1, 2, 3), leader=2, epoch=1), min_insync_replicas=2, now_ms=1)
+    assert not partition.leads_in(epoch)
+    with pytest.raises(LogError) as refused:
+        _append(partition, 1, acks=1)
+    assert refused.value.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+    assert partition.log.log_end_offset == 1

@@ -136,6 +136,45 @@ def test_acks_all_completes_when_the_follower_catches_up(harness: Harness) -> No
     assert partition.log.high_watermark == 1
 
 
+def test_acks_all_ends_not_leader_when_leadership_moves_even_if_the_mark_passes(
+    harness: Harness,
+) -> None:
+    """The old leader may be truncated and refilled by the new leader; its high-water mark
+    passing the old end offset must not acknowledge the append (it may be gone)."""
+    partition = harness.manager.partition("orders", 1)
+    assert partition is not None
+    results: list[broker_pb2.ProducePartitionResult] = []
+    producer = threading.Thread(
+        target=lambda: results.append(harness.produce(1, [b"x"], acks=-1, timeout_ms=10_000))
+    )
+    producer.start()
+    with harness.manager.changed:
+        assert harness.manager.changed.wait_for(lambda: partition.log.log_end_offset == 1, 5)
+    harness.change(PartitionChangeRecord(ORDERS_ID, 1, leader=2))
+    partition.log.update_high_watermark(1)  # as a follower, refilled by broker 2
+    harness.manager.notify()
+    producer.join(timeout=10)
+    (result,) = results
+    assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+    assert "moved" in result.error_message
+
+
+def test_acks_all_waits_end_when_the_manager_closes(harness: Harness) -> None:
+    results: list[broker_pb2.ProducePartitionResult] = []
+    producer = threading.Thread(
+        target=lambda: results.append(harness.produce(1, [b"x"], acks=-1, timeout_ms=60_000))
+    )
+    producer.start()
+    partition = harness.manager.partition("orders", 1)
+    assert partition is not None
+    with harness.manager.changed:
+        assert harness.manager.changed.wait_for(lambda: partition.log.log_end_offset == 1, 5)
+    harness.manager.close()
+    producer.join(timeout=10)
+    assert not producer.is_alive()
+    assert results[0].error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
+
+
 def test_min_insync_replicas_refuses_before_appending(harness: Harness) -> None:
     harness.change(ConfigRecord(ConfigResourceType.TOPIC, "orders", "min.insync.replicas", "2"))
     result = harness.produce(0, [b"x"], acks=-1)
