@@ -54,6 +54,11 @@ class BrokerServiceStub:
                 request_serializer=pykraft_dot_proto_dot_broker__pb2.MetadataRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_broker__pb2.MetadataResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/pykraft.BrokerService/InitProducerId',
+                request_serializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -83,6 +88,14 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """A producer id and epoch for an idempotent producer (Kafka's InitProducerId without a
+        transactional id): any broker answers, from a block of ids the controller gave it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +118,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.Metadata,
                     request_deserializer=pykraft_dot_proto_dot_broker__pb2.MetadataRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_broker__pb2.MetadataResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +233,33 @@ class BrokerService:
             '/pykraft.BrokerService/Metadata',
             pykraft_dot_proto_dot_broker__pb2.MetadataRequest.SerializeToString,
             pykraft_dot_proto_dot_broker__pb2.MetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/InitProducerId',
+            pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+            pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
             options,
             channel_credentials,
             insecure,
