@@ -18,20 +18,20 @@ Figures depend on the machine; compare ratios taken in one run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import struct
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pykraft.client import Consumer, Producer, TopicPartition  # noqa: E402
-from pykraft.client.types import RecordMetadata  # noqa: E402
 from tests.integration.cluster import BrokerProcess, Quorum, wait_for  # noqa: E402
 from tests.integration.test_cluster_e2e import (  # noqa: E402
     PARTITIONS,
@@ -48,28 +48,51 @@ STAMP = struct.Struct(">q")
 ALL_PARTITIONS = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
 
 
-def produce_rate(address: str, acks: str, records: int) -> float:
-    """Records/s for `records` values of VALUE_BYTES, from the first send to the last ack."""
+@dataclass(frozen=True)
+class Run:
+    """One throughput run: records moved, wall seconds, and this process's CPU seconds (the
+    client's: the cluster runs in other processes)."""
+
+    records: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        return self.cpu_s / self.records * 1e6
+
+
+def _cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def produce_run(address: str, acks: str, records: int) -> Run:
+    """`records` values of VALUE_BYTES, from the first send to the last ack."""
     value = b"x" * VALUE_BYTES
     with Producer(bootstrap_servers=address, acks=acks, linger_ms=5, batch_size=65536) as producer:
         producer.send(TOPIC, value).result(timeout=30)  # metadata and connections warm
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), _cpu_s()
         futures = [producer.send(TOPIC, value) for _ in range(records)]
         producer.flush(timeout=600)
-        elapsed = time.perf_counter() - started
+        run = Run(records, time.perf_counter() - started, _cpu_s() - cpu_started)
     failed = sum(1 for future in futures if future.exception(timeout=0) is not None)
     assert not failed, f"{failed} sends failed"
-    return records / elapsed
+    return run
 
 
-def consume_rate(address: str) -> tuple[int, float]:
-    """(records, records/s) reading the whole topic from the beginning."""
+def consume_run(address: str) -> Run:
+    """Reads the whole topic from the beginning."""
     with Consumer(bootstrap_servers=address, auto_offset_reset="earliest") as consumer:
         consumer.assign(ALL_PARTITIONS)
         consumer.seek_to_beginning(ALL_PARTITIONS)
         total = sum(consumer.end_offsets(ALL_PARTITIONS).values())
         count = 0
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), _cpu_s()
 
         def done() -> bool:
             nonlocal count
@@ -77,7 +100,7 @@ def consume_rate(address: str) -> tuple[int, float]:
             return count >= total
 
         wait_for(done, timeout_s=600, what=f"{total} records consumed")
-        return count, count / (time.perf_counter() - started)
+        return Run(count, time.perf_counter() - started, _cpu_s() - cpu_started)
 
 
 def latency_ms(address: str, rate: int, seconds: float) -> tuple[list[float], float]:
@@ -131,8 +154,7 @@ def failover_ms(quorum: Quorum, brokers: dict[int, BrokerProcess]) -> list[float
         acked: dict[int, float] = {}
 
         def first_ack(p: int) -> None:
-            future: Future[RecordMetadata] = producer.send(TOPIC, b"after-kill", partition=p)
-            future.result(timeout=60)
+            producer.send(TOPIC, b"after-kill", partition=p).result(timeout=60)
             acked[p] = (time.perf_counter() - killed) * 1000
 
         threads = [threading.Thread(target=first_ack, args=(p,)) for p in partitions]
@@ -154,15 +176,17 @@ def percentile(values: list[float], fraction: float) -> float:
 def report(quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Namespace) -> None:
     address = bootstrap(brokers)
     for acks in ("1", "all"):
-        rate = produce_rate(address, acks, args.records)
+        run = produce_run(address, acks, args.records)
         print(
             f"producer, acks={acks}, {args.records} records of {VALUE_BYTES} B: "
-            f"{rate:.0f} records/s, {rate * VALUE_BYTES / 1e6:.1f} MB/s"
+            f"{run.rate:.0f} records/s, {run.rate * VALUE_BYTES / 1e6:.1f} MB/s, "
+            f"client CPU {run.cpu_us_per_record:.1f} us/record"
         )
-    count, rate = consume_rate(address)
+    run = consume_run(address)
     print(
-        f"consumer, all {PARTITIONS} partitions from the beginning, {count} records: "
-        f"{rate:.0f} records/s, {rate * VALUE_BYTES / 1e6:.1f} MB/s"
+        f"consumer, all {PARTITIONS} partitions from the beginning, {run.records} records: "
+        f"{run.rate:.0f} records/s, {run.rate * VALUE_BYTES / 1e6:.1f} MB/s, "
+        f"client CPU {run.cpu_us_per_record:.1f} us/record"
     )
     latencies, reached = latency_ms(address, args.rate, args.latency_seconds)
     print(

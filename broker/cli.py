@@ -29,6 +29,7 @@ _FLAG_KEYS = {
     "heartbeat_interval_ms": "broker.heartbeat.interval.ms",
     "session_timeout_ms": "broker.session.timeout.ms",
     "replica_lag_time_max_ms": "replica.lag.time.max.ms",
+    "test_drop_produce_responses_every": "test.drop.produce.responses.every",
 }
 
 
@@ -51,6 +52,12 @@ def broker() -> None:
 @click.option("--heartbeat-interval-ms", type=int, help="broker.heartbeat.interval.ms (2000).")
 @click.option("--session-timeout-ms", type=int, help="broker.session.timeout.ms (9000).")
 @click.option("--replica-lag-time-max-ms", type=int, help="replica.lag.time.max.ms (30000).")
+@click.option(
+    "--test-drop-produce-responses-every",
+    type=int,
+    help="TESTS ONLY: drop the response of every Nth Produce request with idempotent batches "
+    "after processing it (test.drop.produce.responses.every; 0 = off).",
+)
 def run(config_path: Path | None, **flags: object) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"

@@ -5,6 +5,10 @@ Keys are Kafka's names (`node.id`, `listeners`, `broker.rack`, `log.dirs`,
 (the gRPC data plane); `log.dirs` and `controller.quorum.bootstrap.servers` are comma-separated.
 Broker-wide defaults of topic configs (`log.retention.ms`, `min.insync.replicas`, ...) are the
 ones in `pykraft.metadata_log.configs.BROKER_SYNONYMS`, kept as strings in `topic_defaults`.
+
+Test-only (never set it in production): `test.drop.produce.responses.every` = N > 0 makes the
+broker drop the response of every Nth Produce request that carries idempotent batches, after
+fully processing it (see `service`), so tests can make producers retry a written batch.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class BrokerConfig:
     metadata_fetch_wait_ms: int = 1000
     request_timeout_ms: int = 5000
     grpc_workers_max: int = 64
+    # Test-only: drop every Nth idempotent Produce response after processing it (0 = never).
+    test_drop_produce_responses_every: int = 0
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -58,6 +64,8 @@ class BrokerConfig:
             )
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
+        if self.test_drop_produce_responses_every < 0:
+            raise ConfigError("test.drop.produce.responses.every must be 0 (off) or more")
 
     @property
     def host(self) -> str:
@@ -78,6 +86,7 @@ _INT_KEYS: Final = {
     "broker.heartbeat.interval.ms": "heartbeat_interval_ms",
     "broker.session.timeout.ms": "session_timeout_ms",
     "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+    "test.drop.produce.responses.every": "test_drop_produce_responses_every",
 }
 _STR_KEYS: Final = {"broker.rack": "rack", "cluster.id": "cluster_id"}
 _REQUIRED: Final = ("node.id", "listeners", "log.dirs", "controller.quorum.bootstrap.servers")

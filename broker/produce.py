@@ -4,7 +4,11 @@ replica has them), else REQUEST_TIMED_OUT. Other acks values: INVALID_REQUIRED_A
 
 An acks=all append counts only while this broker still leads the partition in the epoch it was
 written in: once leadership moves (or the partition or broker goes away) the wait ends with
-NOT_LEADER_OR_FOLLOWER, as the new leader may have truncated those records."""
+NOT_LEADER_OR_FOLLOWER, as the new leader may have truncated those records.
+
+An idempotent producer's retry of batches the log already holds writes nothing and is answered
+with the original batches' offsets (the log's `AppendInfo.duplicate`); with acks=all it waits
+for the original batches' end offset, as they may not be replicated yet."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import ControllerCaller, ControllerChannel, monotonic_ms
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.metadata import ImageFile, MetadataFollower
+from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_fetcher import ReplicaFetcherManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import BrokerService, serve
@@ -67,6 +68,13 @@ class Broker:
             request_timeout_ms=config.request_timeout_ms,
             clock_ms=monotonic_ms,
         )
+        self.producer_ids = ProducerIdAllocator(
+            self._caller,
+            broker_id=config.node_id,
+            broker_epoch=lambda: self.channel.broker_epoch,
+            request_timeout_ms=config.request_timeout_ms,
+            clock_ms=monotonic_ms,
+        )
         self._server: grpc.Server | None = None
 
     def _may_serve(self, now_ms: int) -> bool:
@@ -84,7 +92,13 @@ class Broker:
         bind, RuntimeError if registration is refused."""
         self.lifecycle.transition(BrokerState.STARTING)
         self.metadata.load()
-        service = BrokerService(self.replica_manager, self.config.cluster_id, monotonic_ms)
+        service = BrokerService(
+            self.replica_manager,
+            self.config,
+            monotonic_ms,
+            producer_ids=self.producer_ids,
+            may_serve=self._may_serve,
+        )
         admin = AdminForwarder(self._caller, timeout_ms=ADMIN_FORWARD_TIMEOUT_MS)
         self._server = serve(service, admin, self.config.listener, self.config.grpc_workers_max)
         if not self.channel.register():
@@ -123,5 +137,6 @@ class Broker:
         self.fetchers.close()
         self.channel.stop()
         self.replica_manager.close()
+        self.producer_ids.close()
         self._caller.close()
         self.lifecycle.transition(BrokerState.NOT_RUNNING)

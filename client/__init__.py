@@ -7,7 +7,8 @@ configs and cluster state.
         admin.create_topics([NewTopic("orders", num_partitions=3, replication_factor=3)])
 
 Every failure is a `KafkaError` subclass named after Kafka's error code (see
-`pykraft.client.errors` for the tree and which ones are retriable).
+`pykraft.client.errors` for the tree, which ones are retriable and what to do about each).
+`__all__` is the public API, pinned by tests/unit/client/test_public_api.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pykraft.client.admin_types import (
     ConfigValue,
     ControllerInfo,
     ElectionResult,
+    ListOffsetsResult,
     NewTopic,
     PartitionInfo,
     QuorumDescription,
@@ -100,8 +102,14 @@ from pykraft.client.errors import (
     error_for,
 )
 from pykraft.client.producer.accumulator import BufferExhaustedError
+from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.producer import Producer
-from pykraft.client.types import ConsumerRecord, RecordMetadata, TopicPartition
+from pykraft.client.types import (
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = [
     "AdminClient",
@@ -125,6 +133,7 @@ __all__ = [
     "EligibleLeadersNotAvailableError",
     "FencedLeaderEpochError",
     "FencedMemberEpochError",
+    "FutureRecordMetadata",
     "GroupIdNotFoundError",
     "IllegalGenerationError",
     "InconsistentClusterIdError",
@@ -150,6 +159,7 @@ __all__ = [
     "KafkaError",
     "KafkaStorageError",
     "LeaderNotAvailableError",
+    "ListOffsetsResult",
     "MessageTooLargeError",
     "NetworkError",
     "NewLeaderElectedError",
@@ -160,6 +170,7 @@ __all__ = [
     "NotEnoughReplicasAfterAppendError",
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
+    "OffsetAndTimestamp",
     "OffsetMetadataTooLargeError",
     "OffsetNotAvailableError",
     "OffsetOutOfRangeError",

@@ -1,16 +1,26 @@
-"""AdminClient: topics, configs and cluster state over the controllers' AdminService.
+"""AdminClient: topics, configs and cluster state over the controllers' AdminService, and
+partition offsets from the partition leaders' BrokerService.
 
-The client needs only some controller addresses: it finds the active controller by itself
-(see `pykraft.client.routing`). Every method either returns typed values or raises a
-`KafkaError` subclass; per-item errors (one topic of several) raise as well, the first one in
-request order. Writes are answered once committed to the metadata log.
+The client needs only some controller addresses, or broker addresses (brokers forward the
+AdminService to the active controller): it finds the active controller by itself (see
+`pykraft.client.routing`). Every method either returns typed values or raises a `KafkaError`
+subclass; per-item errors (one topic of several) raise as well, the first one in request order.
+Writes are answered once committed to the metadata log.
+
+`list_offsets` is answered by each partition's leader, which only brokers know: the client
+asks DescribeCluster (through the AdminService, so any bootstrap address will do) for the
+registered brokers once, then follows the brokers' own Metadata for leaders, as the producer
+and consumer do (`pykraft.client.cluster_metadata`).
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Literal
+from typing import Final, Literal
 
 from pykraft.client.admin_types import (
     BrokerInfo,
@@ -19,6 +29,7 @@ from pykraft.client.admin_types import (
     ConfigValue,
     ControllerInfo,
     ElectionResult,
+    ListOffsetsResult,
     NewTopic,
     PartitionInfo,
     QuorumDescription,
@@ -26,11 +37,33 @@ from pykraft.client.admin_types import (
     TopicDescription,
     VoterInfo,
 )
-from pykraft.client.errors import error_for, raise_for
+from pykraft.client.broker_connection import ConnectionPool
+from pykraft.client.clock import monotonic_ms
+from pykraft.client.cluster_metadata import ClusterMetadata
+from pykraft.client.errors import (
+    BrokerNotAvailableError,
+    KafkaError,
+    LeaderNotAvailableError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+    error_for,
+    raise_for,
+)
 from pykraft.client.routing import ControllerRouter, parse_bootstrap
-from pykraft.proto import admin_pb2
+from pykraft.client.types import TopicPartition
+from pykraft.proto import admin_pb2, broker_pb2, common_pb2
 
 ResourceType = Literal["topic", "broker"]
+OffsetSpec = Literal["earliest", "latest"] | int
+"""What `list_offsets` looks up per partition: the log start ("earliest"), the high watermark
+("latest"), or the first offset whose record timestamp is at least this many ms since the epoch
+(Kafka's OffsetSpec.earliest(), latest() and forTimestamp(ms))."""
+
+# ListOffsets' special timestamps and the replica id of a client (Kafka's values).
+EARLIEST_TIMESTAMP: Final = -2
+LATEST_TIMESTAMP: Final = -1
+_CLIENT_REPLICA_ID: Final = -1
+_RETRY_BACKOFF_MAX_MS: Final = 1000  # Kafka's retry.backoff.max.ms default
 
 _RESOURCE_TYPES: dict[str, admin_pb2.ConfigResourceType] = {
     "topic": admin_pb2.CONFIG_RESOURCE_TOPIC,
@@ -62,11 +95,17 @@ class AdminClient:
     ) -> None:
         if request_timeout_ms <= 0 or retry_backoff_ms < 0:
             raise ValueError("request_timeout_ms must be > 0 and retry_backoff_ms >= 0")
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
         self._router = ControllerRouter(
             parse_bootstrap(bootstrap),
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
         )
+        # Brokers, for list_offsets only: connected on its first call.
+        self._pool = ConnectionPool(retry_backoff_ms=retry_backoff_ms)
+        self._broker_metadata: ClusterMetadata | None = None
+        self._broker_metadata_lock = threading.Lock()
 
     def create_topics(
         self, topics: Sequence[NewTopic], *, validate_only: bool = False
@@ -146,9 +185,14 @@ class AdminClient:
             raise_for(topic.error_code, topic.error_message)
         return [_topic_description(t) for t in response.topics]
 
-    def describe_configs(self, resource_type: ResourceType, name: str) -> dict[str, ConfigValue]:
-        """Every config of a topic, or of a broker (name: its id; "" the cluster default)."""
-        resource = admin_pb2.ConfigResource(type=_resource_type(resource_type), name=name)
+    def describe_configs(
+        self, resource_type: ResourceType, name: str, keys: Iterable[str] = ()
+    ) -> dict[str, ConfigValue]:
+        """The configs of a topic, or of a broker (name: its id; "" the cluster default):
+        those named in `keys`, or every one when `keys` is empty."""
+        resource = admin_pb2.ConfigResource(
+            type=_resource_type(resource_type), name=name, keys=_names(keys)
+        )
         request = admin_pb2.DescribeConfigsRequest(resources=[resource])
         response = self._router.call("DescribeConfigs", request, admin_pb2.DescribeConfigsResponse)
         for result in response.results:
@@ -192,7 +236,8 @@ class AdminClient:
                 ControllerInfo(c.id, c.address, c.is_active) for c in response.controllers
             ],
             brokers=[
-                BrokerInfo(b.id, b.address, b.rack, b.state, b.epoch) for b in response.brokers
+                BrokerInfo(b.id, b.address, b.rack, b.state, b.epoch, b.incarnation_id)
+                for b in response.brokers
             ],
         )
 
@@ -241,9 +286,137 @@ class AdminClient:
             for r in response.results
         ]
 
+    def list_offsets(
+        self, partitions: Mapping[TopicPartition, OffsetSpec]
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        """Each partition's offset for its spec, asked of the partition's leader (Kafka's
+        Admin.listOffsets, read_uncommitted).
+
+        Leader changes, unreachable brokers and topics the brokers have not learned yet are
+        retried until `request_timeout_ms` runs out, which raises the last such error; a
+        partition the topic does not have raises UnknownTopicOrPartitionError at once, as does
+        any other error that retrying cannot fix. ValueError for a spec that is not
+        "earliest", "latest" or a timestamp in ms >= 0.
+        """
+        timestamps = {tp: _spec_timestamp(tp, spec) for tp, spec in partitions.items()}
+        if not timestamps:
+            return {}
+        metadata = self._brokers()
+        metadata.add_topics({tp.topic for tp in timestamps})
+        deadline_ms = monotonic_ms() + self._request_timeout_ms
+        backoff_ms = self._retry_backoff_ms
+        results: dict[TopicPartition, ListOffsetsResult] = {}
+        while True:
+            refresh_error = _refresh(metadata)
+            pending = {tp: ts for tp, ts in timestamps.items() if tp not in results}
+            last_error: KafkaError | None = None
+            for tp, outcome in self._list_offsets_once(metadata, pending, refresh_error).items():
+                if isinstance(outcome, ListOffsetsResult):
+                    results[tp] = outcome
+                elif not outcome.retriable:
+                    raise outcome
+                else:
+                    last_error = outcome
+            if len(results) == len(timestamps):
+                return results
+            remaining_ms = deadline_ms - monotonic_ms()
+            if remaining_ms <= 0:
+                missing = sorted(str(tp) for tp in timestamps if tp not in results)
+                raise last_error or RequestTimedOutError(
+                    f"no offsets for {', '.join(missing)} within {self._request_timeout_ms} ms"
+                )
+            time.sleep(min(backoff_ms, remaining_ms) / 1000)
+            backoff_ms = min(max(1, backoff_ms * 2), _RETRY_BACKOFF_MAX_MS)
+
+    def _brokers(self) -> ClusterMetadata:
+        """The brokers' view of leaders, bootstrapped from DescribeCluster on first use."""
+        with self._broker_metadata_lock:
+            if self._broker_metadata is None:
+                self._broker_metadata = ClusterMetadata(
+                    self._broker_addresses(),
+                    self._pool,
+                    request_timeout_ms=self._router.attempt_timeout_ms,
+                    retry_backoff_ms=self._retry_backoff_ms,
+                )
+            return self._broker_metadata
+
+    def _broker_addresses(self) -> list[str]:
+        """Registered brokers, unfenced ones first (fenced ones still answer Metadata)."""
+        brokers = [b for b in self.describe_cluster().brokers if b.address]
+        if not brokers:
+            raise BrokerNotAvailableError(
+                "the cluster has no registered broker to ask for offsets; start a broker"
+            )
+        return [b.address for b in sorted(brokers, key=lambda b: b.state == "fenced")]
+
+    def _list_offsets_once(
+        self,
+        metadata: ClusterMetadata,
+        timestamps: Mapping[TopicPartition, int],
+        refresh_error: KafkaError | None,
+    ) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
+        """One ListOffsets per leader broker; partitions without a known leader get why."""
+        outcomes: dict[TopicPartition, ListOffsetsResult | KafkaError] = {}
+        by_address: dict[str, dict[TopicPartition, broker_pb2.ListOffsetsPartition]]
+        by_address = defaultdict(dict)
+        for tp, timestamp in timestamps.items():
+            _check_partition_exists(metadata, tp)
+            leader = metadata.leader(tp)
+            if leader is None:
+                outcomes[tp] = (
+                    metadata.topic_error(tp.topic)
+                    or refresh_error
+                    or LeaderNotAvailableError(f"{tp} has no leader right now")
+                )
+                continue
+            by_address[leader.address][tp] = broker_pb2.ListOffsetsPartition(
+                partition=tp.partition,
+                current_leader_epoch=leader.leader_epoch,
+                timestamp=timestamp,
+            )
+        for address, wanted in by_address.items():
+            outcomes.update(self._ask_leader(address, wanted))
+        return outcomes
+
+    def _ask_leader(
+        self, address: str, wanted: Mapping[TopicPartition, broker_pb2.ListOffsetsPartition]
+    ) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
+        topics: dict[str, list[broker_pb2.ListOffsetsPartition]] = defaultdict(list)
+        for tp, partition in wanted.items():
+            topics[tp.topic].append(partition)
+        request = broker_pb2.ListOffsetsRequest(
+            replica_id=_CLIENT_REPLICA_ID,
+            isolation_level=0,
+            topics=[
+                broker_pb2.ListOffsetsTopic(topic=t, partitions=ps) for t, ps in topics.items()
+            ],
+        )
+        try:
+            response = self._pool.get(address).call(
+                "ListOffsets",
+                request,
+                broker_pb2.ListOffsetsResponse,
+                self._router.attempt_timeout_ms,
+            )
+        except KafkaError as e:
+            return dict.fromkeys(wanted, e)
+        outcomes: dict[TopicPartition, ListOffsetsResult | KafkaError] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                if tp not in wanted:
+                    continue
+                outcomes[tp] = (
+                    ListOffsetsResult(p.offset, p.timestamp, p.leader_epoch)
+                    if p.error_code == common_pb2.NONE
+                    else error_for(p.error_code, p.error_message or f"offsets of {tp} at {address}")
+                )
+        return outcomes
+
     def close(self) -> None:
         """Closes the connections; the client cannot be used afterwards."""
         self._router.close()
+        self._pool.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -278,13 +451,53 @@ def _config_value(entry: admin_pb2.ConfigEntry) -> ConfigValue:
         is_default=entry.is_default,
         read_only=entry.read_only,
         type=entry.type,
+        documentation=entry.documentation,
     )
 
 
 def _topic_description(topic: admin_pb2.TopicDescription) -> TopicDescription:
     partitions = [
-        PartitionInfo(p.partition, p.leader, p.leader_epoch, list(p.replicas), list(p.isr))
+        PartitionInfo(
+            p.partition,
+            p.leader,
+            p.leader_epoch,
+            list(p.replicas),
+            list(p.isr),
+            p.partition_epoch,
+        )
         for p in sorted(topic.partitions, key=lambda p: p.partition)
     ]
     configs = {e.name: _config_value(e) for e in topic.configs}
     return TopicDescription(topic.name, topic.topic_id, partitions, configs)
+
+
+def _spec_timestamp(tp: TopicPartition, spec: OffsetSpec) -> int:
+    """The ListOffsets timestamp for a spec; ValueError for anything else."""
+    if spec == "earliest":
+        return EARLIEST_TIMESTAMP
+    if spec == "latest":
+        return LATEST_TIMESTAMP
+    if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+        return spec
+    raise ValueError(
+        f"the offset spec of {tp} must be 'earliest', 'latest' or a timestamp in ms >= 0, "
+        f"not {spec!r}"
+    )
+
+
+def _refresh(metadata: ClusterMetadata) -> KafkaError | None:
+    """Fetches the brokers' metadata again; the failure, if every broker failed."""
+    try:
+        metadata.refresh(monotonic_ms())
+    except KafkaError as e:
+        return e
+    return None
+
+
+def _check_partition_exists(metadata: ClusterMetadata, tp: TopicPartition) -> None:
+    """A partition number the topic does not have is a mistake no retry fixes."""
+    count = metadata.partition_count(tp.topic)
+    if count is not None and not 0 <= tp.partition < count:
+        raise UnknownTopicOrPartitionError(
+            f"topic {tp.topic!r} has partitions 0 to {count - 1}, not {tp.partition}"
+        )

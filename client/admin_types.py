@@ -46,22 +46,28 @@ class ConfigSource(StrEnum):
 
 @dataclass(frozen=True)
 class ConfigValue:
-    """One config entry; `type` is Kafka's name for it (INT, LONG, STRING, LIST, ...)."""
+    """One config entry; `type` is Kafka's name for it (INT, LONG, STRING, LIST, ...) and
+    `documentation` the node's description of it ("" when it sent none)."""
 
     value: str
     source: ConfigSource
     is_default: bool
     read_only: bool
     type: str
+    documentation: str = ""
 
 
 @dataclass(frozen=True)
 class PartitionInfo:
+    """One partition as the controller describes it: `leader` -1 when it has none;
+    `partition_epoch` (from 0) grows with every change of its replicas, ISR or leader."""
+
     partition: int
     leader: int
     leader_epoch: int
     replicas: list[int]
     isr: list[int]
+    partition_epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,8 @@ class TopicDescription:
 
 @dataclass(frozen=True)
 class ControllerInfo:
+    """A controller's id and gRPC listener; `is_active` marks the one that decides."""
+
     id: int
     address: str
     is_active: bool
@@ -83,17 +91,22 @@ class ControllerInfo:
 
 @dataclass(frozen=True)
 class BrokerInfo:
-    """A registered broker; `state` is "fenced", "unfenced" or "controlled_shutdown"."""
+    """A registered broker; `state` is "fenced", "unfenced" or "controlled_shutdown";
+    `incarnation_id` changes each time the broker process starts ("" if not sent)."""
 
     id: int
     address: str
     rack: str
     state: str
     epoch: int
+    incarnation_id: str = ""
 
 
 @dataclass(frozen=True)
 class ClusterDescription:
+    """What DescribeCluster answers: `controller_id` is the active controller (-1: none
+    known), `brokers` every registered broker, fenced or not."""
+
     cluster_id: str
     controller_id: int
     controllers: list[ControllerInfo]
@@ -130,3 +143,18 @@ class ElectionResult:
     topic: str
     partition: int
     error: KafkaError | None
+
+
+@dataclass(frozen=True)
+class ListOffsetsResult:
+    """One partition's answer to `AdminClient.list_offsets` (Kafka's ListOffsetsResultInfo).
+
+    For "earliest" and "latest" `offset` is the log start offset or the high watermark and
+    `timestamp` is -1; for a timestamp it is the first offset whose record timestamp is at
+    least that, with that record's timestamp, or -1 and -1 when no such record exists yet.
+    `leader_epoch` is the leader's epoch when it answered.
+    """
+
+    offset: int
+    timestamp: int
+    leader_epoch: int

@@ -1,5 +1,6 @@
-"""The `pykraft` command: Kafka's kafka-topics, kafka-configs and kafka-metadata-quorum in one,
-plus the console producer and consumer (`produce`, `consume`, from cli_data).
+"""The `pykraft` command: Kafka's kafka-topics, kafka-configs, kafka-metadata-quorum,
+kafka-leader-election and kafka-get-offsets in one, plus the console producer and consumer
+(`produce`, `consume`, from cli_data).
 
 Admin subcommands live here; subcommands of other packages (`pykraft controller ...`) come from
 the entry-point group `pykraft.commands` and are loaded only when named (or listed by --help),
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -19,11 +21,13 @@ from typing import Any, TypeVar
 import click
 
 from pykraft.client import formatting
-from pykraft.client.admin import AdminClient, ResourceType
+from pykraft.client.admin import AdminClient, OffsetSpec, ResourceType
+from pykraft.client.admin_types import TopicDescription
 from pykraft.client.cli_data import COMMANDS, bootstrap_callback
 from pykraft.client.dev_cli import dev
-from pykraft.client.errors import KafkaError
+from pykraft.client.errors import KafkaError, UnknownTopicOrPartitionError
 from pykraft.client.perf import perf
+from pykraft.client.types import TopicPartition
 
 PLUGIN_GROUP = "pykraft.commands"
 _ENTITY_TYPES: dict[str, ResourceType] = {"topics": "topic", "brokers": "broker"}
@@ -411,6 +415,121 @@ def leaders_elect(
     with session.admin() as admin:
         results = admin.elect_leaders(wanted)
     session.emit(results, formatting.elections_json, formatting.elections_table)
+
+
+# kafka-get-offsets' names for the special times, and their numbers.
+_NAMED_TIMES: dict[str, OffsetSpec] = {
+    "earliest": "earliest",
+    "-2": "earliest",
+    "latest": "latest",
+    "-1": "latest",
+}
+
+
+def parse_time(text: str) -> OffsetSpec:
+    """kafka-get-offsets' --time: earliest or -2, latest or -1, or a timestamp in ms."""
+    spec = _NAMED_TIMES.get(text.strip().lower())
+    if spec is not None:
+        return spec
+    try:
+        timestamp_ms = int(text)
+    except ValueError:
+        timestamp_ms = -1
+    if timestamp_ms < 0:
+        raise ValueError(
+            f"malformed time {text!r}: use earliest (-2), latest (-1) or a timestamp in ms since "
+            "the epoch (max-timestamp and the tiered-storage specs are not supported)"
+        )
+    return timestamp_ms
+
+
+def parse_partition_ids(text: str) -> list[int]:
+    """A comma-separated list of partition ids, as kafka-get-offsets' --partitions."""
+    ids = [item.strip() for item in text.split(",") if item.strip()]
+    if not ids or not all(item.isdigit() for item in ids):
+        raise ValueError(f"expected partition ids like 0,1,2, got {text!r}")
+    return sorted({int(item) for item in ids})
+
+
+def _parsed(
+    parse: Callable[[str], _T],
+) -> Callable[[click.Context, click.Parameter, str | None], _T | None]:
+    """A click callback applying `parse` (ValueError: a usage error) to an optional value."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> _T | None:
+        try:
+            return None if value is None else parse(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), ctx, param) from None
+
+    return callback
+
+
+def _topic_pattern(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {e}") from None
+
+
+def _chosen_partitions(
+    admin: AdminClient, topic: re.Pattern[str] | None, partitions: list[int] | None
+) -> list[TopicPartition]:
+    """The partitions whose topic matches --topic in full (every topic without it) and whose
+    id is in --partitions (any without it). A plain name is described alone, so an unknown
+    one fails at once with UNKNOWN_TOPIC_OR_PARTITION."""
+    described: list[TopicDescription]
+    if topic is not None and re.escape(topic.pattern) == topic.pattern:
+        described = admin.describe_topics([topic.pattern])
+    else:
+        described = admin.describe_topics(None)
+    return [
+        TopicPartition(t.name, p.partition)
+        for t in described
+        if topic is None or topic.fullmatch(t.name)
+        for p in t.partitions
+        if partitions is None or p.partition in partitions
+    ]
+
+
+@cli.command("offsets")
+@admin_command
+@click.option(
+    "--topic",
+    callback=_parsed(_topic_pattern),
+    help="A topic, or a regular expression matching whole names (default: every topic).",
+)
+@click.option(
+    "--partitions",
+    callback=_parsed(parse_partition_ids),
+    metavar="P[,P...]",
+    help="Only these partition ids (default: every partition).",
+)
+@click.option(
+    "--time",
+    "time_spec",
+    default="latest",
+    show_default=True,
+    callback=_parsed(parse_time),
+    metavar="earliest|latest|-2|-1|MS",
+    help="The log start, the high watermark, or the first offset with a timestamp >= MS.",
+)
+def offsets(
+    session: Session,
+    topic: re.Pattern[str] | None,
+    partitions: list[int] | None,
+    time_spec: OffsetSpec,
+) -> None:
+    """Print each partition's offset at a time as `topic:partition:offset`, like
+    kafka-get-offsets; a partition with no record at or after --time MS is left out."""
+    with session.admin() as admin:
+        chosen = _chosen_partitions(admin, topic, partitions)
+        if not chosen:
+            raise UnknownTopicOrPartitionError(
+                "no topic-partition matches --topic and --partitions; see `pykraft topics list`"
+            )
+        results = admin.list_offsets(dict.fromkeys(chosen, time_spec))
+    session.emit(results, formatting.offsets_json, formatting.offsets_lines)
 
 
 def main() -> None:

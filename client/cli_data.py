@@ -1,27 +1,49 @@
 """`pykraft produce` and `pykraft consume`: Kafka's console producer and consumer.
 
-produce reads stdin line by line (bytes, the newline removed), one record per line; with
-`--key-separator SEP` each line is KEY SEP VALUE, split at the first SEP, and a line without
-SEP is an error. consume prints each record's value as a line, or with `--output json` one JSON
-object a line: {"topic", "partition", "offset", "timestamp", "key", "value", "headers"} where
-headers is a list of {"key", "value"}. Keys and values are bytes: they print as UTF-8 text with
-invalid bytes replaced by U+FFFD, or as base64 with `--encoding base64`, and null stays null.
+produce reads stdin line by line (bytes; "\\n" or "\\r\\n" removed), one record per line, as
+Kafka's LineMessageReader does: with `--property parse.key=true` a line is KEY<key.separator>VALUE
+split at the first separator, with `parse.headers=true` it starts with
+h1:v1,h2:v2<headers.delimiter>, and a field equal to `null.marker` is null (`LineReader`).
+`--key-separator SEP` is short for parse.key=true key.separator=SEP. A line that cannot be read
+stops the run with INVALID_RECORD after the records before it were delivered, unless
+ignore.error=true. `--producer-property` takes Kafka's producer configs (`PRODUCER_PROPERTIES`);
+an explicit option (--acks, --linger-ms, ...) wins over them, and they win over option defaults,
+as in Kafka.
+
+consume prints each record as Kafka's DefaultMessageFormatter does (the value alone unless
+`--property print.key=true` and the like ask for more; `pykraft.client.formatting.RecordFormat`),
+or with `--output json` one JSON object a line with every field: {"topic", "partition",
+"offset", "timestamp", "timestamp_type", "key", "value", "headers"} where headers is a list of
+{"key", "value"}. Keys and values are bytes: they print as UTF-8 text with invalid bytes
+replaced by U+FFFD, or as base64 with `--encoding base64`.
+
 Errors print "Error: CODE: sentence" and exit 1 (the root group turns KafkaError into that);
-bad arguments exit 2.
+bad arguments and unknown properties are click usage errors (exit 2).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import click
+from click.core import ParameterSource
 
 from pykraft.client.consumer.consumer import Consumer
 from pykraft.client.errors import InvalidRecordError
+from pykraft.client.formatting import (
+    RecordFormat,
+    check_property_names,
+    format_record,
+    from_properties,
+    parse_bool,
+    record_json,
+)
 from pykraft.client.producer.producer import Producer
 from pykraft.client.routing import parse_bootstrap
 from pykraft.client.types import ConsumerRecord, RecordMetadata, TopicPartition
@@ -29,6 +51,8 @@ from pykraft.client.types import ConsumerRecord, RecordMetadata, TopicPartition
 # A bound on the records produce keeps unconfirmed before it waits for them.
 _PRODUCE_WINDOW_RECORDS = 10_000
 _POLL_INTERVAL_MS = 200
+_LINE_SHOWN_CHARS_MAX = 80  # how much of a bad input line an error message quotes
+_DELIVERY_TIMEOUT_MS = 120000  # Kafka's delivery.timeout.ms default
 
 
 def bootstrap_callback(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
@@ -51,19 +75,253 @@ bootstrap_server_option = click.option(
 )
 
 
+def split_properties(items: Iterable[str]) -> dict[str, str]:
+    """Kafka's repeatable "key=value" arguments (split at the first '='; later ones win)."""
+    properties: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected key=value, got {item!r}")
+        properties[key.strip()] = value
+    return properties
+
+
+def _properties_callback(
+    build: Callable[[dict[str, str]], object],
+) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], Any]:
+    """A click callback turning every occurrence of a key=value option into `build`'s value."""
+
+    def callback(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+        try:
+            return build(split_properties(values))
+        except ValueError as e:
+            raise click.BadParameter(str(e), ctx, param) from None
+
+    return callback
+
+
+# ---------------------------------------------------------------------------------------------
+# produce
+
+
+@dataclass(frozen=True)
+class LineReader:
+    """Kafka's LineMessageReader and its --property names and defaults: parse.key,
+    key.separator, parse.headers, headers.delimiter, headers.separator (taken literally, where
+    Kafka reads a regular expression), headers.key.separator, ignore.error and null.marker."""
+
+    parse_key: bool = False
+    key_separator: str = "\t"
+    parse_headers: bool = False
+    headers_delimiter: str = "\t"
+    headers_separator: str = ","
+    headers_key_separator: str = ":"
+    ignore_error: bool = False
+    null_marker: str | None = None
+
+    def __post_init__(self) -> None:
+        """Kafka's checks: no empty separators, and no two that the parser could confuse."""
+        separators = {
+            "key.separator": self.key_separator,
+            "headers.delimiter": self.headers_delimiter,
+            "headers.separator": self.headers_separator,
+            "headers.key.separator": self.headers_key_separator,
+        }
+        for name, separator in separators.items():
+            if not separator:
+                raise ValueError(f"{name} must not be empty")
+        distinct = [
+            ("headers.delimiter", "headers.separator"),
+            ("headers.delimiter", "headers.key.separator"),
+            ("headers.separator", "headers.key.separator"),
+        ]
+        for a, b in distinct:
+            if separators[a] == separators[b]:
+                raise ValueError(f"{a} and {b} may not be equal")
+        for name, separator in separators.items():
+            if separator == self.null_marker:
+                raise ValueError(f"null.marker and {name} may not be equal")
+
+    def read(self, line: bytes, number: int) -> LineRecord:
+        """The record a line (without its newline) stands for; InvalidRecordError, naming the
+        1-based line `number`, when a separator is missing and ignore.error is off."""
+        start = 0
+        headers: bytes | None = None
+        if self.parse_headers:
+            delimiter = self.headers_delimiter
+            headers, start = self._field(line, start, delimiter, "headers delimiter", number)
+        key: bytes | None = None
+        if self.parse_key:
+            key, start = self._field(line, start, self.key_separator, "key separator", number)
+        return LineRecord(
+            key=self._nullable(key),
+            value=self._nullable(line[start:]),
+            headers=self._headers(headers, number),
+        )
+
+    def _field(
+        self, line: bytes, start: int, separator: str, what: str, number: int
+    ) -> tuple[bytes | None, int]:
+        """The text from `start` up to `separator`, and where the rest begins."""
+        end = line.find(separator.encode(), start)
+        if end >= 0:
+            return line[start:end], end + len(separator.encode())
+        if self.ignore_error:
+            return None, start
+        raise InvalidRecordError(
+            f"No {what} found on line number {number}: {_shown(line)}. Records before it "
+            f"were sent; fix the line or set --property ignore.error=true."
+        )
+
+    def _nullable(self, data: bytes | None) -> bytes | None:
+        marker = self.null_marker
+        return None if data is None or (marker is not None and data == marker.encode()) else data
+
+    def _headers(self, text: bytes | None, number: int) -> list[tuple[str, bytes | None]]:
+        if text is None or self._nullable(text) is None:
+            return []
+        return [self._header(pair, number) for pair in text.split(self.headers_separator.encode())]
+
+    def _header(self, pair: bytes, number: int) -> tuple[str, bytes | None]:
+        key, found, value = pair.partition(self.headers_key_separator.encode())
+        if not found:
+            if self.ignore_error:
+                return pair.decode(errors="replace"), None
+            raise InvalidRecordError(
+                f"No header key separator {self.headers_key_separator!r} found in pair "
+                f"{_shown(pair)} on line number {number}. Records before it were sent."
+            )
+        if self.null_marker is not None and key == self.null_marker.encode():
+            raise InvalidRecordError(
+                f"A header key equals null.marker {self.null_marker!r} on line number {number}:"
+                " header keys cannot be null. Records before it were sent."
+            )
+        return key.decode(errors="replace"), self._nullable(value)
+
+
+@dataclass(frozen=True)
+class LineRecord:
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def _shown(data: bytes) -> str:
+    """Input quoted for an error message: decoded, escaped, cut to a readable length."""
+    text = data.decode(errors="replace")
+    if len(text) > _LINE_SHOWN_CHARS_MAX:
+        text = text[:_LINE_SHOWN_CHARS_MAX] + "..."
+    return repr(text)
+
+
+def _int(name: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, not {text!r}") from None
+
+
+# Kafka producer configs that --producer-property takes: name -> how its text converts. Each
+# goes to the Producer keyword of the same name with '_' for '.', which validates the value.
+PRODUCER_PROPERTIES: dict[str, Callable[[str, str], object]] = {
+    "acks": lambda name, text: text.strip(),
+    "batch.size": _int,
+    "buffer.memory": _int,
+    "client.id": lambda name, text: text,
+    "compression.type": lambda name, text: text.strip(),
+    "delivery.timeout.ms": _int,
+    "enable.idempotence": parse_bool,
+    "linger.ms": _int,
+    "max.block.ms": _int,
+    "max.in.flight.requests.per.connection": _int,
+    "max.request.size": _int,
+    "request.timeout.ms": _int,
+    "retries": _int,
+    "retry.backoff.ms": _int,
+}
+
+
+def producer_kwargs(properties: Mapping[str, str]) -> dict[str, object]:
+    """Kafka-named producer configs as Producer keyword arguments; ValueError naming every
+    unknown name (and listing the known ones) or the first malformed value."""
+    check_property_names(properties, PRODUCER_PROPERTIES, "producer")
+    return {
+        name.replace(".", "_"): PRODUCER_PROPERTIES[name](name, text)
+        for name, text in properties.items()
+    }
+
+
+# The produce options that are Producer configs: option name -> Producer keyword.
+_PRODUCER_OPTIONS = {
+    "acks": "acks",
+    "compression_type": "compression_type",
+    "compression_codec": "compression_type",
+    "linger_ms": "linger_ms",
+    "max_block_ms": "max_block_ms",
+    "request_timeout_ms": "request_timeout_ms",
+}
+
+
+def _producer_config(ctx: click.Context, properties: Mapping[str, object]) -> dict[str, Any]:
+    """The Producer's keywords, with Kafka's precedence: an option given on the command line
+    wins over --producer-property, which wins over the option's default."""
+    kwargs: dict[str, Any] = dict(properties)
+    for option, keyword in _PRODUCER_OPTIONS.items():
+        value = ctx.params[option]
+        if value is not None and (_explicit(ctx, option) or keyword not in kwargs):
+            kwargs[keyword] = value
+    linger_ms, request_timeout_ms = kwargs["linger_ms"], kwargs["request_timeout_ms"]
+    if "delivery_timeout_ms" not in kwargs and isinstance(linger_ms, int):
+        # Kafka's default, stretched so the Producer's delivery >= linger + request check holds.
+        assert isinstance(request_timeout_ms, int)
+        kwargs["delivery_timeout_ms"] = max(_DELIVERY_TIMEOUT_MS, linger_ms + request_timeout_ms)
+    return kwargs
+
+
+_COMPRESSION = click.Choice(["none", "gzip", "snappy", "lz4", "zstd"])
+
+
 @click.command("produce")
 @click.argument("topic")
 @bootstrap_server_option
-@click.option("--key-separator", help="Read each line as KEY<SEP>VALUE (split at the first).")
 @click.option(
-    "--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True
+    "--property",
+    "reader",
+    multiple=True,
+    callback=_properties_callback(lambda p: from_properties(LineReader, p, "line reader")),
+    metavar="KEY=VALUE",
+    help="A line reader property, as Kafka's: parse.key, key.separator, parse.headers, "
+    "headers.delimiter, headers.separator, headers.key.separator, ignore.error, null.marker. "
+    "Repeatable.",
+)
+@click.option(
+    "--key-separator", help="Read each line as KEY<SEP>VALUE: parse.key=true key.separator=SEP."
+)
+@click.option(
+    "--producer-property",
+    "producer_properties",
+    multiple=True,
+    callback=_properties_callback(producer_kwargs),
+    metavar="KEY=VALUE",
+    help="A Kafka producer config (acks, linger.ms, batch.size, compression.type, "
+    "enable.idempotence, ...). Repeatable.",
+)
+@click.option(
+    "--acks",
+    "--request-required-acks",
+    "acks",
+    type=click.Choice(["all", "-1", "0", "1"]),
+    default="all",
+    show_default=True,
 )
 @click.option("--partition", type=click.IntRange(min=0), help="Default: the partitioner's pick.")
+@click.option("--compression-type", type=_COMPRESSION, default="none", show_default=True)
 @click.option(
-    "--compression-type",
-    type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
-    default="none",
-    show_default=True,
+    "--compression-codec",
+    type=_COMPRESSION,
+    is_flag=False,
+    flag_value="gzip",
+    help="Kafka's console producer name for --compression-type; alone, it means gzip.",
 )
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option(
@@ -74,55 +332,120 @@ bootstrap_server_option = click.option(
     help="How long to wait for the topic's metadata and for buffer space.",
 )
 @click.option("--request-timeout-ms", type=click.IntRange(min=1), default=30000, show_default=True)
+@click.pass_context
 def produce(
+    ctx: click.Context,
+    /,
     topic: str,
     bootstrap: list[str],
+    reader: LineReader,
     key_separator: str | None,
+    producer_properties: dict[str, object],
     acks: str,
     partition: int | None,
     compression_type: str,
+    compression_codec: str | None,
     linger_ms: int,
     max_block_ms: int,
     request_timeout_ms: int,
 ) -> None:
     """Send each line of stdin as a record to TOPIC."""
-    if key_separator == "":
-        raise click.BadParameter("must not be empty", param_hint="'--key-separator'")
-    separator = key_separator.encode() if key_separator is not None else None
-    with Producer(
-        bootstrap_servers=bootstrap,
-        acks=acks,
-        compression_type=compression_type,
-        linger_ms=linger_ms,
-        max_block_ms=max_block_ms,
-        request_timeout_ms=request_timeout_ms,
-        delivery_timeout_ms=max(120000, linger_ms + request_timeout_ms),
-    ) as producer:
-        pending: list[Future[RecordMetadata]] = []
-        stdin = sys.stdin.buffer
-        for number, line in enumerate(iter(stdin.readline, b""), start=1):
-            key, value = _split(line.rstrip(b"\n"), separator, number)
-            pending.append(producer.send(topic, value, key=key, partition=partition))
-            if len(pending) >= _PRODUCE_WINDOW_RECORDS:
-                _confirm(pending)
-                pending = []
-        producer.flush()
-        _confirm(pending)
+    reader = _with_key_separator(ctx, reader, key_separator)
+    if compression_codec is not None and _explicit(ctx, "compression_type"):
+        raise click.UsageError("give --compression-codec or --compression-type, not both")
+    kwargs = _producer_config(ctx, producer_properties)
+    try:
+        producer = Producer(bootstrap_servers=bootstrap, **kwargs)
+    except ValueError as e:
+        raise click.UsageError(f"bad producer config: {e}") from None
+    with producer:
+        if partition is not None:
+            _check_partition(producer.partitions_for(topic), topic, partition)
+        lines = iter(sys.stdin.buffer.readline, b"")
+        _send_lines(producer, topic, partition, reader, lines)
 
 
-def _split(line: bytes, separator: bytes | None, number: int) -> tuple[bytes | None, bytes]:
-    if separator is None:
-        return None, line
-    key, found, value = line.partition(separator)
-    if not found:
-        raise InvalidRecordError(f"line {number} has no key separator {separator.decode()!r}")
-    return key, value
+def _explicit(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
 
 
-def _confirm(futures: list[Future[RecordMetadata]]) -> None:
+def _with_key_separator(
+    ctx: click.Context, reader: LineReader, key_separator: str | None
+) -> LineReader:
+    """--key-separator SEP as parse.key=true key.separator=SEP (a usage error if invalid)."""
+    if key_separator is None:
+        return reader
+    try:
+        return dataclasses.replace(reader, parse_key=True, key_separator=key_separator)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param_hint="'--key-separator'") from None
+
+
+def _check_partition(partitions: Sequence[int], topic: str, partition: int) -> None:
+    if partition not in partitions:
+        raise click.BadParameter(
+            f"topic {topic!r} has partitions 0 to {len(partitions) - 1}",
+            param_hint="'--partition'",
+        )
+
+
+class _Delivery(Protocol):
+    """What `Producer.send` returns, as far as produce needs it."""
+
+    def result(self, timeout: float | None = None) -> RecordMetadata: ...
+
+
+def _send_lines(
+    producer: Producer,
+    topic: str,
+    partition: int | None,
+    reader: LineReader,
+    lines: Iterator[bytes],
+) -> None:
+    """Sends a record per line, keeping at most a window of them unconfirmed. A line that
+    cannot be read ends the input: what came before is delivered (or fails) first, so the
+    error never hides a lost record and no part of the bad line is sent."""
+    pending: list[_Delivery] = []
+    bad_line: InvalidRecordError | None = None
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = reader.read(_strip_newline(line), number)
+        except InvalidRecordError as e:
+            bad_line = e
+            break
+        pending.append(
+            producer.send(
+                topic, record.value, key=record.key, partition=partition, headers=record.headers
+            )
+        )
+        if len(pending) >= _PRODUCE_WINDOW_RECORDS:
+            _confirm(pending)
+            pending = []
+    producer.flush()
+    _confirm(pending)
+    if bad_line is not None:
+        raise bad_line
+
+
+def _strip_newline(line: bytes) -> bytes:
+    """The line without "\\n" or "\\r\\n", as Java's readLine returns it."""
+    if line.endswith(b"\r\n"):
+        return line[:-2]
+    return line[:-1] if line.endswith(b"\n") else line
+
+
+def _confirm(futures: Sequence[_Delivery]) -> None:
     """Waits for each record; raises the first failure (a KafkaError)."""
     for future in futures:
         future.result()
+
+
+# ---------------------------------------------------------------------------------------------
+# consume
+
+
+def _record_format(properties: dict[str, str]) -> RecordFormat:
+    return from_properties(RecordFormat, properties, "formatter")
 
 
 @click.command("consume")
@@ -141,7 +464,29 @@ def _confirm(futures: list[Future[RecordMetadata]]) -> None:
     type=click.IntRange(min=0),
     help="Exit when no record arrives for this long (default: wait forever).",
 )
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--property",
+    "record_format",
+    multiple=True,
+    callback=_properties_callback(_record_format),
+    metavar="KEY=VALUE",
+    help="A formatter property, as Kafka's: print.timestamp, print.partition, print.offset, "
+    "print.headers, print.key, print.value, key.separator, line.separator, headers.separator, "
+    "null.literal. Repeatable.",
+)
+@click.option("--print-key", is_flag=True, help="print.key=true")
+@click.option("--print-partition", is_flag=True, help="print.partition=true")
+@click.option("--print-offset", is_flag=True, help="print.offset=true")
+@click.option("--print-timestamp", is_flag=True, help="print.timestamp=true")
+@click.option("--print-headers", is_flag=True, help="print.headers=true")
+@click.option("--separator", help="key.separator: what goes between printed columns.")
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Lines as the properties say, or JSON with every field (properties ignored).",
+)
 @click.option(
     "--encoding",
     type=click.Choice(["utf8", "base64"]),
@@ -157,23 +502,24 @@ def consume(
     offset: int | None,
     max_messages: int | None,
     timeout_ms: int | None,
+    record_format: RecordFormat,
+    separator: str | None,
     output: str,
     encoding: str,
+    **print_flags: bool,
 ) -> None:
     """Print records of TOPIC as they arrive."""
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     if offset is not None and from_beginning:
         raise click.UsageError("give --offset or --from-beginning, not both")
+    fmt = _with_flags(record_format, print_flags, separator)
+    show = _json_line(encoding) if output == "json" else _text_line(fmt, encoding)
     reset = "earliest" if from_beginning else "latest"
-    show = _json_line(encoding) if output == "json" else _text_line(encoding)
     with Consumer(bootstrap_servers=bootstrap, auto_offset_reset=reset) as consumer:
         partitions = consumer.partitions_for(topic)
-        if partition is not None and partition not in partitions:
-            raise click.BadParameter(
-                f"topic {topic!r} has partitions 0 to {len(partitions) - 1}",
-                param_hint="'--partition'",
-            )
+        if partition is not None:
+            _check_partition(partitions, topic, partition)
         chosen = partitions if partition is None else [partition]
         consumer.assign([TopicPartition(topic, p) for p in chosen])
         if offset is not None:
@@ -182,60 +528,57 @@ def consume(
     click.echo(f"Processed a total of {count} messages", err=True)
 
 
+def _with_flags(
+    fmt: RecordFormat, print_flags: Mapping[str, bool], separator: str | None
+) -> RecordFormat:
+    """The convenience flags on top of --property: a flag given turns its property on."""
+    changes: dict[str, Any] = {name: True for name, given in print_flags.items() if given}
+    if separator is not None:
+        changes["key_separator"] = separator
+    return dataclasses.replace(fmt, **changes)
+
+
 def _print_records(
     consumer: Consumer,
     show: Callable[[ConsumerRecord], str],
     max_messages: int | None,
     timeout_ms: int | None,
 ) -> int:
+    """Prints records until enough came, the timeout passed, or Ctrl-C (which, as in Kafka,
+    ends the run normally with the count)."""
     count, idle_ms = 0, 0
-    while max_messages is None or count < max_messages:
-        if timeout_ms is not None and idle_ms >= timeout_ms:
-            break
-        wait_ms = _POLL_INTERVAL_MS if timeout_ms is None else min(_POLL_INTERVAL_MS, timeout_ms)
-        left = None if max_messages is None else max_messages - count
-        records = consumer.poll(timeout_ms=wait_ms, max_records=left)
-        idle_ms = 0 if records else idle_ms + wait_ms
-        for record in records:
-            click.echo(show(record))
-        count += len(records)
+    try:
+        while max_messages is None or count < max_messages:
+            if timeout_ms is not None and idle_ms >= timeout_ms:
+                break
+            wait_ms = (
+                _POLL_INTERVAL_MS if timeout_ms is None else min(_POLL_INTERVAL_MS, timeout_ms)
+            )
+            left = None if max_messages is None else max_messages - count
+            records = consumer.poll(timeout_ms=wait_ms, max_records=left)
+            idle_ms = 0 if records else idle_ms + wait_ms
+            for record in records:
+                click.echo(show(record), nl=False)
+                count += 1
+    except KeyboardInterrupt:
+        pass
     return count
 
 
-def _decoder(encoding: str) -> Callable[[bytes | None], str | None]:
-    def decode(data: bytes | None) -> str | None:
-        if data is None:
-            return None
-        if encoding == "base64":
-            return base64.b64encode(data).decode("ascii")
-        return data.decode("utf-8", errors="replace")
-
-    return decode
+def _decoder(encoding: str) -> Callable[[bytes], str]:
+    if encoding == "base64":
+        return lambda data: base64.b64encode(data).decode("ascii")
+    return lambda data: data.decode("utf-8", errors="replace")
 
 
-def _text_line(encoding: str) -> Callable[[ConsumerRecord], str]:
+def _text_line(fmt: RecordFormat, encoding: str) -> Callable[[ConsumerRecord], str]:
     decode = _decoder(encoding)
-    return lambda record: decode(record.value) or ""
+    return lambda record: format_record(record, fmt, decode)
 
 
 def _json_line(encoding: str) -> Callable[[ConsumerRecord], str]:
     decode = _decoder(encoding)
-
-    def line(record: ConsumerRecord) -> str:
-        return json.dumps(
-            {
-                "topic": record.topic,
-                "partition": record.partition,
-                "offset": record.offset,
-                "timestamp": record.timestamp,
-                "key": decode(record.key),
-                "value": decode(record.value),
-                "headers": [{"key": k, "value": decode(v)} for k, v in record.headers],
-            },
-            ensure_ascii=False,
-        )
-
-    return line
+    return lambda record: json.dumps(record_json(record, decode), ensure_ascii=False) + "\n"
 
 
 COMMANDS: Iterable[click.Command] = (produce, consume)

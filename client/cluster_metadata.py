@@ -60,6 +60,7 @@ class ClusterMetadata:
         self._partition_counts: dict[str, int] = {}
         self._topic_errors: dict[str, KafkaError] = {}
         self._update_requested = False
+        self._any_broker_turn = -1
         self._last_refresh_ms = -(1 << 62)
         self._backoff_ms = retry_backoff_ms
         self._lock = threading.Lock()
@@ -84,6 +85,14 @@ class ClusterMetadata:
         """The partition's leader, or None while it has none or the topic is unknown."""
         with self._lock:
             return self._leaders.get(tp)
+
+    def any_broker_address(self) -> str:
+        """A broker to ask something any broker answers (InitProducerId): a known live one,
+        else a bootstrap address, turning through them on each call."""
+        with self._lock:
+            addresses = list(self._brokers.values()) or self._bootstrap
+            self._any_broker_turn += 1
+            return addresses[self._any_broker_turn % len(addresses)]
 
     def topic_error(self, topic: str) -> KafkaError | None:
         with self._lock:
@@ -153,6 +162,11 @@ class ClusterMetadata:
                 if has_leader and address is not None
                 else None
             )
+
+    def known_partition_count(self, topic: str) -> int | None:
+        """The partition count of a topic already followed, without locking (one dict read,
+        atomic in CPython): the producer's per-record fast path. None: use wait_for_topic."""
+        return self._partition_counts.get(topic) if topic in self._topics else None
 
     def wait_for_topic(self, topic: str, timeout_ms: int) -> int:
         """The topic's partition count, refreshing until it is known or `timeout_ms` passes.

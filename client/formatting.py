@@ -1,24 +1,33 @@
-"""How the `pykraft` CLI shows the AdminClient's values: JSON objects and aligned text tables.
+"""How the `pykraft` CLI shows values: JSON objects, aligned text tables and record lines.
 
 The JSON shapes are an interface (scripts parse them); the tables are for people and follow
-Kafka's kafka-topics --describe and kafka-metadata-quorum describe --status.
+Kafka's kafka-topics --describe and kafka-metadata-quorum describe --status; offsets print as
+kafka-get-offsets prints them, and records as kafka-console-consumer's DefaultMessageFormatter
+does, configured by the same properties (`RecordFormat`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from pykraft.client.admin_types import (
     ClusterDescription,
     ConfigValue,
     ElectionResult,
+    ListOffsetsResult,
     QuorumDescription,
     TopicCreated,
     TopicDescription,
 )
+from pykraft.client.types import ConsumerRecord, TopicPartition
+from pykraft.proto.record_batch import TimestampType
 
 JsonObject = dict[str, object]
 _COLUMN_GAP = "  "
+_C = TypeVar("_C")
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -214,3 +223,135 @@ def elections_table(results: Sequence[ElectionResult]) -> str:
     """One line per partition, as kafka-leader-election reports successes and failures."""
     rows = ((r.topic, r.partition, *_election_outcome(r)) for r in results)
     return format_table(["TOPIC", "PARTITION", "RESULT", "MESSAGE"], rows)
+
+
+def offsets_lines(results: Mapping[TopicPartition, ListOffsetsResult]) -> str:
+    """kafka-get-offsets' `topic:partition:offset` lines, by topic then partition number;
+    partitions with no offset for the time asked (-1) are left out, as Kafka leaves them."""
+    return "\n".join(
+        f"{tp.topic}:{tp.partition}:{r.offset}"
+        for tp, r in sorted(results.items())
+        if r.offset >= 0
+    )
+
+
+def offsets_json(results: Mapping[TopicPartition, ListOffsetsResult]) -> list[JsonObject]:
+    """Every partition asked, by topic then partition; offset and timestamp -1 mean none."""
+    return [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "leader_epoch": r.leader_epoch,
+        }
+        for tp, r in sorted(results.items())
+    ]
+
+
+# Kafka's TimestampType names, as records print them ("CreateTime:1700000000000").
+TIMESTAMP_TYPE_NAMES: dict[TimestampType, str] = {
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}
+
+Decoder = Callable[[bytes], str]
+
+
+def parse_bool(name: str, text: str) -> bool:
+    """A boolean property as Kafka writes it ("true"/"false", any case, spaces ignored);
+    ValueError for anything else, where Kafka would quietly read false."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, not {text!r}")
+    return value == "true"
+
+
+def check_property_names(names: Iterable[str], known: Collection[str], what: str) -> None:
+    """ValueError naming every unknown property and listing the known ones."""
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        noun = "property" if len(unknown) == 1 else "properties"
+        raise ValueError(
+            f"unknown {what} {noun} {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+
+
+def properties_of(config_class: type[object]) -> dict[str, dataclasses.Field[object]]:
+    """A properties dataclass's Kafka names (its field names with '.' for '_') to fields."""
+    return {f.name.replace("_", "."): f for f in dataclasses.fields(config_class)}  # type: ignore[arg-type]
+
+
+def from_properties(config_class: type[_C], properties: Mapping[str, str], what: str) -> _C:
+    """Builds a properties dataclass from Kafka-named text values: bool fields take
+    true/false, the others the text as given; unset ones keep their Kafka default."""
+    fields = properties_of(config_class)
+    check_property_names(properties, fields, what)
+    values: dict[str, object] = {}
+    for name, text in properties.items():
+        field = fields[name]
+        is_bool = isinstance(field.default, bool)
+        values[field.name] = parse_bool(name, text) if is_bool else text
+    return config_class(**values)
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    """kafka-console-consumer's --property settings of its DefaultMessageFormatter, with
+    Kafka's defaults: only the value prints unless asked, columns are separated by
+    key.separator, and null keys, values and header values print as null.literal."""
+
+    print_timestamp: bool = False
+    print_partition: bool = False
+    print_offset: bool = False
+    print_headers: bool = False
+    print_key: bool = False
+    print_value: bool = True
+    key_separator: str = "\t"
+    line_separator: str = "\n"
+    headers_separator: str = ","
+    null_literal: str = "null"
+
+
+def format_record(record: ConsumerRecord, fmt: RecordFormat, decode: Decoder) -> str:
+    """One record as DefaultMessageFormatter writes it: the chosen columns in Kafka's order
+    (timestamp, partition, offset, headers, key, value) joined by key.separator, then
+    line.separator. Nothing at all prints when every column is off, as in Kafka."""
+
+    def show(data: bytes | None) -> str:
+        return fmt.null_literal if data is None else decode(data)
+
+    columns: list[str] = []
+    if fmt.print_timestamp:
+        columns.append(f"{TIMESTAMP_TYPE_NAMES[record.timestamp_type]}:{record.timestamp}")
+    if fmt.print_partition:
+        columns.append(f"Partition:{record.partition}")
+    if fmt.print_offset:
+        columns.append(f"Offset:{record.offset}")
+    if fmt.print_headers:
+        headers = fmt.headers_separator.join(f"{k}:{show(v)}" for k, v in record.headers)
+        columns.append(headers if record.headers else "NO_HEADERS")
+    if fmt.print_key:
+        columns.append(show(record.key))
+    if fmt.print_value:
+        columns.append(show(record.value))
+    return fmt.key_separator.join(columns) + fmt.line_separator if columns else ""
+
+
+def record_json(record: ConsumerRecord, decode: Decoder) -> JsonObject:
+    """Every field of a record; null keys, values and header values stay null."""
+
+    def show(data: bytes | None) -> str | None:
+        return None if data is None else decode(data)
+
+    return {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": TIMESTAMP_TYPE_NAMES[record.timestamp_type],
+        "key": show(record.key),
+        "value": show(record.value),
+        "headers": [{"key": k, "value": show(v)} for k, v in record.headers],
+    }

@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from pykraft.client.cli_data import bootstrap_server_option
+from pykraft.client.cli_data import bootstrap_server_option, producer_kwargs, split_properties
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.consumer.consumer import Consumer
 from pykraft.client.errors import KafkaError, RequestTimedOutError
@@ -39,20 +39,6 @@ _MB = 1024 * 1024
 _THROTTLE_STEP_MS_MAX = 100  # the throttle sleeps in steps so it stays responsive
 _POLL_INTERVAL_MS = 200
 # Kafka --producer-props names this tool accepts, and how each value converts.
-PRODUCER_PROPS: dict[str, Callable[[str], object]] = {
-    "acks": str,
-    "linger.ms": int,
-    "batch.size": int,
-    "compression.type": str,
-    "retries": int,
-    "retry.backoff.ms": int,
-    "request.timeout.ms": int,
-    "delivery.timeout.ms": int,
-    "max.in.flight.requests.per.connection": int,
-    "buffer.memory": int,
-    "max.block.ms": int,
-    "client.id": str,
-}
 CONSUMER_HEADER = (
     "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
     "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
@@ -60,25 +46,11 @@ CONSUMER_HEADER = (
 
 
 def parse_producer_props(items: Sequence[str]) -> dict[str, object]:
-    """Kafka-named "key=value" items as Producer keyword arguments ('.' becomes '_').
+    """Kafka-named "key=value" items as Producer keyword arguments ('.' becomes '_'), the
+    same configs `pykraft produce --producer-property` takes.
 
-    ValueError names the first unknown key or malformed item or value."""
-    kwargs: dict[str, object] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"expected key=value, got {item!r}")
-        convert = PRODUCER_PROPS.get(key)
-        if convert is None:
-            raise ValueError(
-                f"unknown producer property {key!r}; known: {', '.join(PRODUCER_PROPS)}"
-            )
-        try:
-            kwargs[key.replace(".", "_")] = convert(value.strip())
-        except ValueError:
-            raise ValueError(f"{key} must be an integer, not {value!r}") from None
-    return kwargs
+    ValueError names the unknown keys or the first malformed item or value."""
+    return producer_kwargs(split_properties(items))
 
 
 def percentiles(latencies_ms: Sequence[int], wanted: Sequence[float] = PERCENTILES) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pykraft.proto.record_batch import TimestampType
 
@@ -41,3 +42,11 @@ class ConsumerRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """`Consumer.offsets_for_times`' answer for one partition: the earliest offset whose record
+    timestamp is at least the one asked for, and that record's timestamp."""
+
+    offset: int
+    timestamp: int

@@ -257,6 +257,15 @@ def verify_batch(buf: Buffer, position: int = 0) -> BatchHeader:
     return header
 
 
+def _whole_batch(buf: Buffer, position: int) -> BatchHeader:
+    """verify_batch without the CRC: the header, once the whole batch is known to be there."""
+    header = BatchHeader.parse(buf, position)
+    end = position + header.size_bytes
+    if end > len(buf):
+        raise CorruptBatchError(f"batch at {position} ends at {end}, beyond {len(buf)} bytes")
+    return header
+
+
 def iter_batches(buf: Buffer, *, verify: bool = True) -> Iterator[tuple[int, BatchHeader]]:
     """Yields (position, header) of each whole batch in `buf`, a concatenation of batches.
 
@@ -301,7 +310,7 @@ def rewrite_offsets(
     _INT32.pack_into(batch, position + _PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
 
 
-def decode_batch(buf: Buffer, position: int = 0) -> list[Record]:
+def decode_batch(buf: Buffer, position: int = 0, *, verify: bool = True) -> list[Record]:
     """Verifies the batch at `position` (as verify_batch) and returns its records.
 
     Offsets and timestamps are absolute. Offset deltas must be strictly increasing within
@@ -309,8 +318,9 @@ def decode_batch(buf: Buffer, position: int = 0) -> list[Record]:
     broker validating a produce request checks contiguity with record_count == last_offset_delta
     + 1). Raises CorruptBatchError for damaged bytes and BatchError(INVALID_RECORD) for bad
     records, a record count that does not match, or bytes left after the last record.
+    `verify=False` skips only the CRC (a consumer's check_crcs=false); the rest is checked.
     """
-    header = verify_batch(buf, position)
+    header = verify_batch(buf, position) if verify else _whole_batch(buf, position)
     if header.record_count < 0:
         raise BatchError(f"negative record count {header.record_count}")
     if header.record_count == 0:
@@ -443,6 +453,16 @@ class BatchBuilder:
             self._max_timestamp = timestamp
         self._count += 1
         self._next_delta = offset_delta + 1
+
+    def set_producer(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Stamps the idempotent producer's id, epoch and first sequence, which a producer
+        learns only when the batch is about to be sent (the records are already encoded)."""
+        _check_range("producer_id", producer_id, _INT64_MIN, _INT64_MAX)
+        _check_range("producer_epoch", producer_epoch, _INT16_MIN, _INT16_MAX)
+        _check_range("base_sequence", base_sequence, _INT32_MIN, _INT32_MAX)
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
 
     def estimated_size_bytes(self) -> int:
         """An upper bound on len(build()), cheap enough to call after every append: exact when

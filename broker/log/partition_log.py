@@ -1,8 +1,9 @@
 """A partition replica's log: a directory of segments, as in Kafka (UnifiedLog + LocalLog).
 
 Layout of `<topic>-<partition>/`: segments (`<20-digit base offset>.log`, `.index`,
-`.timeindex`), `leader-epoch-checkpoint`, and, one per partition directory rather than Kafka's
-one per log directory (see `checkpoints`), `recovery-point-offset-checkpoint`,
+`.timeindex`), producer state snapshots (`<20-digit offset>.snapshot`, see
+`producer_snapshots`), `leader-epoch-checkpoint`, and, one per partition directory rather than
+Kafka's one per log directory (see `checkpoints`), `recovery-point-offset-checkpoint`,
 `log-start-offset-checkpoint` and `replication-offset-checkpoint` (the high watermark). The
 `.kafka_cleanshutdown` marker exists only between `close()` and the next `open()`.
 
@@ -12,6 +13,13 @@ What callers may rely on:
 - The leader assigns offsets and stamps its epoch whatever the producer put there; a follower
   keeps the leader's offsets and learns epochs from the batches.
 - Reads return whole batches exactly as stored, never decoded.
+- Idempotent producers (module `producer_state`): the leader refuses batches out of sequence or
+  of a fenced epoch, and answers a batch it already holds with the original offsets, writing
+  nothing (`AppendInfo.duplicate`). The producer state follows every change of the log:
+  appends (a follower's too, so a new leader dedupes retries of what the old one wrote),
+  truncation (reloaded from the newest snapshot at or below the new end, then the batch headers
+  after it replayed), restarts (likewise from the recovered end) and segment deletion
+  (producers stay; snapshots no load can use go).
 - Offsets never move back except by `truncate_to`/`truncate_fully_and_start_at`: the log start
   offset and the high watermark only grow otherwise; the high watermark never passes the end.
 - Durability: by default no fsync (Kafka relies on replication); fsync every flush.messages
@@ -39,12 +47,21 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError, storage_error
 from pykraft.broker.log.files import fsync_directory, unlink_durably
+from pykraft.broker.log.producer_snapshots import (
+    delete_obsolete_snapshots,
+    delete_snapshots,
+    delete_snapshots_above,
+    load_newest_snapshot,
+    snapshot_offsets,
+    write_snapshot,
+)
+from pykraft.broker.log.producer_state import Duplicate, ProducerEntry, ProducerStateManager
 from pykraft.broker.log.recovery import (
     CLEAN_SHUTDOWN_FILE,
     CLEANED_SUFFIX,
@@ -68,15 +85,20 @@ from pykraft.broker.log.validation import (
     split_batches,
 )
 from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import NO_TIMESTAMP, BatchError, TimestampType
+from pykraft.proto.record_batch import NO_TIMESTAMP, BatchError, TimestampType, iter_batches
 
 log = logging.getLogger(__name__)
+
+# Bytes read at a time when replaying batch headers into the producer state.
+PRODUCER_SCAN_BYTES_MAX: Final = 1 << 20
 
 
 @dataclass(frozen=True)
 class AppendInfo:
     """What an append wrote: offsets first..last (last = first - 1 when nothing), the largest
-    timestamp, the LogAppendTime stamped (-1 with CreateTime), batches and bytes."""
+    timestamp, the LogAppendTime stamped (-1 with CreateTime), batches and bytes. With
+    `duplicate`, the idempotent producer's batches were written before: nothing was written
+    now, and the offsets, timestamps and LogAppendTime are the original batches'."""
 
     first_offset: int
     last_offset: int
@@ -84,6 +106,7 @@ class AppendInfo:
     log_append_time_ms: int
     batch_count: int
     size_bytes: int
+    duplicate: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,6 +192,14 @@ class PartitionLog:
         self._closed = False
         self._lock = threading.RLock()
         self._segments_lock = _SharedExclusiveLock()
+        try:
+            delete_snapshots_above(directory, self._log_end_offset)
+            self._producer_state = self._rebuilt_producer_state(self._log_end_offset)
+            self._delete_obsolete_snapshots()
+        except BaseException:
+            for segment in loaded.segments:
+                segment.close_files()
+            raise
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
@@ -213,6 +244,16 @@ class PartitionLog:
         with self._lock:
             return self._epochs.entries()
 
+    def producers(self) -> tuple[ProducerEntry, ...]:
+        """The idempotent producers the log knows, the one that wrote least recently first."""
+        with self._lock:
+            return self._producer_state.entries()
+
+    def producer_snapshot_offsets(self) -> list[int]:
+        """The offsets of the producer state snapshots on disk, in increasing order."""
+        with self._lock:
+            return snapshot_offsets(self.directory)
+
     def update_config(self, config: LogConfig) -> None:
         """Applies changed topic configs to later appends, rolls and retention passes."""
         with self._lock:
@@ -225,7 +266,9 @@ class PartitionLog:
     def append_as_leader(self, batches: bytes, *, leader_epoch: int, now_ms: int) -> AppendInfo:
         """Validates and appends a produce request's batches, giving them the next offsets and
         `leader_epoch`. Raises LogError (module validation's codes; FENCED_LEADER_EPOCH if
-        `leader_epoch` is below the latest epoch the log has seen) with nothing written."""
+        `leader_epoch` is below the latest epoch the log has seen; module producer_state's for
+        idempotent batches) with nothing written. A request whose batches were all written
+        before returns the original offsets with `duplicate` set, writing nothing."""
         assert leader_epoch >= 0, leader_epoch
         config = self._config
         parsed = split_batches(batches)
@@ -239,6 +282,11 @@ class PartitionLog:
                 )
             if not parsed:
                 return self._nothing_appended()
+            duplicate = self._producer_state.check_leader_append(
+                [h for _, h in parsed], base_offset=self._log_end_offset
+            )
+            if duplicate is not None:
+                return _duplicate_info(duplicate, config)
             data = bytearray(batches)
             assigned = assign_offsets(
                 data,
@@ -293,6 +341,7 @@ class PartitionLog:
                 self._epochs.restore(epochs_before)
 
             self._undo(f"append to {active.log_path}", error, undo)
+        self._producer_state.apply([header for _, header in batches])
         self._log_end_offset = active.next_offset
         self._unflushed_messages += sum(header.record_count for _, header in batches)
         self._maybe_flush(now_ms)
@@ -342,12 +391,14 @@ class PartitionLog:
                 self._roll(self._log_end_offset)
 
     def _roll(self, base_offset: int) -> LogSegment:
-        """Finishes the active segment (last time index entry, fsync) and publishes a new one
-        at `base_offset`. Holds the lock."""
+        """Finishes the active segment (last time index entry, fsync), snapshots the producer
+        state at `base_offset` (no batch lies between the log end and it) and publishes a new
+        segment there. Holds the lock."""
         old = self._view.segments[-1]
         try:
             old.on_become_inactive()  # an entry that stays valid if the roll fails below
             old.flush()
+            write_snapshot(self.directory, self._producer_state, base_offset)
         except OSError as error:
             raise storage_error(f"roll of {self.directory} at {base_offset}: {error}") from error
         created: list[LogSegment] = []
@@ -516,6 +567,7 @@ class PartitionLog:
             segment.delete()
         self._publish([LogSegment.create(self.directory, offset, self._config)])
         fsync_directory(self.directory)
+        delete_snapshots(self.directory, snapshot_offsets(self.directory))
         self._epochs.clear()
         self._log_start_offset = offset
         self._files.log_start_offset.write(offset)
@@ -533,6 +585,43 @@ class PartitionLog:
         if self._recovery_point > log_end_offset:
             self._recovery_point = log_end_offset
             self._files.recovery_point.write(log_end_offset)
+        delete_snapshots_above(self.directory, log_end_offset)
+        self._producer_state = self._rebuilt_producer_state(log_end_offset)
+
+    # --- producer state ---
+
+    def _rebuilt_producer_state(self, end_offset: int) -> ProducerStateManager:
+        """The producer state after every batch below `end_offset` (a batch boundary): the
+        newest usable snapshot at or below it, then the batch headers after the snapshot read
+        back from the segments. Holds the lock, or runs in __init__ (reads take no lock here:
+        nothing else changes the segments meanwhile). Raises OSError, also for a batch header
+        that does not parse (damage the caller must treat as a storage failure)."""
+        view = self._view
+        state = load_newest_snapshot(
+            self.directory, low_offset=view.bases[0], high_offset=end_offset
+        )
+        offset = state.end_offset
+        while offset < end_offset:
+            try:
+                found = _read_view(view, offset, PRODUCER_SCAN_BYTES_MAX, end_offset)
+                if found is None:
+                    break  # the rest is a gap the leader's cleaner left
+                data, _, next_offset = found
+                batches = iter_batches(data, verify=False)
+                headers = [h for _, h in batches if h.base_offset >= offset]
+            except BatchError as error:
+                raise OSError(f"replaying producer state at offset {offset}: {error}") from error
+            assert next_offset > offset, (offset, next_offset)  # progress bounds the loop
+            state.apply(headers)
+            offset = next_offset
+        return state
+
+    def _delete_obsolete_snapshots(self) -> None:
+        delete_obsolete_snapshots(
+            self.directory,
+            first_segment_offset=self._view.bases[0],
+            log_start_offset=self._log_start_offset,
+        )
 
     def delete_old_segments(self, *, now_ms: int) -> int:
         """Kafka's retention pass: deletes the oldest segments while one of them is wholly below
@@ -566,6 +655,9 @@ class PartitionLog:
             count = self._deletable_prefix(None)
             if count:
                 self._delete_prefix(count)
+            else:
+                with self._failing_on_error("delete producer snapshots"):
+                    self._delete_obsolete_snapshots()
 
     def _deletable_prefix(self, now_ms: int | None) -> int:
         """How many of the oldest segments retention may delete (only by log start offset when
@@ -608,6 +700,7 @@ class PartitionLog:
         with self._failing_on_error("store the log start offset"):
             self._files.log_start_offset.write(log_start_offset)
             self._epochs.truncate_from_start(log_start_offset)
+            self._delete_obsolete_snapshots()
 
     # --- the cleaner's swap ---
 
@@ -706,6 +799,8 @@ class PartitionLog:
                         self._view.segments[-1].on_become_inactive()
                     self._flush()
                     with self._failing_on_error(f"close of {self.directory}"):
+                        end = self._log_end_offset
+                        write_snapshot(self.directory, self._producer_state, end)
                         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
                         fsync_directory(self.directory)
             finally:
@@ -743,6 +838,21 @@ def _check_cleaned_offsets(segments: list[LogSegment], first_offset: int, end_of
             raise ValueError(f"cleaned segment {later.base_offset} overlaps the one before")
     if segments[-1].next_offset > end_offset:
         raise ValueError(f"cleaned segments run past offset {end_offset}")
+
+
+def _duplicate_info(duplicate: Duplicate, config: LogConfig) -> AppendInfo:
+    """What a duplicate request answers: the original batches' offsets and largest timestamp,
+    which is their LogAppendTime when the topic stamps one."""
+    stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+    return AppendInfo(
+        first_offset=duplicate.first_offset,
+        last_offset=duplicate.last_offset,
+        max_timestamp=duplicate.max_timestamp,
+        log_append_time_ms=duplicate.max_timestamp if stamped else -1,
+        batch_count=0,
+        size_bytes=0,
+        duplicate=True,
+    )
 
 
 def _append_info(data: bytes | bytearray, batches: Batches, log_append_time_ms: int) -> AppendInfo:

@@ -1,44 +1,61 @@
-"""`Consumer`: reads records from partitions it is assigned, from positions it tracks.
+"""`Consumer`: reads records from the partitions it is assigned, from positions it tracks.
 
     from pykraft.client import Consumer, TopicPartition
 
     with Consumer(bootstrap_servers="127.0.0.1:9092", auto_offset_reset="earliest") as consumer:
         consumer.assign([TopicPartition("orders", 0)])
-        for record in consumer.poll(timeout_ms=1000):
+        for record in consumer:  # blocks for more; ends when the consumer is closed
             print(record.offset, record.value)
 
 The position of a partition is the offset of the next record `poll` hands out; every record is
-handed out once, in offset order per partition. Without a position (just assigned, or after
-OFFSET_OUT_OF_RANGE) the consumer resets by `auto_offset_reset`: "earliest", "latest", or
-"none", which raises NoOffsetForPartitionError instead. No group management and no committed
-offsets yet (issue 5): positions live in this object only.
+handed out once, in offset order per partition. Without a position (just assigned, after
+seek_to_beginning/seek_to_end, or after OFFSET_OUT_OF_RANGE) the consumer looks one up by
+`auto_offset_reset`: "earliest", "latest", or "none", which raises NoOffsetForPartitionError
+instead. No group management and no committed offsets yet: positions live in this object only.
+
+A background thread (`fetcher.Fetcher`) fetches ahead of `poll` into a buffer of at most
+`fetch_buffer_bytes_max` bytes, kept as raw batches that `poll` decodes one batch at a time.
+seek, seek_to_*, an out-of-range reset and unassigning drop what was buffered for the partition;
+pause keeps it (the position does not move) but hands nothing out and fetches no more until
+resume; only when the partitions still being read need its room is it dropped, to be fetched
+again after resume. See `subscription` for who may change what, and `fetcher` for how errors
+are treated.
+
+Settings are Kafka's consumer configs with `_` for `.`, with Kafka's defaults, plus
+`fetch_buffer_bytes_max` (the prefetch buffer's limit; default `fetch_max_bytes`).
+`isolation_level="read_committed"` is accepted and sent to brokers, but pykraft has no
+transactions yet: every record is committed (the last stable offset is the high-water mark),
+so both levels read the same records until transactions exist.
+
+The consumer is not thread-safe, like Kafka's: use it from one thread. The one exception is
+`close`, which any thread may call: a `poll` or an iteration blocked in another thread then
+returns (an empty list, or the end of the iteration) promptly.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import Self
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Final, Self
 
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
-from pykraft.client.consumer.fetcher import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    FetchConfig,
-    Fetcher,
-    PartitionData,
-)
-from pykraft.client.errors import (
-    KafkaError,
-    OffsetOutOfRangeError,
-)
+from pykraft.client.consumer.config import ConsumerConfig
+from pykraft.client.consumer.fetch_buffer import CompletedFetch
+from pykraft.client.consumer.fetcher import Fetcher
+from pykraft.client.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
+from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
+from pykraft.client.errors import KafkaError, OffsetOutOfRangeError, RequestTimedOutError
 from pykraft.client.routing import parse_bootstrap
-from pykraft.client.types import ConsumerRecord, TopicPartition
+from pykraft.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 
-_RESET_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+_RESET_TIMESTAMPS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+# Iteration waits for records in slices of this long (woken at once by new data or close).
+_ITERATION_WAIT_MS: Final = 1000
+# close() waits at most this long for the fetcher thread (it stops within milliseconds: the
+# connection pool is closed first, which cancels whatever request it waits on).
+_CLOSE_JOIN_MS_MAX: Final = 5000
 
 
 class NoOffsetForPartitionError(OffsetOutOfRangeError):
@@ -47,7 +64,7 @@ class NoOffsetForPartitionError(OffsetOutOfRangeError):
 
 
 class Consumer:
-    """Not thread-safe, like Kafka's consumer: use it from one thread."""
+    """Manual assignment (`assign`), positions, prefetching `poll` and iteration."""
 
     def __init__(
         self,
@@ -58,32 +75,34 @@ class Consumer:
         fetch_max_wait_ms: int = 500,
         max_partition_fetch_bytes: int = 1048576,
         fetch_max_bytes: int = 52428800,
+        fetch_buffer_bytes_max: int | None = None,
+        max_poll_records: int = 500,
+        isolation_level: str = "read_uncommitted",
         request_timeout_ms: int = 30000,
+        default_api_timeout_ms: int = 60000,
         retry_backoff_ms: int = 100,
         client_id: str = "",
+        check_crcs: bool = True,
     ) -> None:
         bootstrap = parse_bootstrap(bootstrap_servers)
-        if auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ValueError(
-                f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
-                f"not {auto_offset_reset!r}."
-            )
-        limits = [
-            ("fetch_min_bytes", fetch_min_bytes, 0),
-            ("fetch_max_wait_ms", fetch_max_wait_ms, 0),
-            ("max_partition_fetch_bytes", max_partition_fetch_bytes, 1),
-            ("fetch_max_bytes", fetch_max_bytes, 1),
-            ("request_timeout_ms", request_timeout_ms, 1),
-            ("retry_backoff_ms", retry_backoff_ms, 0),
-        ]
-        for name, value, low in limits:
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{name} must be an integer of at least {low}, not {value!r}.")
+        self._config = config = ConsumerConfig(
+            auto_offset_reset=auto_offset_reset,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            fetch_max_bytes=fetch_max_bytes,
+            fetch_buffer_bytes_max=(
+                fetch_max_bytes if fetch_buffer_bytes_max is None else fetch_buffer_bytes_max
+            ),
+            max_poll_records=max_poll_records,
+            isolation_level=isolation_level,
+            request_timeout_ms=request_timeout_ms,
+            default_api_timeout_ms=default_api_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            client_id=client_id,
+            check_crcs=check_crcs,
+        )
         self.client_id = client_id
-        self._auto_offset_reset = auto_offset_reset
-        self._request_timeout_ms = request_timeout_ms
-        self._retry_backoff_ms = retry_backoff_ms
-        self._fetch_max_wait_ms = fetch_max_wait_ms
         self._pool = ConnectionPool(retry_backoff_ms=retry_backoff_ms)
         self._metadata = ClusterMetadata(
             bootstrap,
@@ -91,187 +110,364 @@ class Consumer:
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
         )
-        config = FetchConfig(
-            fetch_min_bytes=fetch_min_bytes,
-            fetch_max_wait_ms=fetch_max_wait_ms,
-            max_partition_fetch_bytes=max_partition_fetch_bytes,
-            fetch_max_bytes=fetch_max_bytes,
+        self._offsets = OffsetLookup(
+            self._metadata,
+            self._pool,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            isolation_level=config.isolation_level_id,
         )
-        self._fetcher = Fetcher(self._metadata, self._pool, config)
-        # Assigned partitions -> position (None: reset by policy before the next fetch).
-        self._positions: dict[TopicPartition, int | None] = {}
-        # Explicit resets asked for by seek_to_beginning / seek_to_end.
-        self._pending_resets: dict[TopicPartition, int] = {}
-        self._buffered: dict[TopicPartition, deque[ConsumerRecord]] = {}
+        self._subscription = SubscriptionState(config.fetch_buffer_bytes_max)
+        self._fetcher = Fetcher(self._subscription, self._metadata, self._pool, config)
         self._closed = False
+        # A consumer dropped without close() still stops its thread and connections.
+        self._shut_down = weakref.finalize(self, _shut_down, self._fetcher, self._pool)
+        self._fetcher.start()
+
+    # --- assignment and positions ---
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Replaces the assignment; partitions kept keep their positions."""
+        """Replaces the assignment (an empty one unassigns everything). Partitions kept keep
+        their positions, pause and buffered records; new ones start without a position."""
         self._check_open()
         wanted = list(dict.fromkeys(partitions))
         for tp in wanted:
             if not isinstance(tp, TopicPartition):
                 raise TypeError(f"assign takes TopicPartition values, not {type(tp).__name__}")
-        self._positions = {tp: self._positions.get(tp) for tp in wanted}
-        self._pending_resets = {
-            tp: ts for tp, ts in self._pending_resets.items() if tp in self._positions
-        }
-        self._buffered = {tp: b for tp, b in self._buffered.items() if tp in self._positions}
+        reset = _RESET_TIMESTAMPS.get(self._config.auto_offset_reset)
+        subscription = self._subscription
+        with subscription.lock:
+            old = subscription.partitions
+            for tp, state in old.items():
+                if tp not in wanted:
+                    subscription.invalidate(state)
+            subscription.partitions = {
+                tp: old.get(tp) or PartitionState(tp, reset_timestamp=reset) for tp in wanted
+            }
+            subscription.changed()
         self._metadata.add_topics({tp.topic for tp in wanted})
+        self._fetcher.wakeup()
+
+    def assignment(self) -> set[TopicPartition]:
+        with self._subscription.lock:
+            return set(self._subscription.partitions)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """The next poll returns records of `partition` from `offset` on; whatever was
+        buffered for it is dropped."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"offset must be an integer of at least 0, not {offset!r}.")
+        with self._subscription.lock:
+            self._move(self._assigned(partition), offset, None)
+        self._fetcher.wakeup()
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Moves to the log start offset (all assigned partitions when none are named),
+        looked up in the background; `position` waits for it."""
+        self._seek_to(partitions, EARLIEST_TIMESTAMP)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Moves to the high-water mark (all assigned partitions when none are named),
+        looked up in the background; `position` waits for it."""
+        self._seek_to(partitions, LATEST_TIMESTAMP)
+
+    def _seek_to(self, partitions: Iterable[TopicPartition] | None, timestamp: int) -> None:
+        chosen = list(partitions or ())
+        with self._subscription.lock:
+            states = [self._assigned(tp) for tp in chosen] or [
+                self._assigned(tp) for tp in self._subscription.partitions
+            ]
+            for state in states:
+                self._move(state, None, timestamp)
+        self._fetcher.wakeup()
+
+    def _move(self, state: PartitionState, position: int | None, reset: int | None) -> None:
+        """Sets a new position (None: look one up by `reset`); call with the lock held."""
+        subscription = self._subscription
+        subscription.invalidate(state)
+        state.position = position
+        state.fetch_offset = 0 if position is None else position
+        state.reset_timestamp = reset
+        subscription.changed()
+
+    def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record poll would hand out. Waits (up to
+        default_api_timeout_ms, then RequestTimedOutError) while it is being looked up."""
+        self._check_open()
+        subscription = self._subscription
+        deadline_ms = monotonic_ms() + self._config.default_api_timeout_ms
+        with subscription.lock:
+            while True:
+                self._check_fetcher()
+                state = self._assigned(partition)
+                if state.position is not None:
+                    return state.position
+                self._check_reset_possible(state)
+                if state.fetches:
+                    self._raise_queued_error(state)
+                left_ms = deadline_ms - monotonic_ms()
+                if left_ms <= 0:
+                    raise RequestTimedOutError(
+                        f"no position for {partition} within "
+                        f"{self._config.default_api_timeout_ms} ms (no leader reachable?)"
+                    )
+                subscription.lock.wait(left_ms / 1000)
+                self._check_open()
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stops fetching `partitions` and handing out their records; what was fetched for
+        them stays buffered for `resume`."""
+        with self._subscription.lock:
+            for state in [self._assigned(tp) for tp in partitions]:
+                state.paused = True
+        self._fetcher.wakeup()  # what it fetches, and what the buffer may hold, changed
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        with self._subscription.lock:
+            for state in [self._assigned(tp) for tp in partitions]:
+                state.paused = False
+            self._subscription.changed()
+        self._fetcher.wakeup()
+
+    def paused(self) -> set[TopicPartition]:
+        with self._subscription.lock:
+            return {tp for tp, s in self._subscription.partitions.items() if s.paused}
+
+    # --- records ---
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Up to `max_records` (default max_poll_records) records of the assigned, unpaused
+        partitions, taken from what is buffered: at once if any are, else as soon as some
+        arrive, else an empty list after `timeout_ms` (0: never blocks).
+
+        Raises NoOffsetForPartitionError (auto_offset_reset "none"), UnknownTopicOrPartitionError
+        for a deleted topic, CorruptMessageError for a batch that fails its CRC (until a seek
+        past it), and other non-retriable KafkaErrors. Records fetched before an error are
+        returned first; the error comes with the next poll.
+        """
+        self._check_open()
+        if not isinstance(timeout_ms, int) or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be an integer of at least 0, not {timeout_ms!r}.")
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be at least 1, not {max_records}.")
+        limit = self._config.max_poll_records if max_records is None else max_records
+        subscription = self._subscription
+        deadline_ms = monotonic_ms() + timeout_ms
+        while True:
+            version = subscription.version
+            records = self._collect(limit)
+            if records:
+                return records
+            with subscription.lock:
+                left_ms = deadline_ms - monotonic_ms()
+                if self._closed or left_ms <= 0 or not subscription.partitions:
+                    return records
+                if subscription.version == version:
+                    subscription.lock.wait(left_ms / 1000)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Records one by one, waiting for more, until the consumer is closed (from another
+        thread, or in the loop's body). Each record moves the position past it as it is
+        handed out, so leaving the loop early loses nothing. Raises what poll raises."""
+        while True:
+            found = self._wait_for_fetch()
+            if found is None:
+                return
+            state, fetch = found
+            generation = state.generation
+            while (record := fetch.next_record()) is not None:
+                state.position = fetch.position
+                yield record
+                if self._closed or state.generation != generation or state.paused:
+                    break
+            self._finish(state, fetch, generation)
+
+    def _collect(self, limit: int) -> list[ConsumerRecord]:
+        """Takes up to `limit` buffered records, visiting the partitions in turn."""
+        subscription = self._subscription
+        with subscription.lock:
+            self._check_fetcher()
+            ready = []
+            for state in subscription.partitions.values():
+                self._check_reset_possible(state)
+                if state.fetches and not state.paused:
+                    ready.append(state)
+        out: list[ConsumerRecord] = []
+        for state in ready:
+            if not self._take(state, out, limit):
+                break
+            if len(out) >= limit:
+                break
+        return out
+
+    def _take(self, state: PartitionState, out: list[ConsumerRecord], limit: int) -> bool:
+        """Moves `state`'s records into `out`; False when poll should return what it has
+        (an error waits, to be raised by the next poll)."""
+        subscription = self._subscription
+        took = False
+        while len(out) < limit and state.fetches:
+            fetch = state.fetches[0]
+            if fetch.error is not None:
+                if out:
+                    return False
+                with subscription.lock:
+                    self._raise_queued_error(state)
+                continue
+            before = len(out)
+            try:
+                fetch.take(out, limit - len(out))
+            except KafkaError:
+                if out:
+                    return False
+                raise
+            finally:
+                state.position = fetch.position
+            took = took or len(out) > before
+            if not fetch.exhausted:
+                break
+            with subscription.lock:
+                subscription.pop(state)
+            self._fetcher.wakeup()
+        if took:
+            with subscription.lock:
+                if subscription.partitions.get(state.tp) is state:
+                    subscription.rotate(state.tp)
+        return True
+
+    def _wait_for_fetch(self) -> tuple[PartitionState, CompletedFetch] | None:
+        """The first partition with a fetch to read, waiting for one; None once closed."""
+        subscription = self._subscription
+        with subscription.lock:
+            while not self._closed:
+                self._check_fetcher()
+                for state in list(subscription.partitions.values()):
+                    self._check_reset_possible(state)
+                    if not state.fetches or state.paused:
+                        continue
+                    if state.fetches[0].error is None:
+                        return state, state.fetches[0]
+                    self._raise_queued_error(state)
+                subscription.lock.wait(_ITERATION_WAIT_MS / 1000)
+        return None
+
+    def _finish(self, state: PartitionState, fetch: CompletedFetch, generation: int) -> None:
+        """After iterating over `fetch`: drops it once read to the end, if still current."""
+        subscription = self._subscription
+        with subscription.lock:
+            if not subscription.current(state, generation):
+                return
+            if fetch.exhausted and state.fetches and state.fetches[0] is fetch:
+                state.position = fetch.position
+                subscription.pop(state)
+                subscription.rotate(state.tp)
+        self._fetcher.wakeup()
+
+    def _raise_queued_error(self, state: PartitionState) -> None:
+        """Handles the error first in `state`'s queue: resets by policy after
+        OFFSET_OUT_OF_RANGE (and returns), raises otherwise. Call with the lock held."""
+        fetch = state.fetches[0]
+        error = fetch.error
+        assert error is not None
+        self._subscription.pop(state)
+        self._fetcher.wakeup()
+        policy = self._config.auto_offset_reset
+        if isinstance(error, OffsetOutOfRangeError):
+            if policy == "none":
+                raise NoOffsetForPartitionError(
+                    f"offset {fetch.fetch_offset} is out of range for {state.tp} and "
+                    f"auto_offset_reset is 'none': seek to a valid offset ({error})"
+                )
+            self._move(state, None, _RESET_TIMESTAMPS[policy])
+            return
+        raise error
+
+    def _check_reset_possible(self, state: PartitionState) -> None:
+        if state.position is None and state.reset_timestamp is None:
+            raise NoOffsetForPartitionError(
+                f"no position for {state.tp} and auto_offset_reset is 'none': seek first"
+            )
+
+    def _check_fetcher(self) -> None:
+        error = self._subscription.fatal_error
+        if error is not None:
+            raise KafkaError(f"the consumer's fetcher thread failed: {error!r}") from error
+
+    # --- offsets and metadata ---
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose record timestamp (ms) is at least
+        the one given, with that timestamp; None when no record is that recent. Partitions
+        need not be assigned. Waits up to default_api_timeout_ms."""
+        self._check_open()
+        for tp, timestamp in timestamps.items():
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"offsets_for_times takes TopicPartition keys, not {tp!r}")
+            if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+                raise ValueError(
+                    f"the timestamp for {tp} must be an integer of at least 0 (ms since the "
+                    f"epoch), not {timestamp!r}."
+                )
+        found = self._offsets.list_offsets(timestamps, self._config.default_api_timeout_ms)
+        return {tp: None if found[tp].offset < 0 else found[tp] for tp in timestamps}
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's log start offset (need not be assigned)."""
+        return self._offsets_at(partitions, EARLIEST_TIMESTAMP)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's high-water mark: the offset the next committed record gets."""
+        return self._offsets_at(partitions, LATEST_TIMESTAMP)
+
+    def _offsets_at(
+        self, partitions: Iterable[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        self._check_open()
+        wanted = dict.fromkeys(partitions, timestamp)
+        found = self._offsets.list_offsets(wanted, self._config.default_api_timeout_ms)
+        return {tp: found[tp].offset for tp in wanted}
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition numbers, from the cluster's metadata."""
         self._check_open()
-        return list(range(self._metadata.wait_for_topic(topic, self._request_timeout_ms)))
+        count = self._metadata.wait_for_topic(topic, self._config.default_api_timeout_ms)
+        return list(range(count))
 
-    def assignment(self) -> set[TopicPartition]:
-        return set(self._positions)
+    # --- lifecycle ---
 
-    def seek(self, partition: TopicPartition, offset: int) -> None:
-        """The next poll returns records of `partition` from `offset` on."""
-        self._check_assigned(partition)
-        if offset < 0:
-            raise ValueError(f"offset must be at least 0, not {offset}")
-        self._set_position(partition, offset)
-
-    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Moves to the log start offset, looked up lazily (at the next poll or position)."""
-        self._seek_to(partitions, EARLIEST_TIMESTAMP)
-
-    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        """Moves to the high-water mark, looked up lazily (at the next poll or position)."""
-        self._seek_to(partitions, LATEST_TIMESTAMP)
-
-    def _seek_to(self, partitions: Iterable[TopicPartition] | None, timestamp: int) -> None:
-        chosen = list(self._positions) if partitions is None else list(partitions)
-        for tp in chosen:
-            self._check_assigned(tp)
-            self._set_position(tp, None)
-            self._pending_resets[tp] = timestamp
-
-    def position(self, partition: TopicPartition) -> int:
-        """The offset of the next record poll would hand out (resetting first if needed)."""
-        self._check_assigned(partition)
-        self._update_positions([partition])
-        position = self._positions[partition]
-        assert position is not None
-        return position
-
-    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Records from the assigned partitions, at most `max_records` (all fetched if None).
-
-        Returns as soon as some records are there, or an empty list after `timeout_ms`.
-        Raises NoOffsetForPartitionError (auto_offset_reset "none") and non-retriable errors.
-        """
+    def _assigned(self, tp: TopicPartition) -> PartitionState:
         self._check_open()
-        if max_records is not None and max_records < 1:
-            raise ValueError(f"max_records must be at least 1, not {max_records}")
-        deadline_ms = monotonic_ms() + timeout_ms
-        while True:
-            records = self._take_buffered(max_records)
-            remaining_ms = deadline_ms - monotonic_ms()
-            if records or remaining_ms <= 0 or not self._positions:
-                return records
-            self._update_positions(list(self._positions))
-            self._metadata.maybe_refresh(monotonic_ms())
-            wanted = {tp: p for tp, p in self._positions.items() if p is not None}
-            results = self._fetcher.fetch(wanted, min(self._fetch_max_wait_ms, remaining_ms))
-            self._apply(results)
-            if not results or any(isinstance(r, KafkaError) for r in results.values()):
-                # No leader known, or an error to retry: back off before asking again.
-                time.sleep(min(self._retry_backoff_ms, max(remaining_ms, 0)) / 1000)
-
-    def _apply(self, results: dict[TopicPartition, PartitionData | KafkaError]) -> None:
-        for tp, result in results.items():
-            if self._positions.get(tp) is None or tp in self._buffered:
-                continue  # sought elsewhere or unassigned meanwhile: stale answer
-            if isinstance(result, PartitionData):
-                if result.fetch_offset != self._positions[tp]:
-                    continue
-                if result.records:
-                    self._buffered[tp] = deque(result.records)
-                else:
-                    self._positions[tp] = result.next_offset
-            elif isinstance(result, OffsetOutOfRangeError):
-                if self._auto_offset_reset == "none":
-                    raise NoOffsetForPartitionError(
-                        f"offset {self._positions[tp]} is out of range for {tp} and "
-                        f"auto_offset_reset is 'none': seek to a valid offset ({result})"
-                    )
-                self._set_position(tp, None)
-            elif not result.retriable:
-                raise result
-
-    def _take_buffered(self, max_records: int | None) -> list[ConsumerRecord]:
-        records: list[ConsumerRecord] = []
-        for tp in list(self._buffered):
-            buffered = self._buffered[tp]
-            while buffered and (max_records is None or len(records) < max_records):
-                record = buffered.popleft()
-                position = self._positions[tp]
-                assert position is not None and record.offset >= position, "positions only grow"
-                records.append(record)
-                self._positions[tp] = record.offset + 1
-            if not buffered:
-                del self._buffered[tp]
-        return records
-
-    def _update_positions(self, partitions: list[TopicPartition]) -> None:
-        """Looks up the offsets of partitions without a position (ListOffsets)."""
-        timestamps: dict[TopicPartition, int] = {}
-        for tp in partitions:
-            if self._positions[tp] is not None:
-                continue
-            reset = self._pending_resets.get(tp)
-            if reset is None and self._auto_offset_reset == "none":
-                raise NoOffsetForPartitionError(
-                    f"no position for {tp} and auto_offset_reset is 'none': seek first"
-                )
-            timestamps[tp] = (
-                reset if reset is not None else _RESET_TIMESTAMPS[self._auto_offset_reset]
-            )
-        if timestamps:
-            offsets = self._fetcher.list_offsets(timestamps, self._request_timeout_ms)
-            for tp, offset in offsets.items():
-                self._pending_resets.pop(tp, None)
-                self._positions[tp] = offset
-
-    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's log start offset."""
-        self._check_open()
-        wanted = dict.fromkeys(partitions, EARLIEST_TIMESTAMP)
-        return self._fetcher.list_offsets(wanted, self._request_timeout_ms)
-
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's high-water mark: the offset the next committed record gets."""
-        self._check_open()
-        wanted = dict.fromkeys(partitions, LATEST_TIMESTAMP)
-        return self._fetcher.list_offsets(wanted, self._request_timeout_ms)
-
-    def _set_position(self, tp: TopicPartition, offset: int | None) -> None:
-        self._positions[tp] = offset
-        self._pending_resets.pop(tp, None)
-        self._buffered.pop(tp, None)
-
-    def _check_assigned(self, tp: TopicPartition) -> None:
-        self._check_open()
-        if tp not in self._positions:
+        state = self._subscription.partitions.get(tp)
+        if state is None:
             raise ValueError(f"{tp} is not assigned to this consumer")
+        return state
 
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the consumer is closed")
 
     def close(self) -> None:
-        """Closes the connections; idempotent."""
-        if not self._closed:
+        """Stops the fetcher thread and closes the connections; idempotent, and the one
+        method another thread may call (a blocked poll or iteration then returns)."""
+        subscription = self._subscription
+        with subscription.lock:
+            if self._closed:
+                return
             self._closed = True
-            self._pool.close()
+            subscription.changed()
+        self._shut_down()
+        self._fetcher.join(_CLOSE_JOIN_MS_MAX)
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _shut_down(fetcher: Fetcher, pool: ConnectionPool) -> None:
+    """Stops the fetcher thread, then closes the connections, which cancels the request it may
+    be waiting on (so it stops within milliseconds)."""
+    fetcher.stop()
+    pool.close()

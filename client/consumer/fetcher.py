@@ -1,257 +1,448 @@
-"""The consumer's requests: Fetch (one per leader broker, sent in parallel) and ListOffsets.
+"""The consumer's background thread: fetches ahead of `poll` and looks up missing positions.
 
-`fetch` returns, per partition, either decoded records at or after the requested offset or the
-KafkaError the broker answered; the consumer decides what an error means for its positions.
-Metadata errors (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) also ask for a metadata
-refresh here, so the next round goes to the new leader.
+One thread per consumer. Each round it
+
+1. applies the answers that arrived (gRPC callbacks only queue them and wake the thread);
+2. refreshes metadata if an error asked for it (ClusterMetadata backs off);
+3. reports partitions whose topic the metadata now says is deleted;
+4. sends ListOffsets for partitions waiting for a reset (auto_offset_reset, seek_to_*);
+5. sends a Fetch to each leader broker that has none in flight, for the partitions that have
+   a position, are neither paused, nor already being fetched, nor backing off, nor holding an
+   error for the user, sized to what the buffer has room for.
+
+So there is at most one Fetch in flight per broker, and a partition is in at most one; a
+partition sought while its Fetch waits on the broker is fetched again once that Fetch answers
+(within fetch_max_wait_ms), as in Kafka's consumer.
+Answers become `CompletedFetch`es in their partition's queue, still raw bytes; the consumer's
+thread decodes them. Errors, as Kafka's consumer treats them:
+
+- NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, other stale-metadata
+  codes and unreachable brokers: refresh metadata, retry after retry_backoff_ms; never raised.
+- UNKNOWN_TOPIC_OR_PARTITION: the same; once the metadata confirms that a topic it knew is
+  gone (deleted, or the partition no longer exists), an UnknownTopicOrPartitionError naming
+  it is queued for poll to raise, once per deletion. A topic that never existed is waited for
+  quietly, as Kafka's consumer does for an assignment.
+- OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE and every non-retriable error: queued after the data
+  fetched before it, for poll to handle (reset by policy) or raise.
+- Other retriable errors: retried after retry_backoff_ms.
+
+`close` returns once the thread has stopped or `join_ms` passed; in-flight requests are left
+to the connection pool, whose closing cancels them.
 """
 
 from __future__ import annotations
 
 import functools
 import queue
-import time
+import threading
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
+from pykraft.client.consumer.config import ConsumerConfig
+from pykraft.client.consumer.fetch_buffer import CompletedFetch
+from pykraft.client.consumer.offsets import (
+    CONSUMER_REPLICA_ID,
+    list_offsets_request,
+    list_offsets_results,
+    wants_metadata,
+)
+from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
 from pykraft.client.errors import (
-    InvalidMetadataError,
+    CorruptMessageError,
     KafkaConnectionError,
     KafkaError,
-    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
     error_for,
 )
-from pykraft.client.types import ConsumerRecord, TopicPartition
+from pykraft.client.types import OffsetAndTimestamp, TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
-from pykraft.proto.record_batch import BatchError, decode_batch, iter_batches
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-CONSUMER_REPLICA_ID = -1
+# With nothing to retry the thread sleeps until woken, but never longer than this.
+_IDLE_WAIT_MS_MAX: Final = 1000
 
 
-@dataclass(frozen=True)
-class FetchConfig:
-    fetch_min_bytes: int
-    fetch_max_wait_ms: int
-    max_partition_fetch_bytes: int
-    fetch_max_bytes: int
-    request_timeout_ms: int
-    retry_backoff_ms: int
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """A partition in a request: its state, the generation it was sent under, and what was
+    asked: the fetch offset (Fetch) or the timestamp to look up (ListOffsets)."""
+
+    state: PartitionState
+    generation: int
+    at: int
 
 
-@dataclass(frozen=True)
-class PartitionData:
-    """A partition's part of a fetch answer: records from `fetch_offset` on, and the offset
-    after the last batch seen (past control batches and records below the fetch offset)."""
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A Fetch to send: its partitions, its max_bytes and the buffer bytes it reserved."""
 
-    fetch_offset: int
-    records: list[ConsumerRecord]
-    next_offset: int
+    partitions: dict[TopicPartition, _Sent]
+    max_bytes: int
+    reserved_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchDone:
+    address: str
+    planned: _Planned
+    result: broker_pb2.FetchResponse | KafkaError
+
+
+@dataclass(frozen=True, slots=True)
+class _ResetDone:
+    partitions: dict[TopicPartition, _Sent]
+    result: broker_pb2.ListOffsetsResponse | KafkaError
 
 
 class Fetcher:
+    """Owns the fetcher thread; `start` once, `close` once."""
+
     def __init__(
-        self, metadata: ClusterMetadata, pool: ConnectionPool, config: FetchConfig
+        self,
+        subscription: SubscriptionState,
+        metadata: ClusterMetadata,
+        pool: ConnectionPool,
+        config: ConsumerConfig,
     ) -> None:
+        self._subscription = subscription
         self._metadata = metadata
         self._pool = pool
         self._config = config
+        self._wakeup = threading.Event()
+        self._completions: queue.SimpleQueue[_FetchDone | _ResetDone] = queue.SimpleQueue()
+        self._fetching_addresses: set[str] = set()
+        # A partition whose answer did not fit the buffer, and its size: nothing is fetched
+        # until that much is free, then it goes first (so it cannot be starved).
+        self._starved: tuple[PartitionState, int] | None = None
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name="pykraft-consumer", daemon=True)
 
-    def fetch(
-        self, positions: Mapping[TopicPartition, int], max_wait_ms: int
-    ) -> dict[TopicPartition, PartitionData | KafkaError]:
-        """One Fetch per leader broker for the partitions whose leader is known."""
-        by_address: dict[str, dict[TopicPartition, broker_pb2.FetchPartition]] = defaultdict(dict)
-        for tp, offset in positions.items():
+    def start(self) -> None:
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        """Something changed (assignment, position, pause, room in the buffer): look again."""
+        self._wakeup.set()
+
+    def stop(self) -> None:
+        """Asks the thread to stop at its next step; `join` waits for it."""
+        self._running = False
+        self._wakeup.set()
+
+    def join(self, timeout_ms: int) -> bool:
+        """Waits up to `timeout_ms` for the thread to end; whether it did."""
+        self._thread.join(timeout_ms / 1000)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            while self._running:
+                self._wakeup.clear()
+                delay_ms = self._run_once(monotonic_ms())
+                if self._running:
+                    self._wakeup.wait(delay_ms / 1000)
+        except BaseException as e:  # closing races (a closed pool) end it quietly
+            if self._running:
+                subscription = self._subscription
+                with subscription.lock:
+                    subscription.fatal_error = e
+                    subscription.changed()
+                raise
+
+    def _run_once(self, now_ms: int) -> int:
+        """One round; returns how long (ms) nothing needs doing unless woken."""
+        while not self._completions.empty():
+            completion = self._completions.get()
+            if isinstance(completion, _FetchDone):
+                self._on_fetch(completion, now_ms)
+            else:
+                self._on_reset(completion, now_ms)
+        self._metadata.maybe_refresh(now_ms)
+        with self._subscription.lock:
+            self._check_deleted_topics()
+            resets = self._plan_resets(now_ms)
+            fetches = self._plan_fetches(now_ms)
+        for address, sent in resets.items():
+            self._send_reset(address, sent)
+        for address, planned in fetches.items():
+            self._send_fetch(address, planned)
+        return max(1, self._retry_delay_ms(now_ms))
+
+    # --- planning (lock held) ---
+
+    def _plan_resets(self, now_ms: int) -> dict[str, dict[TopicPartition, _Sent]]:
+        by_address: dict[str, dict[TopicPartition, _Sent]] = defaultdict(dict)
+        for tp, state in self._subscription.partitions.items():
+            if (
+                state.position is not None
+                or state.reset_timestamp is None
+                or state.reset_in_flight
+                or state.blocked_by_error
+                or now_ms < state.retry_at_ms
+            ):
+                continue
             leader = self._metadata.leader(tp)
             if leader is None:
                 self._metadata.request_update()
                 continue
-            by_address[leader.address][tp] = broker_pb2.FetchPartition(
-                partition=tp.partition,
-                current_leader_epoch=leader.leader_epoch,
-                fetch_offset=offset,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=self._config.max_partition_fetch_bytes,
-            )
-        answers: queue.SimpleQueue[tuple[str, broker_pb2.FetchResponse | KafkaError]]
-        answers = queue.SimpleQueue()
-        for address, partitions in by_address.items():
-            self._pool.get(address).call_async(
-                "Fetch",
-                self._fetch_request(partitions, max_wait_ms),
-                broker_pb2.FetchResponse,
-                max_wait_ms + self._config.request_timeout_ms,
-                functools.partial(_put_answer, answers, address),
-            )
-        results: dict[TopicPartition, PartitionData | KafkaError] = {}
-        for _ in by_address:
-            address, answer = answers.get()
-            if isinstance(answer, KafkaError):
-                self._metadata.request_update()
-                results.update(dict.fromkeys(by_address[address], answer))
-            else:
-                results.update(self._parse(answer, positions))
-        return results
+            state.reset_in_flight = True
+            by_address[leader.address][tp] = _Sent(state, state.generation, state.reset_timestamp)
+        return by_address
 
-    def _fetch_request(
-        self, partitions: Mapping[TopicPartition, broker_pb2.FetchPartition], max_wait_ms: int
-    ) -> broker_pb2.FetchRequest:
+    def _fetchable(self, state: PartitionState, now_ms: int) -> bool:
+        return not (
+            state.position is None
+            or state.paused
+            or state.fetch_in_flight
+            or state.blocked_by_error
+            or now_ms < state.retry_at_ms
+        )
+
+    def _plan_fetches(self, now_ms: int) -> dict[str, _Planned]:
+        """The Fetch for each leader, each reserving the bytes its answer may bring."""
+        subscription = self._subscription
+        states = list(subscription.partitions.values())
+        need_bytes = 1
+        if self._starved is not None:
+            starved, need_bytes = self._starved
+            if subscription.partitions.get(starved.tp) is not starved or starved.paused:
+                self._starved, need_bytes = None, 1
+            else:
+                states.remove(starved)
+                states.insert(0, starved)
+        need_bytes = min(need_bytes, subscription.buffer_bytes_max)
+        if subscription.free_bytes() < need_bytes:
+            if any(self._fetchable(state, now_ms) for state in states):
+                self._drop_paused(need_bytes)
+            if subscription.free_bytes() < need_bytes:
+                return {}
+        by_address: dict[str, dict[TopicPartition, _Sent]] = defaultdict(dict)
+        for state in states:
+            if not self._fetchable(state, now_ms):
+                continue
+            leader = self._metadata.leader(state.tp)
+            if leader is None:
+                self._metadata.request_update()
+                continue
+            if leader.address in self._fetching_addresses:
+                continue
+            asked = _Sent(state, state.generation, state.fetch_offset)
+            by_address[leader.address][state.tp] = asked
+        planned: dict[str, _Planned] = {}
+        for address, sent in by_address.items():
+            free_bytes = subscription.free_bytes()
+            if free_bytes <= 0:
+                break
+            # What the answer can bring: each partition its share, the request fetch_max_bytes
+            # (the first batch excepted, which `fits` deals with).
+            partitions_bytes = len(sent) * self._config.max_partition_fetch_bytes
+            max_bytes = min(self._config.fetch_max_bytes, partitions_bytes, free_bytes)
+            reserved_bytes = max_bytes
+            if self._starved is not None and self._starved[0].tp in sent:
+                reserved_bytes = max(max_bytes, min(need_bytes, free_bytes))
+                self._starved = None
+            for s in sent.values():
+                s.state.fetch_in_flight = True
+            self._fetching_addresses.add(address)
+            subscription.reserved_bytes += reserved_bytes
+            planned[address] = _Planned(sent, max_bytes, reserved_bytes)
+        return planned
+
+    def _drop_paused(self, need_bytes: int) -> None:
+        """Frees room held by paused partitions for the partitions being read: their data
+        is fetched again after `resume` (their positions do not move)."""
+        subscription = self._subscription
+        for state in subscription.partitions.values():
+            if subscription.free_bytes() >= need_bytes:
+                return
+            if state.paused and state.fetches and not state.blocked_by_error:
+                assert state.position is not None, "only a partition with a position fetches"
+                subscription.invalidate(state)
+                state.fetch_offset = state.position
+
+    def _check_deleted_topics(self) -> None:
+        """Queues UnknownTopicOrPartitionError for partitions whose topic the metadata knew
+        and now says is gone; call with the lock held."""
+        for tp, state in self._subscription.partitions.items():
+            if self._metadata.leader(tp) is not None:
+                state.topic_seen, state.gone_reported = True, False
+                continue
+            if not state.topic_seen or state.gone_reported or state.blocked_by_error:
+                continue
+            gone = self._gone_reason(tp)
+            if gone is not None:
+                state.gone_reported = True
+                error = UnknownTopicOrPartitionError(gone)
+                self._subscription.append(state, CompletedFetch.failed(tp, -1, error))
+
+    def _gone_reason(self, tp: TopicPartition) -> str | None:
+        """Why the metadata says `tp` no longer exists, or None if it does not say so."""
+        if isinstance(self._metadata.topic_error(tp.topic), UnknownTopicOrPartitionError):
+            return f"topic {tp.topic!r} no longer exists (it was deleted?): unassign {tp}"
+        count = self._metadata.partition_count(tp.topic)
+        if count is not None and tp.partition >= count:
+            return f"topic {tp.topic!r} has {count} partitions now, no {tp}: unassign it"
+        return None
+
+    def _retry_delay_ms(self, now_ms: int) -> int:
+        """Until the next partition's backoff ends, or retry_backoff_ms while one waits for
+        a leader; _IDLE_WAIT_MS_MAX when nothing waits."""
+        delay_ms = _IDLE_WAIT_MS_MAX
+        with self._subscription.lock:
+            for state in self._subscription.partitions.values():
+                if state.fetch_in_flight or state.reset_in_flight or state.paused:
+                    continue
+                if state.retry_at_ms > now_ms:
+                    delay_ms = min(delay_ms, state.retry_at_ms - now_ms)
+                elif self._metadata.leader(state.tp) is None:
+                    delay_ms = min(delay_ms, self._config.retry_backoff_ms)
+        return delay_ms
+
+    # --- sending ---
+
+    def _send_fetch(self, address: str, planned: _Planned) -> None:
+        max_bytes = planned.max_bytes
         topics: dict[str, list[broker_pb2.FetchPartition]] = defaultdict(list)
-        for tp, partition in partitions.items():
-            topics[tp.topic].append(partition)
-        return broker_pb2.FetchRequest(
+        for tp, s in planned.partitions.items():
+            leader = self._metadata.leader(tp)
+            topics[tp.topic].append(
+                broker_pb2.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=-1 if leader is None else leader.leader_epoch,
+                    fetch_offset=s.at,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=min(self._config.max_partition_fetch_bytes, max_bytes),
+                )
+            )
+        request = broker_pb2.FetchRequest(
             replica_id=CONSUMER_REPLICA_ID,
             replica_epoch=-1,
-            max_wait_ms=max_wait_ms,
+            max_wait_ms=self._config.fetch_max_wait_ms,
             min_bytes=self._config.fetch_min_bytes,
-            max_bytes=self._config.fetch_max_bytes,
-            isolation_level=0,
+            max_bytes=max_bytes,
+            isolation_level=self._config.isolation_level_id,
             topics=[broker_pb2.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
         )
-
-    def _parse(
-        self, response: broker_pb2.FetchResponse, positions: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, PartitionData | KafkaError]:
-        results: dict[TopicPartition, PartitionData | KafkaError] = {}
-        for topic in response.topics:
-            for answer in topic.partitions:
-                tp = TopicPartition(topic.topic, answer.partition)
-                if tp not in positions:
-                    continue
-                if answer.error_code != common_pb2.NONE:
-                    error = error_for(answer.error_code, answer.error_message or f"fetching {tp}")
-                    if isinstance(error, InvalidMetadataError):
-                        self._metadata.request_update()
-                    results[tp] = error
-                    continue
-                try:
-                    results[tp] = decode_records(tp, answer.records, positions[tp])
-                except BatchError as e:
-                    results[tp] = error_for(e.error_code, f"{tp}: {e}")
-        return results
-
-    def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
-    ) -> dict[TopicPartition, int]:
-        """Each partition's offset for its timestamp (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or
-        a time), retrying metadata and connection errors until `timeout_ms` runs out."""
-        self._metadata.add_topics({tp.topic for tp in timestamps})
-        deadline_ms = monotonic_ms() + timeout_ms
-        offsets: dict[TopicPartition, int] = {}
-        last_error: KafkaError | None = None
-        while True:
-            missing = {tp: ts for tp, ts in timestamps.items() if tp not in offsets}
-            if not missing:
-                return offsets
-            for tp, result in self._list_offsets_once(missing).items():
-                if isinstance(result, int):
-                    offsets[tp] = result
-                elif not result.retriable:
-                    raise result
-                else:
-                    last_error = result
-            if len(offsets) == len(timestamps):
-                return offsets
-            if monotonic_ms() >= deadline_ms:
-                raise RequestTimedOutError(
-                    f"no offsets for {sorted(str(tp) for tp in missing)} within {timeout_ms} ms"
-                    f" (last error: {last_error})"
-                )
-            time.sleep(self._config.retry_backoff_ms / 1000)
-            self._metadata.maybe_refresh(monotonic_ms())
-
-    def _list_offsets_once(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, int | KafkaError]:
-        by_address: dict[str, dict[TopicPartition, int]] = defaultdict(dict)
-        results: dict[TopicPartition, int | KafkaError] = {}
-        for tp, timestamp in timestamps.items():
-            leader = self._metadata.leader(tp)
-            if leader is None:
-                self._metadata.request_update()
-                results[tp] = KafkaConnectionError(f"no known leader for {tp}")
-            else:
-                by_address[leader.address][tp] = timestamp
-        for address, wanted in by_address.items():
-            try:
-                response = self._pool.get(address).call(
-                    "ListOffsets",
-                    _list_offsets_request(wanted),
-                    broker_pb2.ListOffsetsResponse,
-                    self._config.request_timeout_ms,
-                )
-            except KafkaError as e:
-                self._metadata.request_update()
-                results.update(dict.fromkeys(wanted, e))
-                continue
-            for topic in response.topics:
-                for p in topic.partitions:
-                    tp = TopicPartition(topic.topic, p.partition)
-                    if p.error_code == common_pb2.NONE:
-                        results[tp] = p.offset
-                        continue
-                    results[tp] = error_for(p.error_code, p.error_message or f"offsets of {tp}")
-                    if isinstance(results[tp], InvalidMetadataError):
-                        self._metadata.request_update()
-        return results
-
-
-def _put_answer(
-    answers: queue.SimpleQueue[tuple[str, broker_pb2.FetchResponse | KafkaError]],
-    address: str,
-    answer: broker_pb2.FetchResponse | KafkaError,
-) -> None:
-    answers.put((address, answer))
-
-
-def _list_offsets_request(
-    timestamps: Mapping[TopicPartition, int],
-) -> broker_pb2.ListOffsetsRequest:
-    topics: dict[str, list[broker_pb2.ListOffsetsPartition]] = defaultdict(list)
-    for tp, timestamp in timestamps.items():
-        topics[tp.topic].append(
-            broker_pb2.ListOffsetsPartition(
-                partition=tp.partition, current_leader_epoch=-1, timestamp=timestamp
-            )
+        self._pool.get(address).call_async(
+            "Fetch",
+            request,
+            broker_pb2.FetchResponse,
+            self._config.fetch_max_wait_ms + self._config.request_timeout_ms,
+            functools.partial(self._fetch_done, address, planned),
         )
-    return broker_pb2.ListOffsetsRequest(
-        replica_id=CONSUMER_REPLICA_ID,
-        isolation_level=0,
-        topics=[broker_pb2.ListOffsetsTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-    )
 
+    def _fetch_done(
+        self, address: str, planned: _Planned, result: broker_pb2.FetchResponse | KafkaError
+    ) -> None:
+        self._completions.put(_FetchDone(address, planned, result))
+        self._wakeup.set()
 
-def decode_records(tp: TopicPartition, data: bytes, fetch_offset: int) -> PartitionData:
-    """The records at or after `fetch_offset` in whole batches of `data` (a torn last batch is
-    ignored); control batches are skipped but still move `next_offset` past them."""
-    records: list[ConsumerRecord] = []
-    next_offset = fetch_offset
-    for position, header in iter_batches(data):
-        if header.next_offset <= fetch_offset:
-            continue
-        next_offset = max(next_offset, header.next_offset)
-        if header.is_control:
-            continue
-        timestamp_type = header.timestamp_type
-        for r in decode_batch(data, position):
-            if r.offset >= fetch_offset:
-                records.append(
-                    ConsumerRecord(
-                        tp.topic,
-                        tp.partition,
-                        r.offset,
-                        r.timestamp,
-                        timestamp_type,
-                        r.key,
-                        r.value,
-                        tuple((h.key, h.value) for h in r.headers),
+    def _send_reset(self, address: str, sent: dict[TopicPartition, _Sent]) -> None:
+        wanted: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, s in sent.items():
+            leader = self._metadata.leader(tp)
+            wanted[tp] = (s.at, -1 if leader is None else leader.leader_epoch)
+
+        def done(result: broker_pb2.ListOffsetsResponse | KafkaError) -> None:
+            self._completions.put(_ResetDone(sent, result))
+            self._wakeup.set()
+
+        self._pool.get(address).call_async(
+            "ListOffsets",
+            list_offsets_request(wanted, self._config.isolation_level_id),
+            broker_pb2.ListOffsetsResponse,
+            self._config.request_timeout_ms,
+            done,
+        )
+
+    # --- answers ---
+
+    def _on_fetch(self, done: _FetchDone, now_ms: int) -> None:
+        subscription = self._subscription
+        answers: dict[TopicPartition, broker_pb2.FetchPartitionResult] = {}
+        if not isinstance(done.result, KafkaError):
+            for topic in done.result.topics:
+                for p in topic.partitions:
+                    answers[TopicPartition(topic.topic, p.partition)] = p
+        with subscription.lock:
+            self._fetching_addresses.discard(done.address)
+            subscription.reserved_bytes -= done.planned.reserved_bytes
+            for tp, sent in done.planned.partitions.items():
+                sent.state.fetch_in_flight = False
+                if not subscription.current(sent.state, sent.generation):
+                    continue  # sought, reset or unassigned meanwhile: a stale answer
+                if sent.state.fetch_offset != sent.at:
+                    continue
+                answer = answers.get(tp)
+                if isinstance(done.result, KafkaError) or answer is None:
+                    error = (
+                        done.result
+                        if isinstance(done.result, KafkaError)
+                        else KafkaConnectionError(f"{done.address} did not answer for {tp}")
                     )
+                    self._retry(sent.state, error, now_ms)
+                elif answer.error_code != common_pb2.NONE:
+                    message = answer.error_message or f"fetching {tp} at offset {sent.at}"
+                    self._on_error(sent.state, error_for(answer.error_code, message), now_ms)
+                else:
+                    self._on_records(sent.state, answer.records, now_ms)
+
+    def _on_records(self, state: PartitionState, data: bytes, now_ms: int) -> None:
+        subscription = self._subscription
+        try:
+            fetch = CompletedFetch.of_records(
+                state.tp, state.fetch_offset, data, check_crcs=self._config.check_crcs
+            )
+        except KafkaError as e:
+            subscription.append(state, CompletedFetch.failed(state.tp, state.fetch_offset, e))
+            return
+        if fetch is None:
+            if data:  # bytes, yet no whole batch: do not spin on it
+                state.retry_at_ms = now_ms + self._config.retry_backoff_ms
+            return
+        if not subscription.fits(fetch.size_bytes):
+            if self._starved is None or self._starved[1] < fetch.size_bytes:
+                self._starved = (state, fetch.size_bytes)
+            return  # dropped: fetched again, first, once there is room
+        state.fetch_offset = fetch.next_offset
+        subscription.append(state, fetch)
+
+    def _on_error(self, state: PartitionState, error: KafkaError, now_ms: int) -> None:
+        if isinstance(error, CorruptMessageError) or not error.retriable:
+            self._subscription.append(
+                state, CompletedFetch.failed(state.tp, state.fetch_offset, error)
+            )
+        else:
+            self._retry(state, error, now_ms)
+
+    def _retry(self, state: PartitionState, error: KafkaError, now_ms: int) -> None:
+        if wants_metadata(error):
+            self._metadata.request_update()
+        state.retry_at_ms = now_ms + self._config.retry_backoff_ms
+
+    def _on_reset(self, done: _ResetDone, now_ms: int) -> None:
+        subscription = self._subscription
+        results = {} if isinstance(done.result, KafkaError) else list_offsets_results(done.result)
+        with subscription.lock:
+            for tp, sent in done.partitions.items():
+                state = sent.state
+                state.reset_in_flight = False
+                if not subscription.current(state, sent.generation) or state.position is not None:
+                    continue
+                result = (
+                    done.result
+                    if isinstance(done.result, KafkaError)
+                    else results.get(tp, KafkaConnectionError(f"no offset answer for {tp}"))
                 )
-    return PartitionData(fetch_offset, records, next_offset)
+                if isinstance(result, OffsetAndTimestamp):
+                    state.position = state.fetch_offset = result.offset
+                    state.reset_timestamp = None
+                    subscription.changed()
+                elif result.retriable:
+                    self._retry(state, result, now_ms)
+                else:
+                    subscription.append(state, CompletedFetch.failed(tp, -1, result))

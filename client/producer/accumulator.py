@@ -12,13 +12,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.errors import MessageTooLargeError, RequestTimedOutError
-from pykraft.client.types import RecordMetadata, TopicPartition
-from pykraft.proto.record_batch import BatchBuilder, Compression
+from pykraft.client.producer.future import BatchResult, FutureRecordMetadata
+from pykraft.client.types import TopicPartition
+from pykraft.proto.record_batch import NO_PRODUCER_ID, BatchBuilder, Compression
 
 # A record's bytes in the batch beyond key, value and headers (length, attributes, deltas).
 RECORD_OVERHEAD_BYTES = 21
@@ -38,7 +38,7 @@ def record_size_bytes(key: bytes | None, value: bytes | None, headers: Headers) 
 
 @dataclass(eq=False)
 class ProducerBatch:
-    """One batch under construction or in flight, with a future per record."""
+    """One batch under construction or in flight; its records' futures share `result`."""
 
     tp: TopicPartition
     builder: BatchBuilder
@@ -46,24 +46,31 @@ class ProducerBatch:
     reserved_bytes: int = 0
     attempts: int = 0
     retry_at_ms: int = 0
-    futures: list[Future[RecordMetadata]] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    done: bool = False
+    result: BatchResult = field(default_factory=BatchResult)
+    # The batch's bytes, built once at its first send and sent unchanged by every retry (an
+    # idempotent producer's retry must carry the same sequence), and the producer id in them.
+    records: bytes | None = None
+    producer_id: int = NO_PRODUCER_ID
+
+    @property
+    def done(self) -> bool:
+        return self.result.is_done()
+
+    def seal(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+        """Builds the bytes to send, stamped with the idempotent producer's identity
+        (NO_PRODUCER_ID when not idempotent)."""
+        if producer_id != NO_PRODUCER_ID:
+            self.builder.set_producer(producer_id, producer_epoch, base_sequence)
+        self.producer_id = producer_id
+        self.records = self.builder.build()
+        return self.records
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         """Resolves every record's future; offsets are consecutive from `base_offset`."""
-        assert not self.done, "a batch completes once"
-        self.done = True
-        for i, (future, timestamp) in enumerate(zip(self.futures, self.timestamps, strict=True)):
-            offset = base_offset + i if base_offset >= 0 else -1
-            ts = log_append_time_ms if log_append_time_ms >= 0 else timestamp
-            future.set_result(RecordMetadata(self.tp.topic, self.tp.partition, offset, ts))
+        self.result.set(base_offset, log_append_time_ms, None)
 
     def fail(self, error: BaseException) -> None:
-        assert not self.done, "a batch completes once"
-        self.done = True
-        for future in self.futures:
-            future.set_exception(error)
+        self.result.set(-1, -1, error)
 
 
 class RecordAccumulator:
@@ -77,8 +84,10 @@ class RecordAccumulator:
         buffer_memory: int,
         compression: Compression,
         wakeup: threading.Event,
+        max_request_size: int = 1048576,
     ) -> None:
-        assert batch_size > 0 and linger_ms >= 0 and buffer_memory > 0
+        assert batch_size > 0 and linger_ms >= 0 and buffer_memory > 0 and max_request_size > 0
+        self._max_request_size = max_request_size
         self._batch_size = batch_size
         self._linger_ms = linger_ms
         self._buffer_memory = buffer_memory
@@ -103,31 +112,24 @@ class RecordAccumulator:
         *,
         max_block_ms: int,
         abort_on_new_batch: bool = False,
-    ) -> Future[RecordMetadata] | None:
+    ) -> FutureRecordMetadata | None:
         """Adds one record and returns its future; None (nothing added) when
         `abort_on_new_batch` is set and the record would open a new batch, so the caller may
         choose another partition first. Blocks up to `max_block_ms` for buffer space, then
         raises BufferExhaustedError."""
         size = record_size_bytes(key, value, headers)
-        if size > self._buffer_memory:
+        if size > self._max_request_size or size > self._buffer_memory:
             raise MessageTooLargeError(
-                f"a record of about {size} bytes can never fit in buffer_memory "
-                f"({self._buffer_memory} bytes)"
+                f"a record of about {size} bytes is larger than max_request_size "
+                f"({self._max_request_size}) or buffer_memory ({self._buffer_memory}): "
+                "raise them, or send smaller records"
             )
-        deadline = time.monotonic() + max_block_ms / 1000
         with self._lock:
-            while self._used_bytes + size > self._buffer_memory and not self._closing:
-                remaining_s = deadline - time.monotonic()
-                if remaining_s <= 0:
-                    raise BufferExhaustedError(
-                        f"waited {max_block_ms} ms for {size} bytes of buffer_memory "
-                        f"({self._buffer_memory} bytes, all in use): the cluster is not "
-                        "keeping up; raise buffer_memory or max_block_ms, or send slower"
-                    )
-                self._space_freed.wait(remaining_s)
-            if self._closing:
-                raise RuntimeError("the producer is closed")
-            queue = self._queues.setdefault(tp, deque())
+            if self._used_bytes + size > self._buffer_memory or self._closing:
+                self._wait_for_space(size, max_block_ms)
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
             batch = self._open_batch(queue, size)
             if batch is None:
                 if abort_on_new_batch:
@@ -136,22 +138,37 @@ class RecordAccumulator:
                 batch = ProducerBatch(tp, builder, created_ms=monotonic_ms())
                 queue.append(batch)
                 self._incomplete.add(batch)
-            batch.builder.append(timestamp_ms, key, value, headers)
+            builder = batch.builder
+            future = FutureRecordMetadata(batch.result, tp, builder.record_count(), timestamp_ms)
+            builder.append(timestamp_ms, key, value, headers)
             batch.reserved_bytes += size
             self._used_bytes += size
-            future: Future[RecordMetadata] = Future()
-            batch.futures.append(future)
-            batch.timestamps.append(timestamp_ms)
-            full = len(queue) > 1 or batch.builder.estimated_size_bytes() >= self._batch_size
+            full = len(queue) > 1 or builder.estimated_size_bytes() >= self._batch_size
         if full:
             self._wakeup.set()
         return future
 
+    def _wait_for_space(self, size: int, max_block_ms: int) -> None:
+        """Holding the lock: waits up to `max_block_ms` until `size` bytes of buffer are free;
+        BufferExhaustedError after that, RuntimeError if the producer closes meanwhile."""
+        deadline = time.monotonic() + max_block_ms / 1000
+        while self._used_bytes + size > self._buffer_memory and not self._closing:
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                raise BufferExhaustedError(
+                    f"waited {max_block_ms} ms for {size} bytes of buffer_memory "
+                    f"({self._buffer_memory} bytes, all in use): the cluster is not "
+                    "keeping up; raise buffer_memory or max_block_ms, or send slower"
+                )
+            self._space_freed.wait(remaining_s)
+        if self._closing:
+            raise RuntimeError("the producer is closed")
+
     def _open_batch(self, queue: deque[ProducerBatch], size: int) -> ProducerBatch | None:
         """The queue's last batch if it was never sent and `size` more bytes still fit."""
-        if not queue or queue[-1].attempts > 0 or not queue[-1].builder.record_count():
+        batch = queue[-1] if queue else None
+        if batch is None or batch.records is not None or not batch.builder.record_count():
             return None
-        batch = queue[-1]
         fits = batch.builder.estimated_size_bytes() + size <= self._batch_size
         return batch if fits else None
 
@@ -187,6 +204,12 @@ class RecordAccumulator:
         batch.retry_at_ms = now_ms + backoff_ms
         with self._lock:
             self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+
+    def put_back(self, batches: Iterable[ProducerBatch]) -> None:
+        """Returns drained batches that were not sent to the head of their queues, in order."""
+        with self._lock:
+            for batch in reversed(list(batches)):
+                self._queues.setdefault(batch.tp, deque()).appendleft(batch)
 
     def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         """Removes and returns queued batches older than `delivery_timeout_ms`."""

@@ -8,8 +8,13 @@
 
 Configuration uses Kafka's producer config names with `_` for `.` and Kafka's defaults. An
 unknown keyword raises TypeError naming it (Python's own check); a bad value raises ValueError
-with a sentence. Idempotence is not implemented yet (records may be written twice after a
-retry whose first attempt's answer was lost), which is Kafka's enable.idempotence=false.
+with a sentence.
+
+Idempotence is on by default, as in Kafka: the producer takes a producer id from the cluster
+and numbers its records per partition, so a retry after a lost answer is never written twice
+and never reorders a partition. As in Kafka, it needs acks="all", retries > 0 and at most 5
+requests in flight per connection: asking for it with other settings is a ValueError, and
+leaving `enable_idempotence` unset with such settings turns it off.
 """
 
 from __future__ import annotations
@@ -17,13 +22,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from typing import Self
 
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.errors import RequestTimedOutError
 from pykraft.client.producer.accumulator import RecordAccumulator
+from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.partitioner import DefaultPartitioner
 from pykraft.client.producer.sender import Sender, SenderConfig
 from pykraft.client.routing import parse_bootstrap
@@ -43,11 +48,41 @@ _COMPRESSION: dict[str | None, Compression] = {
     "zstd": Compression.ZSTD,
 }
 _INT32_MAX = 2**31 - 1
+_IDEMPOTENT_IN_FLIGHT_MAX = 5
+
+
+_NO_HEADERS: Headers = ()
+
+
+def _check_bytes(**fields: object) -> None:
+    """TypeError naming the first field that is neither bytes nor None."""
+    for name, data in fields.items():
+        if data is not None and not isinstance(data, bytes):
+            raise TypeError(f"{name} must be bytes or None, not {type(data).__name__}")
 
 
 def _require(ok: bool, sentence: str) -> None:
     if not ok:
         raise ValueError(sentence)
+
+
+def _idempotence(wanted: bool | None, acks: int, retries: int, max_in_flight: int) -> bool:
+    """Kafka's rule: asked for explicitly, idempotence needs acks=all, retries > 0 and at most
+    5 requests in flight, else a configuration error; left unset, it is on unless those
+    settings conflict with it."""
+    _require(wanted in (None, True, False), f"enable_idempotence must be a bool, not {wanted!r}.")
+    conflicts = [
+        *(["acks must be 'all'"] if acks != -1 else []),
+        *(["retries must be above 0"] if retries < 1 else []),
+        *(
+            ["max_in_flight_requests_per_connection must be at most 5"]
+            if max_in_flight > _IDEMPOTENT_IN_FLIGHT_MAX
+            else []
+        ),
+    ]
+    if wanted and conflicts:
+        raise ValueError(f"enable_idempotence=True needs: {'; '.join(conflicts)}.")
+    return wanted is not False and not conflicts
 
 
 class Producer:
@@ -66,6 +101,8 @@ class Producer:
         request_timeout_ms: int = 30000,
         delivery_timeout_ms: int = 120000,
         max_in_flight_requests_per_connection: int = 5,
+        enable_idempotence: bool | None = None,
+        max_request_size: int = 1048576,
         buffer_memory: int = 33554432,
         max_block_ms: int = 60000,
         client_id: str = "",
@@ -86,6 +123,7 @@ class Producer:
             ("request_timeout_ms", request_timeout_ms, 1),
             ("delivery_timeout_ms", delivery_timeout_ms, 1),
             ("max_in_flight_requests_per_connection", max_in_flight_requests_per_connection, 1),
+            ("max_request_size", max_request_size, 1),
             ("buffer_memory", buffer_memory, 1),
             ("max_block_ms", max_block_ms, 0),
         ]:
@@ -97,6 +135,9 @@ class Producer:
             delivery_timeout_ms >= linger_ms + request_timeout_ms,
             f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
             f"request_timeout_ms ({linger_ms + request_timeout_ms}), as in Kafka.",
+        )
+        idempotent = _idempotence(
+            enable_idempotence, _ACKS[acks], retries, max_in_flight_requests_per_connection
         )
         self.client_id = client_id
         self._max_block_ms = max_block_ms
@@ -115,6 +156,7 @@ class Producer:
             buffer_memory=buffer_memory,
             compression=_COMPRESSION[compression_type],
             wakeup=wakeup,
+            max_request_size=max_request_size,
         )
         config = SenderConfig(
             acks=_ACKS[acks],
@@ -123,6 +165,8 @@ class Producer:
             request_timeout_ms=request_timeout_ms,
             delivery_timeout_ms=delivery_timeout_ms,
             max_in_flight=max_in_flight_requests_per_connection,
+            idempotent=idempotent,
+            max_request_size=max_request_size,
         )
         self._sender = Sender(self._accumulator, self._metadata, self._pool, config, wakeup)
         self._sender.start()
@@ -138,7 +182,7 @@ class Producer:
         headers: Headers | None = None,
         timestamp_ms: int | None = None,
         on_delivery: DeliveryCallback | None = None,
-    ) -> Future[RecordMetadata]:
+    ) -> FutureRecordMetadata:
         """Queues one record; the future resolves to where it landed, or to its KafkaError.
 
         Blocks up to `max_block_ms` for the topic's metadata and for buffer space. Raises
@@ -147,19 +191,22 @@ class Producer:
         """
         if self._closed:
             raise RuntimeError("the producer is closed")
-        for name, data in (("key", key), ("value", value)):
-            if data is not None and not isinstance(data, bytes):
-                raise TypeError(f"{name} must be bytes or None, not {type(data).__name__}")
-        record_headers = list(headers or ())
+        if (key is not None and type(key) is not bytes) or (
+            value is not None and type(value) is not bytes
+        ):
+            _check_bytes(key=key, value=value)
+        record_headers = list(headers) if headers else _NO_HEADERS
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        count = self._metadata.wait_for_topic(topic, self._max_block_ms)
+        count = self._metadata.known_partition_count(topic)
+        if count is None:
+            count = self._metadata.wait_for_topic(topic, self._max_block_ms)
         if partition is not None and not 0 <= partition < count:
             raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
         future = self._append(topic, partition, count, timestamp, key, value, record_headers)
         if on_delivery is not None:
             callback = on_delivery
 
-            def report(done: Future[RecordMetadata]) -> None:
+            def report(done: FutureRecordMetadata) -> None:
                 error = done.exception()
                 callback(None if error else done.result(), error)
 
@@ -175,7 +222,7 @@ class Producer:
         key: bytes | None,
         value: bytes | None,
         headers: Headers,
-    ) -> Future[RecordMetadata]:
+    ) -> FutureRecordMetadata:
         sticky = partition is None and key is None
         chosen = self._partitioner.partition(topic, key, count) if partition is None else partition
         args = (timestamp, key, value, headers)

@@ -7,9 +7,15 @@ head of its queue after `retry_backoff_ms` (refreshing metadata first when the e
 leader moved) until `retries` or `delivery_timeout_ms` runs out; other errors fail the batch's
 futures with the typed KafkaError.
 
-Idempotence (issue 5) plugs in where batches are built (`_request`): producer id, epoch and
-base sequence per partition go into BatchBuilder, and OUT_OF_ORDER_SEQUENCE_NUMBER handling
-into `_on_partition_error`.
+With idempotence (module `idempotence`), nothing is sent until the producer holds an id from
+InitProducerId; each batch is stamped with the id, epoch and its partition's next sequence at
+its first send and keeps those bytes for every retry, so the broker drops a retry whose first
+attempt was written. A stamped batch that fails, UNKNOWN_PRODUCER_ID and refused sequences
+reset the identity once nothing is in flight (UNKNOWN_PRODUCER_ID retries the batch under the
+new id; the others fail it).
+
+A request carries at most `max_request_size` bytes of batches (a single larger batch still goes
+alone: the accumulator refuses records that could not fit).
 """
 
 from __future__ import annotations
@@ -23,15 +29,19 @@ from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.errors import (
+    DuplicateSequenceNumberError,
     InvalidMetadataError,
     KafkaError,
     RequestTimedOutError,
+    UnknownProducerIdError,
     UnknownServerError,
     error_for,
 )
 from pykraft.client.producer.accumulator import ProducerBatch, RecordAccumulator
+from pykraft.client.producer.idempotence import ProducerIdentity
 from pykraft.client.types import TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
+from pykraft.proto.record_batch import NO_PRODUCER_ID
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,8 @@ class SenderConfig:
     request_timeout_ms: int
     delivery_timeout_ms: int
     max_in_flight: int
+    idempotent: bool
+    max_request_size: int
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,11 @@ class _Completion:
     address: str
     batches: list[ProducerBatch]
     result: broker_pb2.ProduceResponse | KafkaError
+
+
+@dataclass(frozen=True)
+class _IdentityCompletion:
+    result: broker_pb2.InitProducerIdResponse | KafkaError
 
 
 class Sender:
@@ -67,7 +84,11 @@ class Sender:
         self._pool = pool
         self._config = config
         self._wakeup = wakeup
-        self._completions: queue.SimpleQueue[_Completion] = queue.SimpleQueue()
+        self._completions: queue.SimpleQueue[_Completion | _IdentityCompletion]
+        self._completions = queue.SimpleQueue()
+        self._identity = ProducerIdentity()
+        self._identity_retry_at_ms = 0
+        self._identity_error: KafkaError | None = None
         self._in_flight: dict[str, int] = defaultdict(int)
         self._in_flight_batches: set[ProducerBatch] = set()
         self._muted: set[TopicPartition] = set()
@@ -123,10 +144,44 @@ class Sender:
             self._finish(batch, self._expired_error(batch))
         self._metadata.maybe_refresh(now_ms)
         ready, delay_ms = self._accumulator.ready(now_ms)
+        if ready and not self._identity_ready(now_ms):
+            return min(delay_ms, max(self._config.retry_backoff_ms, 1))
         for address, tps in self._by_leader(ready).items():
             if self._in_flight[address] < self._config.max_in_flight:
                 self._send(address, self._accumulator.drain(tps))
         return delay_ms
+
+    def _identity_ready(self, now_ms: int) -> bool:
+        """Whether batches may go out; without idempotence always. Otherwise asks the cluster
+        for a producer id when none is held (or a reset is due and nothing is in flight)."""
+        identity = self._identity
+        if not self._config.idempotent or identity.ready:
+            return True
+        if identity.reset_wanted and self._in_flight_batches:
+            return False  # the old id's answers first: they may still succeed
+        if identity.requesting or now_ms < self._identity_retry_at_ms:
+            return False
+        address = self._metadata.any_broker_address()
+        identity.requesting = True
+        request = broker_pb2.InitProducerIdRequest(
+            transactional_id="",
+            transaction_timeout_ms=0,
+            producer_id=identity.producer_id,
+            producer_epoch=identity.producer_epoch,
+        )
+
+        def on_done(result: broker_pb2.InitProducerIdResponse | KafkaError) -> None:
+            self._completions.put(_IdentityCompletion(result))
+            self._wakeup.set()
+
+        self._pool.get(address).call_async(
+            "InitProducerId",
+            request,
+            broker_pb2.InitProducerIdResponse,
+            self._config.request_timeout_ms,
+            on_done,
+        )
+        return False
 
     def _by_leader(self, ready: list[TopicPartition]) -> dict[str, list[TopicPartition]]:
         grouped: dict[str, list[TopicPartition]] = defaultdict(list)
@@ -144,6 +199,13 @@ class Sender:
     def _send(self, address: str, batches: list[ProducerBatch]) -> None:
         if not batches:
             return
+        size_bytes = 0
+        for count, batch in enumerate(batches):
+            size_bytes += len(self._sealed(batch))
+            if count and size_bytes > self._config.max_request_size:
+                self._accumulator.put_back(batches[count:])
+                batches = batches[:count]
+                break
         request = self._request(batches)
         self._in_flight[address] += 1
         self._in_flight_batches.update(batches)
@@ -164,12 +226,24 @@ class Sender:
             for batch in batches:
                 batch.complete(-1, -1)
 
+    def _sealed(self, batch: ProducerBatch) -> bytes:
+        """The batch's bytes, stamped at its first send (again if the producer id changed)."""
+        identity = self._identity
+        if not self._config.idempotent:
+            return (
+                batch.records if batch.records is not None else batch.seal(NO_PRODUCER_ID, -1, -1)
+            )
+        if batch.records is not None and batch.producer_id == identity.producer_id:
+            return batch.records
+        sequence = identity.take_sequence(batch.tp, batch.builder.record_count())
+        return batch.seal(identity.producer_id, identity.producer_epoch, sequence)
+
     def _request(self, batches: list[ProducerBatch]) -> broker_pb2.ProduceRequest:
         topics: dict[str, list[broker_pb2.ProducePartition]] = defaultdict(list)
         for batch in batches:
-            records = batch.builder.build()
+            assert batch.records is not None, "sealed before the request is built"
             topics[batch.tp.topic].append(
-                broker_pb2.ProducePartition(partition=batch.tp.partition, records=records)
+                broker_pb2.ProducePartition(partition=batch.tp.partition, records=batch.records)
             )
         return broker_pb2.ProduceRequest(
             acks=self._config.acks,
@@ -177,7 +251,10 @@ class Sender:
             topics=[broker_pb2.ProduceTopic(topic=t, partitions=ps) for t, ps in topics.items()],
         )
 
-    def _on_completion(self, completion: _Completion, now_ms: int) -> None:
+    def _on_completion(self, completion: _Completion | _IdentityCompletion, now_ms: int) -> None:
+        if isinstance(completion, _IdentityCompletion):
+            self._on_identity(completion.result, now_ms)
+            return
         self._in_flight[completion.address] -= 1
         assert self._in_flight[completion.address] >= 0
         for batch in completion.batches:
@@ -204,18 +281,43 @@ class Sender:
                 batch.complete(answer.base_offset, answer.log_append_time_ms)
                 self._accumulator.deallocate(batch)
 
+    def _on_identity(
+        self, result: broker_pb2.InitProducerIdResponse | KafkaError, now_ms: int
+    ) -> None:
+        """A producer id arrived, or the request failed: try again after the backoff (queued
+        batches expire by delivery_timeout_ms meanwhile, naming this error)."""
+        if isinstance(result, KafkaError):
+            self._identity.requesting = False
+            self._identity_error = result
+            self._identity_retry_at_ms = now_ms + self._config.retry_backoff_ms
+            self._metadata.request_update()
+            return
+        self._identity.adopt(result.producer_id, result.producer_epoch)
+        self._identity_error = None
+
     def _on_partition_error(self, batch: ProducerBatch, error: KafkaError, now_ms: int) -> None:
+        if isinstance(error, DuplicateSequenceNumberError):
+            batch.complete(-1, -1)  # written before; the broker no longer knows where
+            self._accumulator.deallocate(batch)
+            return
+        retriable = error.retriable
+        if isinstance(error, UnknownProducerIdError):
+            # The brokers forgot this producer (e.g. retention removed its records): a new
+            # id, and the batch goes again under it.
+            self._identity.request_reset()
+            retriable = True
         if isinstance(error, InvalidMetadataError):
             self._metadata.request_update()
         in_time = now_ms < batch.created_ms + self._config.delivery_timeout_ms
-        if error.retriable and batch.attempts < self._config.retries and in_time:
+        if retriable and batch.attempts < self._config.retries and in_time:
             self._accumulator.reenqueue(batch, now_ms, self._config.retry_backoff_ms)
-        elif error.retriable and not in_time:
+        elif retriable and not in_time:
             self._finish(batch, self._expired_error(batch, error))
         else:
             self._finish(batch, error)
 
     def _expired_error(self, batch: ProducerBatch, cause: KafkaError | None = None) -> KafkaError:
+        cause = cause or self._identity_error
         count = batch.builder.record_count()
         why = f"; last error: {cause}" if cause else ""
         return RequestTimedOutError(
@@ -224,6 +326,10 @@ class Sender:
         )
 
     def _finish(self, batch: ProducerBatch, error: KafkaError) -> None:
+        """Fails the batch. A failed batch stamped with the current producer id leaves a gap
+        (or an unknown outcome) in its partition's sequence: the identity is reset."""
+        if batch.producer_id != NO_PRODUCER_ID and batch.producer_id == self._identity.producer_id:
+            self._identity.request_reset()
         self._in_flight_batches.discard(batch)
         if not batch.done:
             batch.fail(error)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from pykraft.client import Consumer, Producer, TopicPartition
+from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.types import RecordMetadata
 from pykraft.metadata_log import PartitionRegistration
 
@@ -113,7 +113,7 @@ class BackgroundProducer:
 
     def __init__(self, producer: Producer) -> None:
         self.producer = producer
-        self.futures: list[Future[RecordMetadata]] = []
+        self.futures: list[FutureRecordMetadata] = []
         self.answered = 0  # futures done, failed or not
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(IN_FLIGHT_MAX)
@@ -129,7 +129,7 @@ class BackgroundProducer:
         self._thread.join(timeout=30)
         assert not self._thread.is_alive()
 
-    def _done(self, _: Future[RecordMetadata]) -> None:
+    def _done(self, _: FutureRecordMetadata) -> None:
         with self._lock:
             self.answered += 1
         self._slots.release()

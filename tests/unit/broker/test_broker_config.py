@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from pykraft.broker.config import ConfigError, config_from_mapping, load_config
+from pykraft.broker.config import BrokerConfig, ConfigError, config_from_mapping, load_config
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE: dict[str, Any] = {
@@ -55,6 +55,7 @@ def test_lists_are_split() -> None:
         ({"broker.session.timeout.ms": 100}, "must be longer than broker.heartbeat"),
         ({"controller.quorum.bootstrap.servers": "c:99999"}, "is not of the form host:port"),
         ({"min.insync.replicas": 0}, "min.insync.replicas"),
+        ({"test.drop.produce.responses.every": -1}, "test.drop.produce.responses.every"),
     ],
 )
 def test_errors_say_what_is_wrong(change: dict[str, Any], message: str) -> None:
@@ -66,3 +67,28 @@ def test_errors_say_what_is_wrong(change: dict[str, Any], message: str) -> None:
 def test_an_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "missing.toml", {})
+
+
+def test_the_test_hook_that_drops_produce_responses_is_off_by_default() -> None:
+    assert config_from_mapping(BASE).test_drop_produce_responses_every == 0
+    config = config_from_mapping({**BASE, "test.drop.produce.responses.every": 3})
+    assert config.test_drop_produce_responses_every == 3
+
+
+def test_the_test_hook_has_a_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pykraft.broker import cli
+
+    started: list[BrokerConfig] = []
+
+    def serve(config: BrokerConfig) -> int:
+        started.append(config)
+        return 0
+
+    monkeypatch.setattr(cli, "_serve_until_stopped", serve)
+    flags = ["--node-id", "1", "--listeners", "127.0.0.1:9191", "--log-dirs", str(tmp_path)]
+    flags += ["--bootstrap-controllers", "127.0.0.1:9091"]
+    result = CliRunner().invoke(cli.run, [*flags, "--test-drop-produce-responses-every", "4"])
+    assert result.exit_code == 0, result.output
+    assert [config.test_drop_produce_responses_every for config in started] == [4]

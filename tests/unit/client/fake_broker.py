@@ -4,12 +4,19 @@
 each `FakeBroker` serves Produce, Fetch, ListOffsets and Metadata from that shared state on its
 own 127.0.0.1 port, answering NOT_LEADER_OR_FOLLOWER for partitions it does not lead and
 FENCED_LEADER_EPOCH for a stale leader epoch. Tests script errors per partition
-(`produce_errors`) and move leaders (`move_leader`).
+(`produce_errors`, `fetch_script`), move leaders (`move_leader`), delete topics
+(`delete_topic`) and damage stored batches (`corrupt`).
+
+Fetch follows the real broker's limits: `partition_max_bytes` per partition and `max_bytes` in
+all, except that the first batch found is returned whole; it long-polls up to `max_wait_ms`
+(cut short when the cluster stops). `fetch_log` and `fetches_in_flight_max` let tests see what
+consumers asked for and how many Fetches each broker served at once.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +39,14 @@ from pykraft.proto.record_batch import (
 WAIT_S = 5.0  # how long tests wait for a condition before failing
 
 
+def wait_until(condition: Callable[[], object], what: str) -> None:
+    """Polls `condition` until it holds; fails the test after WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
 class FakeCluster:
     def __init__(self, topics: dict[str, int], brokers: int = 1) -> None:
         self.lock = threading.Condition()
@@ -44,6 +59,15 @@ class FakeCluster:
         self.produce_errors: dict[TopicPartition, list[int]] = defaultdict(list)
         self.requests: dict[tuple[int, str], int] = defaultdict(int)  # (broker, method) -> count
         self.fetch_errors: list[int] = []  # every error code a Fetch answered, in order
+        # Error codes the next Fetches of a partition answer, one per Fetch, before its data.
+        self.fetch_script: dict[TopicPartition, list[int]] = defaultdict(list)
+        # Every partition a Fetch asked for: (broker, tp, fetch_offset, request max_bytes).
+        self.fetch_log: list[tuple[int, TopicPartition, int, int]] = []
+        self.fetch_isolation_levels: set[int] = set()
+        self.fetches_in_flight: dict[int, int] = defaultdict(int)  # broker -> Fetches served now
+        self.fetches_in_flight_max: dict[int, int] = defaultdict(int)
+        self.stopped = False
+        self.producer_ids_given = 0
         self.brokers = [FakeBroker(self, node_id) for node_id in range(1, brokers + 1)]
 
     @property
@@ -54,11 +78,32 @@ class FakeCluster:
         batches = self.logs[tp]
         return BatchHeader.parse(batches[-1]).next_offset if batches else self.log_start[tp]
 
-    def append(self, tp: TopicPartition, values: list[bytes], key: bytes | None = None) -> None:
-        """Stores one batch of `values` directly, as if produced."""
-        batch = build_batch((1000 + i, key, v) for i, v in enumerate(values))
+    def append(
+        self,
+        tp: TopicPartition,
+        values: list[bytes],
+        key: bytes | None = None,
+        timestamps: list[int] | None = None,
+    ) -> None:
+        """Stores one batch of `values` directly, as if produced (timestamps 1000, 1001, ...
+        unless given)."""
+        times = timestamps or [1000 + i for i in range(len(values))]
+        batch = build_batch((t, key, v) for t, v in zip(times, values, strict=True))
         with self.lock:
             self._store(tp, batch)
+
+    def delete_topic(self, topic: str) -> None:
+        """The topic is gone: metadata and every request answer UNKNOWN_TOPIC_OR_PARTITION."""
+        with self.lock:
+            for tp in [tp for tp in self.partitions if tp.topic == topic]:
+                del self.partitions[tp]
+            self.lock.notify_all()
+
+    def corrupt(self, tp: TopicPartition, batch_index: int) -> None:
+        """Flips the last byte of the batch's last value (just before that record's header
+        count, 0): the CRC no longer matches, yet the records still decode."""
+        with self.lock:
+            self.logs[tp][batch_index][-2] ^= 0x01
 
     def _store(self, tp: TopicPartition, records: bytes) -> int:
         base = self.end_offset(tp)
@@ -101,6 +146,7 @@ class FakeBroker:
             "Fetch": (pb.FetchRequest, self.fetch),
             "ListOffsets": (pb.ListOffsetsRequest, self.list_offsets),
             "Metadata": (pb.MetadataRequest, self.metadata),
+            "InitProducerId": (pb.InitProducerIdRequest, self.init_producer_id),
         }
         handlers = {
             name: grpc.unary_unary_rpc_method_handler(
@@ -123,6 +169,14 @@ class FakeBroker:
             return handler(request)
 
         return run
+
+    def init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
+        """A fresh producer id per call, epoch 0 (no sequence checks in this fake)."""
+        with self.cluster.lock:
+            self.cluster.producer_ids_given += 1
+            return pb.InitProducerIdResponse(
+                producer_id=1000 + self.cluster.producer_ids_given, producer_epoch=0
+            )
 
     def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         cluster = self.cluster
@@ -149,21 +203,40 @@ class FakeBroker:
 
     def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
         cluster = self.cluster
+        deadline = time.monotonic() + request.max_wait_ms / 1000
         with cluster.lock:
-            response = self._fetch_once(request)
-            if not _has_records(response) and request.max_wait_ms > 0:
-                cluster.lock.wait(request.max_wait_ms / 1000)
+            cluster.fetches_in_flight[self.node_id] += 1
+            cluster.fetches_in_flight_max[self.node_id] = max(
+                cluster.fetches_in_flight_max[self.node_id], cluster.fetches_in_flight[self.node_id]
+            )
+            for topic in request.topics:
+                for p in topic.partitions:
+                    tp = TopicPartition(topic.topic, p.partition)
+                    cluster.fetch_log.append((self.node_id, tp, p.fetch_offset, request.max_bytes))
+            cluster.fetch_isolation_levels.add(request.isolation_level)
+            try:
                 response = self._fetch_once(request)
+                while not _has_records(response) and not cluster.stopped:
+                    left_s = deadline - time.monotonic()
+                    if left_s <= 0:
+                        break
+                    cluster.lock.wait(left_s)
+                    response = self._fetch_once(request)
+            finally:
+                cluster.fetches_in_flight[self.node_id] -= 1
         return response
 
     def _fetch_once(self, request: pb.FetchRequest) -> pb.FetchResponse:
         topics = []
+        size_bytes = 0
         for topic in request.topics:
             results = []
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition)
                 code = self.cluster.leader_error(self.node_id, tp, p.current_leader_epoch)
                 end = self.cluster.end_offset(tp) if code == common_pb2.NONE else -1
+                if code == common_pb2.NONE and self.cluster.fetch_script[tp]:
+                    code = self.cluster.fetch_script[tp].pop(0)
                 if code == common_pb2.NONE and not (
                     self.cluster.log_start[tp] <= p.fetch_offset <= end
                 ):
@@ -172,7 +245,11 @@ class FakeBroker:
                 if code != common_pb2.NONE:
                     self.cluster.fetch_errors.append(code)
                 else:
+                    budget = min(p.partition_max_bytes, request.max_bytes - size_bytes)
                     records = self._read(tp, p.fetch_offset, p.partition_max_bytes)
+                    if len(records) > max(budget, 0) and size_bytes > 0:
+                        records = b""  # over the request's budget: only the first may exceed
+                    size_bytes += len(records)
                 results.append(
                     pb.FetchPartitionResult(
                         partition=p.partition,
@@ -203,20 +280,33 @@ class FakeBroker:
                 for p in topic.partitions:
                     tp = TopicPartition(topic.topic, p.partition)
                     code = cluster.leader_error(self.node_id, tp)
-                    offset = -1
+                    offset, timestamp = -1, -1
                     if code == common_pb2.NONE:
-                        early = p.timestamp == -2
-                        offset = cluster.log_start[tp] if early else cluster.end_offset(tp)
+                        offset, timestamp = self._offset_for(tp, p.timestamp)
                     results.append(
                         pb.ListOffsetsPartitionResult(
                             partition=p.partition,
                             error_code=code,  # type: ignore[arg-type]
-                            timestamp=-1,
+                            timestamp=timestamp,
                             offset=offset,
                         )
                     )
                 topics.append(pb.ListOffsetsTopicResult(topic=topic.topic, partitions=results))
         return pb.ListOffsetsResponse(topics=topics)
+
+    def _offset_for(self, tp: TopicPartition, timestamp: int) -> tuple[int, int]:
+        """ListOffsets' answer: -2 the log start, -1 the end, else the first record at or
+        after `timestamp` ((-1, -1) when there is none)."""
+        cluster = self.cluster
+        if timestamp == -2:
+            return cluster.log_start[tp], -1
+        if timestamp == -1:
+            return cluster.end_offset(tp), -1
+        for batch in cluster.logs[tp]:
+            for r in decode_batch(batch):
+                if r.offset >= cluster.log_start[tp] and r.timestamp >= timestamp:
+                    return r.offset, r.timestamp
+        return -1, -1
 
     def metadata(self, request: pb.MetadataRequest) -> pb.MetadataResponse:
         cluster = self.cluster
@@ -259,5 +349,8 @@ def running(topics: dict[str, int], brokers: int = 1) -> Iterator[FakeCluster]:
     try:
         yield cluster
     finally:
+        with cluster.lock:
+            cluster.stopped = True  # long polls return now, not at their max_wait_ms
+            cluster.lock.notify_all()
         for broker in cluster.brokers:
             broker.server.stop(grace=None)

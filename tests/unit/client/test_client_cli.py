@@ -31,7 +31,7 @@ def closed_port() -> int:
 def test_help_lists_the_command_groups() -> None:
     result = run("--help")
     assert result.exit_code == 0
-    for group in ("topics", "configs", "cluster", "quorum"):
+    for group in ("topics", "configs", "cluster", "quorum", "offsets", "produce", "consume"):
         assert f"\n  {group} " in result.output
 
 
@@ -91,6 +91,14 @@ def test_unbalanced_brackets_in_add_config_are_a_usage_error() -> None:
         "--entity-name", "t", "--add-config", "a=[1,2",
     )  # fmt: skip
     assert_usage_error(result, "unbalanced '['")
+
+
+def test_offsets_with_an_unreachable_bootstrap_is_one_error_line() -> None:
+    address = f"127.0.0.1:{closed_port()}"
+    result = run("offsets", "--bootstrap-server", address, "--request-timeout-ms", "300")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: NETWORK_EXCEPTION: cannot reach {address}")
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_unreachable_bootstrap_is_a_clean_error_within_the_timeout() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
 
@@ -99,3 +100,57 @@ def test_errors_survive_pickling(error: KafkaError) -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error)
     assert (copy.code, copy.name, copy.message) == (error.code, error.name, error.message)
+
+
+def _error_classes() -> list[type[KafkaError]]:
+    """Every error class defined in pykraft.client.errors."""
+    return [
+        value
+        for value in vars(errors).values()
+        if isinstance(value, type)
+        and issubclass(value, KafkaError)
+        and value.__module__ == errors.__name__
+    ]
+
+
+@pytest.mark.parametrize("cls", _error_classes(), ids=lambda cls: cls.__name__)
+def test_every_error_class_says_what_it_means_and_what_to_do(cls: type[KafkaError]) -> None:
+    doc = cls.__dict__.get("__doc__") or ""
+    assert len(doc.split()) >= 6, f"{cls.__name__} needs its own docstring"
+    assert doc.rstrip().endswith((".", ")")), f"{cls.__name__}'s docstring is a sentence"
+
+
+# A line of the module docstring's tree: box-drawing indent, a class name, maybe its code.
+TREE_LINE = re.compile(r"^    (?P<indent>[│├└─ ]*)(?P<name>[A-Z]\w*Error)\b\s*(?P<code>-?\d+)?")
+
+
+def _tree() -> list[tuple[str, str | None, int | None]]:
+    """(class, parent, code) for each class the module docstring's tree draws."""
+    assert errors.__doc__ is not None
+    drawn: list[tuple[str, str | None, int | None]] = []
+    parents: list[str] = []
+    for line in errors.__doc__.splitlines():
+        match = TREE_LINE.match(line)
+        if match is None:
+            continue
+        depth = len(match["indent"]) // 4
+        del parents[depth:]
+        code = None if match["code"] is None else int(match["code"])
+        drawn.append((match["name"], parents[-1] if parents else None, code))
+        parents.append(match["name"])
+    return drawn
+
+
+def test_the_drawn_tree_is_the_class_tree() -> None:
+    drawn = _tree()
+    assert drawn[0] == ("KafkaError", None, None)
+    for name, parent, code in drawn[1:]:
+        cls = getattr(pykraft.client, name)
+        assert [base.__name__ for base in cls.__bases__] == [parent], name
+        if code is not None:
+            assert cls.code == code, name
+
+
+def test_the_tree_draws_every_error_class() -> None:
+    drawn = {name for name, _, _ in _tree()}
+    assert sorted(cls.__name__ for cls in _error_classes() if cls.__name__ not in drawn) == []

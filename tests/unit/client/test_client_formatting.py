@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+
+import pytest
 
 from pykraft.client.admin_types import (
     BrokerInfo,
@@ -10,22 +13,31 @@ from pykraft.client.admin_types import (
     ConfigSource,
     ConfigValue,
     ControllerInfo,
+    ListOffsetsResult,
     PartitionInfo,
     QuorumDescription,
     TopicDescription,
     VoterInfo,
 )
 from pykraft.client.formatting import (
+    RecordFormat,
     cluster_json,
     cluster_table,
     configs_json,
     configs_table,
+    format_record,
     format_table,
+    from_properties,
+    offsets_json,
+    offsets_lines,
     quorum_json,
     quorum_table,
+    record_json,
     topic_json,
     topics_table,
 )
+from pykraft.client.types import ConsumerRecord, TopicPartition
+from pykraft.proto.record_batch import TimestampType
 
 OVERRIDE = ConfigValue("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG, False, False, "LIST")
 DEFAULT = ConfigValue("604800000", ConfigSource.DEFAULT_CONFIG, True, False, "LONG")
@@ -157,4 +169,104 @@ def test_configs_json_and_table() -> None:
         "false",
         "false",
         "LIST",
+    ]
+
+
+def record(**changes: object) -> ConsumerRecord:
+    base = ConsumerRecord(
+        "t", 3, 42, 1700000000000, TimestampType.CREATE_TIME, b"k", b"v", (("h", b"1"),)
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def utf8(data: bytes) -> str:
+    return data.decode()
+
+
+def test_record_format_defaults_are_kafkas() -> None:
+    assert RecordFormat() == RecordFormat(
+        print_timestamp=False,
+        print_partition=False,
+        print_offset=False,
+        print_headers=False,
+        print_key=False,
+        print_value=True,
+        key_separator="\t",
+        line_separator="\n",
+        headers_separator=",",
+        null_literal="null",
+    )
+    assert format_record(record(), RecordFormat(), utf8) == "v\n"
+
+
+def test_format_record_prints_columns_in_kafkas_order() -> None:
+    every = RecordFormat(
+        print_timestamp=True,
+        print_partition=True,
+        print_offset=True,
+        print_headers=True,
+        print_key=True,
+        key_separator="|",
+    )
+    assert (
+        format_record(record(), every, utf8)
+        == "CreateTime:1700000000000|Partition:3|Offset:42|h:1|k|v\n"
+    )
+    appended = record(timestamp_type=TimestampType.LOG_APPEND_TIME, headers=())
+    assert format_record(appended, every, utf8).startswith("LogAppendTime:1700000000000|")
+    assert "|NO_HEADERS|" in format_record(appended, every, utf8)
+
+
+def test_format_record_nulls_headers_and_empty_columns() -> None:
+    nulls = record(key=None, value=None, headers=(("a", None), ("b", b"2")))
+    fmt = RecordFormat(print_key=True, print_headers=True, headers_separator=";", null_literal="-")
+    assert format_record(nulls, fmt, utf8) == "a:-;b:2\t-\t-\n"
+    key_only = RecordFormat(print_key=True, print_value=False, line_separator="\r\n")
+    assert format_record(record(), key_only, utf8) == "k\r\n"
+    assert format_record(record(), RecordFormat(print_value=False), utf8) == ""
+
+
+def test_record_json_has_every_field() -> None:
+    encoded = record_json(record(key=None, headers=(("h", None),)), utf8)
+    assert encoded == {
+        "topic": "t",
+        "partition": 3,
+        "offset": 42,
+        "timestamp": 1700000000000,
+        "timestamp_type": "CreateTime",
+        "key": None,
+        "value": "v",
+        "headers": [{"key": "h", "value": None}],
+    }
+    json.dumps(encoded)
+
+
+def test_record_format_from_kafka_properties() -> None:
+    fmt = from_properties(
+        RecordFormat,
+        {"print.key": " TRUE ", "print.value": "false", "key.separator": ":", "null.literal": ""},
+        "formatter",
+    )
+    assert fmt == RecordFormat(
+        print_key=True, print_value=False, key_separator=":", null_literal=""
+    )
+    with pytest.raises(ValueError, match=r"print\.key must be true or false, not 'yes'"):
+        from_properties(RecordFormat, {"print.key": "yes"}, "formatter")
+    with pytest.raises(
+        ValueError, match=r"unknown formatter properties 'a', 'b'; known: headers\.separator, "
+    ):
+        from_properties(RecordFormat, {"b": "1", "a": "2", "print.key": "true"}, "formatter")
+
+
+def test_offsets_print_like_kafka_get_offsets() -> None:
+    results = {
+        TopicPartition("t", 10): ListOffsetsResult(5, -1, 0),
+        TopicPartition("t", 2): ListOffsetsResult(7, 100, 1),
+        TopicPartition("a", 0): ListOffsetsResult(-1, -1, 0),
+    }
+    assert offsets_lines(results).splitlines() == ["t:2:7", "t:10:5"]
+    assert offsets_json(results) == [
+        {"topic": "a", "partition": 0, "offset": -1, "timestamp": -1, "leader_epoch": 0},
+        {"topic": "t", "partition": 2, "offset": 7, "timestamp": 100, "leader_epoch": 1},
+        {"topic": "t", "partition": 10, "offset": 5, "timestamp": -1, "leader_epoch": 0},
     ]

@@ -1,4 +1,5 @@
-"""Consumer against in-process fake brokers over real gRPC: positions, resets, leader moves."""
+"""Consumer against in-process fake brokers over real gRPC: positions, resets, leader moves,
+offsets by time, assignment and settings (background fetching: test_consumer_prefetch.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pykraft.client import (
     NoOffsetForPartitionError,
     TopicPartition,
 )
+from pykraft.client.types import OffsetAndTimestamp
 from pykraft.proto import common_pb2
-from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running
+from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running, wait_until
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -163,6 +165,13 @@ def test_a_moved_leader_is_found_after_not_leader_or_fenced_epoch() -> None:
         ({"auto_offset_reset": "smallest"}, "auto_offset_reset must be"),
         ({"fetch_max_wait_ms": -1}, "fetch_max_wait_ms must be an integer of at least 0"),
         ({"max_partition_fetch_bytes": 0}, "max_partition_fetch_bytes must be"),
+        ({"fetch_max_bytes": "1"}, "fetch_max_bytes must be an integer"),
+        ({"fetch_buffer_bytes_max": 0}, "fetch_buffer_bytes_max must be an integer of at least 1"),
+        ({"max_poll_records": 0}, "max_poll_records must be an integer of at least 1"),
+        ({"isolation_level": "committed"}, "isolation_level must be 'read_uncommitted' or"),
+        ({"request_timeout_ms": True}, "request_timeout_ms must be an integer"),
+        ({"check_crcs": "yes"}, "check_crcs must be True or False"),
+        ({"client_id": 7}, "client_id must be a string"),
     ],
 )
 def test_bad_config_values_raise_value_error(kwargs: dict[str, object], message: str) -> None:
@@ -174,3 +183,96 @@ def test_bad_config_values_raise_value_error(kwargs: dict[str, object], message:
 def test_unknown_config_names_raise_type_error() -> None:
     with pytest.raises(TypeError, match="group_idd"):
         Consumer(bootstrap_servers="127.0.0.1:1", group_idd="g")  # type: ignore[call-arg]
+
+
+def test_poll_hands_out_at_most_max_poll_records_by_default() -> None:
+    with running({"t": 1}) as cluster:
+        cluster.append(T0, [b"%d" % i for i in range(12)])
+        with Consumer(
+            bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest", max_poll_records=5
+        ) as consumer:
+            consumer.assign([T0])
+            first = consumer.poll(timeout_ms=int(WAIT_S * 1000))
+            assert [r.offset for r in first] == [0, 1, 2, 3, 4]
+            assert [r.offset for r in consumer.poll(max_records=10)] == list(range(5, 12))
+            with pytest.raises(ValueError, match="max_records must be at least 1"):
+                consumer.poll(max_records=0)
+            with pytest.raises(ValueError, match="timeout_ms must be an integer of at least 0"):
+                consumer.poll(timeout_ms=-1)
+
+
+def test_offsets_for_times_finds_the_first_record_at_or_after_each_time() -> None:
+    with running({"t": 2}) as cluster:
+        cluster.append(T0, [b"a", b"b", b"c"], timestamps=[100, 200, 300])
+        cluster.append(T0, [b"d"], timestamps=[400])
+        with Consumer(bootstrap_servers=cluster.bootstrap) as consumer:
+            assert consumer.offsets_for_times({T0: 150, T1: 0}) == {
+                T0: OffsetAndTimestamp(1, 200),
+                T1: None,
+            }
+            assert consumer.offsets_for_times({T0: 0}) == {T0: OffsetAndTimestamp(0, 100)}
+            assert consumer.offsets_for_times({T0: 400}) == {T0: OffsetAndTimestamp(3, 400)}
+            assert consumer.offsets_for_times({T0: 401}) == {T0: None}
+            assert consumer.offsets_for_times({}) == {}
+            with pytest.raises(ValueError, match="timestamp for t-0 must be an integer of at"):
+                consumer.offsets_for_times({T0: -1})
+            found = consumer.offsets_for_times({T0: 250})[T0]
+            assert found is not None
+            consumer.assign([T0])
+            consumer.seek(T0, found.offset)
+            assert [r.value for r in poll_until(consumer, 2)] == [b"c", b"d"]
+
+
+def test_assign_keeps_kept_partitions_and_forgets_the_rest() -> None:
+    with running({"t": 2}) as cluster:
+        fill(cluster)
+        with Consumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest") as c:
+            c.assign([T0, T1])
+            c.seek(T0, 2)
+            partitions = c._subscription.partitions
+            wait_until(lambda: partitions[T0].fetches and partitions[T1].fetches, "prefetch")
+            c.pause([T0])
+            c.assign([T0])
+            assert c.assignment() == {T0}
+            assert c.paused() == {T0}
+            assert c.position(T0) == 2
+            assert partitions[T0].fetches, "kept with the partition"
+            with pytest.raises(ValueError, match="t-1 is not assigned"):
+                c.position(T1)
+            c.resume([T0])
+            records = poll_until(c, 3)
+            assert [(r.partition, r.offset) for r in records] == [(0, 2), (0, 3), (0, 4)]
+            c.assign([])
+            assert c.assignment() == set()
+            assert c._subscription.buffered_bytes == 0
+            assert c.poll(timeout_ms=10) == []
+            with pytest.raises(TypeError, match="TopicPartition"):
+                c.assign([("t", 0)])  # type: ignore[list-item]
+
+
+def test_position_waits_for_a_reset_looked_up_in_the_background() -> None:
+    with running({"t": 2}) as cluster:
+        fill(cluster)
+        with Consumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="none") as c:
+            c.assign([T0, T1])
+            c.seek_to_end([T0])
+            assert c.position(T0) == 5
+            with pytest.raises(NoOffsetForPartitionError, match=r"t-1 .* seek first"):
+                c.position(T1)
+            c.seek_to_beginning()  # every assigned partition
+            assert (c.position(T0), c.position(T1)) == (0, 0)
+            with pytest.raises(ValueError, match="offset must be an integer of at least 0"):
+                c.seek(T0, -1)
+
+
+def test_read_committed_is_accepted_and_sent_to_the_broker() -> None:
+    with running({"t": 2}) as cluster:
+        fill(cluster)
+        with Consumer(
+            bootstrap_servers=cluster.bootstrap,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        ) as consumer:
+            consumer.assign([T0])
+            assert [r.offset for r in poll_until(consumer, 5)] == [0, 1, 2, 3, 4]
+        assert cluster.fetch_isolation_levels == {1}

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
 
 import pytest
 
 from pykraft.client import (
     MessageTooLargeError,
     NotEnoughReplicasError,
+    OutOfOrderSequenceNumberError,
     Producer,
     RecordMetadata,
     RequestTimedOutError,
     TopicPartition,
     UnknownTopicOrPartitionError,
 )
+from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.partitioner import partition_for_key
 from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import Compression, decode_batch
-from tests.unit.client.fake_broker import WAIT_S, running
+from pykraft.proto.record_batch import BatchHeader, Compression, decode_batch
+from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running
 
 T0 = TopicPartition("t", 0)
 
@@ -159,7 +160,7 @@ def test_flush_waits_for_every_record_sent_before_it() -> None:
         running({"t": 2}) as cluster,
         Producer(bootstrap_servers=cluster.bootstrap, linger_ms=60_000) as producer,
     ):
-        futures: list[Future[RecordMetadata]] = [producer.send("t", b"%d" % i) for i in range(10)]
+        futures: list[FutureRecordMetadata] = [producer.send("t", b"%d" % i) for i in range(10)]
         producer.flush(WAIT_S)
         assert all(f.done() and f.exception() is None for f in futures)
 
@@ -228,3 +229,116 @@ def wait_for(condition: object) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.005)
+
+
+def _stored_headers(cluster: FakeCluster, tp: TopicPartition) -> list[BatchHeader]:
+    with cluster.lock:
+        return [BatchHeader.parse(bytes(batch)) for batch in cluster.logs[tp]]
+
+
+def test_idempotent_batches_carry_one_producer_id_and_consecutive_sequences() -> None:
+    with (
+        running({"t": 2}) as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap, batch_size=200, linger_ms=0) as producer,
+    ):
+        futures = [producer.send("t", b"v%03d" % i, partition=i % 2) for i in range(60)]
+        for future in futures:
+            future.result(WAIT_S)
+        for partition in (0, 1):
+            headers = _stored_headers(cluster, TopicPartition("t", partition))
+            assert len(headers) > 1, "several batches per partition"
+            assert {(h.producer_id, h.producer_epoch) for h in headers} == {(1001, 0)}
+            sequences = [(h.base_sequence, h.record_count) for h in headers]
+            expected_first = 0
+            for first, count in sequences:
+                assert first == expected_first
+                expected_first += count
+            assert expected_first == 30
+        assert cluster.producer_ids_given == 1
+
+
+def test_a_retried_batch_keeps_its_sequence() -> None:
+    with (
+        running({"t": 1}) as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap, retry_backoff_ms=5) as producer,
+    ):
+        producer.send("t", b"a").result(WAIT_S)
+        cluster.produce_errors[T0] = [
+            common_pb2.NOT_LEADER_OR_FOLLOWER,
+            common_pb2.NOT_LEADER_OR_FOLLOWER,
+        ]
+        producer.send("t", b"b").result(WAIT_S)
+        headers = _stored_headers(cluster, T0)
+        assert [(h.base_sequence, h.record_count) for h in headers] == [(0, 1), (1, 1)]
+        assert cluster.requests[(1, "Produce")] == 4  # a, then b three times
+
+
+def test_unknown_producer_id_takes_a_new_id_and_sends_the_batch_again() -> None:
+    with (
+        running({"t": 1}) as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap, retry_backoff_ms=5) as producer,
+    ):
+        producer.send("t", b"a").result(WAIT_S)
+        cluster.produce_errors[T0] = [common_pb2.UNKNOWN_PRODUCER_ID]
+        assert producer.send("t", b"b").result(WAIT_S).offset == 1
+        first, second = _stored_headers(cluster, T0)
+        assert (first.producer_id, first.base_sequence) == (1001, 0)
+        assert (second.producer_id, second.base_sequence) == (1002, 0)
+
+
+def test_out_of_order_sequence_fails_the_batch_and_later_sends_go_under_a_new_id() -> None:
+    with (
+        running({"t": 1}) as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap, retry_backoff_ms=5) as producer,
+    ):
+        cluster.produce_errors[T0] = [common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER]
+        with pytest.raises(OutOfOrderSequenceNumberError):
+            producer.send("t", b"refused").result(WAIT_S)
+        assert producer.send("t", b"next").result(WAIT_S).offset == 0
+        (header,) = _stored_headers(cluster, T0)
+        assert (header.producer_id, header.base_sequence) == (1002, 0)
+
+
+def test_idempotence_settings_follow_kafka() -> None:
+    with pytest.raises(ValueError, match="acks must be 'all'"):
+        Producer(bootstrap_servers="127.0.0.1:1", acks=1, enable_idempotence=True)
+    with pytest.raises(ValueError, match="at most 5"):
+        Producer(
+            bootstrap_servers="127.0.0.1:1",
+            enable_idempotence=True,
+            max_in_flight_requests_per_connection=6,
+        )
+    with running({"t": 1}) as cluster:
+        # Left unset with acks=1, idempotence is off: batches carry no producer id.
+        with Producer(bootstrap_servers=cluster.bootstrap, acks=1) as producer:
+            producer.send("t", b"v").result(WAIT_S)
+        (header,) = _stored_headers(cluster, T0)
+        assert header.producer_id == -1
+        assert cluster.producer_ids_given == 0
+
+
+def test_a_record_larger_than_max_request_size_is_refused_at_send() -> None:
+    with (
+        running({"t": 1}) as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap, max_request_size=1000) as producer,
+    ):
+        with pytest.raises(MessageTooLargeError, match="max_request_size"):
+            producer.send("t", b"x" * 1000)
+        assert producer.send("t", b"x" * 900).result(WAIT_S).offset == 0
+
+
+def test_requests_stay_within_max_request_size() -> None:
+    with (
+        running({"t": 4}) as cluster,
+        Producer(
+            bootstrap_servers=cluster.bootstrap,
+            max_request_size=1200,
+            batch_size=1000,
+            linger_ms=50,
+        ) as producer,
+    ):
+        futures = [producer.send("t", b"x" * 400, partition=p) for p in range(4)]
+        for future in futures:
+            future.result(WAIT_S)
+        # Four ~480-byte batches: at most two fit in one request.
+        assert cluster.requests[(1, "Produce")] >= 2

@@ -253,10 +253,10 @@ def test_a_rebuilt_batch_keeps_its_header(
     log = open_compacted(tmp_path, config)
     producer = {"producer_id": 42, "producer_epoch": 3, "compression": compression}
     entries: list[Entry] = [(b"k1", b"a" * 50), (b"k2", b"b" * 50), (b"k3", b"c" * 50)]
-    append(log, entries, base_sequence=10, leader_epoch=7, **producer)
+    append(log, entries, base_sequence=0, leader_epoch=7, **producer)
     append(log, [(b"k1", b"a2"), (b"k3", b"c2")], leader_epoch=7)
-    append(log, [(b"k5", b"x")], base_sequence=13, leader_epoch=8, **producer)
-    append(log, [(b"k6", b"y")], base_sequence=14, leader_epoch=8, **producer)
+    append(log, [(b"k5", b"x")], base_sequence=3, leader_epoch=8, **producer)
+    append(log, [(b"k6", b"y")], base_sequence=4, leader_epoch=8, **producer)
     append(log, [(b"k5", b"x2"), (b"k6", b"y2"), (b"k7", b"z")], leader_epoch=8)
     append(log, [(b"k7", b"z2")], leader_epoch=8)
     log.roll(now_ms=NOW_MS)
@@ -269,7 +269,7 @@ def test_a_rebuilt_batch_keeps_its_header(
     original = before[0][0]
     assert (first_header.base_offset, first_header.last_offset_delta) == (0, 2)
     assert first_header.producer_id == 42 and first_header.producer_epoch == 3
-    assert first_header.base_sequence == 10 and first_header.partition_leader_epoch == 7
+    assert first_header.base_sequence == 0 and first_header.partition_leader_epoch == 7
     assert first_header.compression is compression
     assert first_header.timestamp_type is timestamp_type
     assert [(r.offset, r.key, r.timestamp) for r in first_records] == [
@@ -282,7 +282,7 @@ def test_a_rebuilt_batch_keeps_its_header(
     # The producer's emptied batches: the earlier one goes, its last one stays, empty.
     empty_header, empty_records = after[2]
     assert empty_records == []
-    assert (empty_header.base_offset, empty_header.base_sequence) == (6, 14)
+    assert (empty_header.base_offset, empty_header.base_sequence) == (6, 4)
     assert (empty_header.producer_id, empty_header.partition_leader_epoch) == (42, 8)
     assert [r.value for r in after[3][1]] == [b"x2", b"y2"]  # k7=z's record went
     assert [r.value for _, rs in after[4:] for r in rs] == [b"z2"]
@@ -294,7 +294,12 @@ def test_transactional_batches_are_copied_as_they_are(tmp_path: Path) -> None:
     log = open_compacted(tmp_path)
     append(log, [(b"k", b"plain1")])
     transactional = append(
-        log, [(b"k", b"txn")], producer_id=77, producer_epoch=0, is_transactional=True
+        log,
+        [(b"k", b"txn")],
+        producer_id=77,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
     )
     later = append(log, [(b"k", b"plain2")])
     log.roll(now_ms=NOW_MS)
