@@ -43,6 +43,7 @@ from tests.integration.test_cluster_e2e import (  # noqa: E402
 )
 
 VALUE_BYTES = 100
+CONSUME_TIMEOUT_S = 600
 # The send time (perf_counter_ns) heads each latency value; the rest is padding.
 STAMP = struct.Struct(">q")
 ALL_PARTITIONS = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
@@ -93,13 +94,10 @@ def consume_run(address: str) -> Run:
         total = sum(consumer.end_offsets(ALL_PARTITIONS).values())
         count = 0
         started, cpu_started = time.perf_counter(), _cpu_s()
-
-        def done() -> bool:
-            nonlocal count
+        deadline = started + CONSUME_TIMEOUT_S
+        while count < total:  # the consumer loop a user writes: poll, poll, poll
+            assert time.perf_counter() < deadline, f"{count} of {total} consumed in time"
             count += len(consumer.poll(500))
-            return count >= total
-
-        wait_for(done, timeout_s=600, what=f"{total} records consumed")
         return Run(count, time.perf_counter() - started, _cpu_s() - cpu_started)
 
 

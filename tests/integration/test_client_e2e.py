@@ -22,6 +22,9 @@ from .cluster import Quorum, make_broker, run_cli, running_quorum, wait_for
 
 pytestmark = pytest.mark.integration
 
+# Each poll drains what is buffered (wait_for pauses between polls).
+RECORDS_PER_POLL_MAX = 100_000
+
 TOPIC = "e2e"
 PARTITIONS = 3
 RECORDS = 2000
@@ -72,7 +75,10 @@ def test_producer_and_consumer_round_trip_through_a_real_broker(tmp_path: Path) 
             received: list[tuple[int, int, bytes | None]] = []
 
             def all_received() -> bool:
-                received.extend((r.partition, r.offset, r.value) for r in consumer.poll(500))
+                received.extend(
+                    (r.partition, r.offset, r.value)
+                    for r in consumer.poll(500, max_records=RECORDS_PER_POLL_MAX)
+                )
                 return len(received) >= RECORDS
 
             wait_for(all_received, timeout_s=60, what=f"{RECORDS} records consumed")

@@ -28,6 +28,9 @@ from .cluster import BrokerProcess, Quorum, wait_for
 
 pytestmark = pytest.mark.integration
 
+# Each poll drains what is buffered (wait_for pauses between polls).
+RECORDS_PER_POLL_MAX = 100_000
+
 TOPIC = "e2e-cluster"
 PARTITIONS = 6
 RECORDS = 100_000
@@ -69,7 +72,7 @@ def consume_all(
         ends = {tp.partition: end for tp, end in consumer.end_offsets(partitions).items()}
 
         def all_received() -> bool:
-            for record in consumer.poll(500):
+            for record in consumer.poll(500, max_records=RECORDS_PER_POLL_MAX):
                 received[record.partition].append((record.offset, record.value))
             return all(len(received[p]) >= end for p, end in ends.items())
 

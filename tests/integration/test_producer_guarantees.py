@@ -30,6 +30,9 @@ from .cluster import BrokerProcess, Quorum, fetch_raw, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
+# Each poll drains what is buffered (wait_for pauses between polls).
+RECORDS_PER_POLL_MAX = 100_000
+
 PARTITIONS = 6
 DROP_EVERY = 3
 DROPPED_LINE = b"response dropped by test.drop.produce.responses.every"
@@ -85,7 +88,7 @@ def _consume(brokers: dict[int, BrokerProcess], topic: str) -> dict[int, list[Co
         ends = {tp.partition: end for tp, end in consumer.end_offsets(partitions).items()}
 
         def all_received() -> bool:
-            for record in consumer.poll(500):
+            for record in consumer.poll(500, max_records=RECORDS_PER_POLL_MAX):
                 received[record.partition].append(record)
             return all(len(received[p]) >= end for p, end in ends.items())
 
