@@ -32,8 +32,10 @@ class BufferExhaustedError(RequestTimedOutError):
 
 def record_size_bytes(key: bytes | None, value: bytes | None, headers: Headers) -> int:
     """An upper bound on the record's encoded size; the buffer reserves this much for it."""
-    header_bytes = sum(len(k.encode()) + len(v or b"") + 10 for k, v in headers)
-    return RECORD_OVERHEAD_BYTES + len(key or b"") + len(value or b"") + header_bytes
+    size = RECORD_OVERHEAD_BYTES + (len(key) if key else 0) + (len(value) if value else 0)
+    if headers:
+        size += sum(len(k.encode()) + len(v or b"") + 10 for k, v in headers)
+    return size
 
 
 @dataclass(eq=False)
@@ -44,6 +46,9 @@ class ProducerBatch:
     builder: BatchBuilder
     created_ms: int
     reserved_bytes: int = 0
+    # The builder's estimated_size_bytes() after the last append, kept so `append` need not
+    # ask the builder again per record.
+    size_estimate: int = 0
     attempts: int = 0
     retry_at_ms: int = 0
     result: BatchResult = field(default_factory=BatchResult)
@@ -94,6 +99,8 @@ class RecordAccumulator:
         self._compression = compression
         self._wakeup = wakeup
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        # Per partition, the last queued batch while it was never drained: the one appends go to.
+        self._open: dict[TopicPartition, ProducerBatch] = {}
         self._used_bytes = 0
         self._incomplete: set[ProducerBatch] = set()
         self._flushes_in_progress = 0
@@ -127,26 +134,45 @@ class RecordAccumulator:
         with self._lock:
             if self._used_bytes + size > self._buffer_memory or self._closing:
                 self._wait_for_space(size, max_block_ms)
-            queue = self._queues.get(tp)
-            if queue is None:
-                queue = self._queues[tp] = deque()
-            batch = self._open_batch(queue, size)
-            if batch is None:
-                if abort_on_new_batch:
-                    return None
-                builder = BatchBuilder(compression=self._compression)
-                batch = ProducerBatch(tp, builder, created_ms=monotonic_ms())
-                queue.append(batch)
-                self._incomplete.add(batch)
-            builder = batch.builder
-            future = FutureRecordMetadata(batch.result, tp, builder.record_count(), timestamp_ms)
-            builder.append(timestamp_ms, key, value, headers)
+            batch = self._open.get(tp)
+            if batch is not None and batch.size_estimate + size <= self._batch_size:
+                builder = batch.builder
+                index = builder.record_count()
+                builder.append(timestamp_ms, key, value, headers)
+                full = False
+            elif abort_on_new_batch:
+                return None
+            else:
+                batch, full = self._new_batch(tp, timestamp_ms, key, value, headers)
+                builder, index = batch.builder, 0
+            batch.size_estimate = estimate = builder.estimated_size_bytes()
             batch.reserved_bytes += size
             self._used_bytes += size
-            full = len(queue) > 1 or builder.estimated_size_bytes() >= self._batch_size
-        if full:
+        if full or estimate >= self._batch_size:
             self._wakeup.set()
-        return future
+        return FutureRecordMetadata(batch.result, tp, index, timestamp_ms)
+
+    def _new_batch(
+        self,
+        tp: TopicPartition,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> tuple[ProducerBatch, bool]:
+        """Holding the lock: a new open batch for `tp` holding this first record, and whether
+        an earlier batch of `tp` is waiting (so one is ready to go). The record is encoded
+        before anything is registered, so a record the builder refuses leaves no trace."""
+        builder = BatchBuilder(compression=self._compression)
+        builder.append(timestamp_ms, key, value, headers)
+        batch = ProducerBatch(tp, builder, created_ms=monotonic_ms())
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        queue.append(batch)
+        self._open[tp] = batch
+        self._incomplete.add(batch)
+        return batch, len(queue) > 1
 
     def _wait_for_space(self, size: int, max_block_ms: int) -> None:
         """Holding the lock: waits up to `max_block_ms` until `size` bytes of buffer are free;
@@ -164,14 +190,6 @@ class RecordAccumulator:
         if self._closing:
             raise RuntimeError("the producer is closed")
 
-    def _open_batch(self, queue: deque[ProducerBatch], size: int) -> ProducerBatch | None:
-        """The queue's last batch if it was never sent and `size` more bytes still fit."""
-        batch = queue[-1] if queue else None
-        if batch is None or batch.records is not None or not batch.builder.record_count():
-            return None
-        fits = batch.builder.estimated_size_bytes() + size <= self._batch_size
-        return batch if fits else None
-
     def ready(self, now_ms: int) -> tuple[list[TopicPartition], int]:
         """Partitions with a batch to send now, and how long until the next may be (ms)."""
         ready: list[TopicPartition] = []
@@ -185,7 +203,7 @@ class RecordAccumulator:
                 if first.retry_at_ms > now_ms:
                     next_ms = min(next_ms, first.retry_at_ms - now_ms)
                     continue
-                full = len(queue) > 1 or first.builder.estimated_size_bytes() >= self._batch_size
+                full = len(queue) > 1 or first.size_estimate >= self._batch_size
                 wait_ms = first.created_ms + self._linger_ms - now_ms
                 if full or hurry or first.attempts > 0 or wait_ms <= 0:
                     ready.append(tp)
@@ -194,9 +212,18 @@ class RecordAccumulator:
         return ready, max(next_ms, 1)
 
     def drain(self, tps: Iterable[TopicPartition]) -> list[ProducerBatch]:
-        """Takes the first batch of each partition, in the order given."""
+        """Takes the first batch of each partition, in the order given; a drained batch takes
+        no more records."""
         with self._lock:
-            return [self._queues[tp].popleft() for tp in tps if self._queues.get(tp)]
+            drained = [self._queues[tp].popleft() for tp in tps if self._queues.get(tp)]
+            self._close_batches(drained)
+            return drained
+
+    def _close_batches(self, batches: Iterable[ProducerBatch]) -> None:
+        """Holding the lock: batches leaving their queues take no more records."""
+        for batch in batches:
+            if self._open.get(batch.tp) is batch:
+                del self._open[batch.tp]
 
     def reenqueue(self, batch: ProducerBatch, now_ms: int, backoff_ms: int) -> None:
         """Puts a failed batch back at the head of its queue, to go again after a backoff."""
@@ -218,6 +245,7 @@ class RecordAccumulator:
             for queue in self._queues.values():
                 while queue and queue[0].created_ms + delivery_timeout_ms <= now_ms:
                     expired.append(queue.popleft())
+            self._close_batches(expired)
         return expired
 
     def deallocate(self, batch: ProducerBatch) -> None:
@@ -256,6 +284,7 @@ class RecordAccumulator:
             batches = [b for q in self._queues.values() for b in q]
             for queue in self._queues.values():
                 queue.clear()
+            self._open.clear()
         for batch in batches:
             batch.fail(error)
             self.deallocate(batch)

@@ -170,6 +170,7 @@ class Producer:
         )
         self._sender = Sender(self._accumulator, self._metadata, self._pool, config, wakeup)
         self._sender.start()
+        self._topic_partitions: dict[str, tuple[TopicPartition, ...]] = {}
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -202,7 +203,12 @@ class Producer:
             count = self._metadata.wait_for_topic(topic, self._max_block_ms)
         if partition is not None and not 0 <= partition < count:
             raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
-        future = self._append(topic, partition, count, timestamp, key, value, record_headers)
+        tps = self._topic_partitions.get(topic)
+        if tps is None or len(tps) != count:  # first use, or partitions were added
+            tps = self._topic_partitions[topic] = tuple(
+                TopicPartition(topic, p) for p in range(count)
+            )
+        future = self._append(tps, partition, timestamp, key, value, record_headers)
         if on_delivery is not None:
             callback = on_delivery
 
@@ -215,29 +221,26 @@ class Producer:
 
     def _append(
         self,
-        topic: str,
+        tps: tuple[TopicPartition, ...],
         partition: int | None,
-        count: int,
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
         headers: Headers,
     ) -> FutureRecordMetadata:
+        """Appends to the chosen partition of `tps` (the topic's partitions, reused so no
+        TopicPartition is built per record)."""
+        topic, count = tps[0].topic, len(tps)
         sticky = partition is None and key is None
         chosen = self._partitioner.partition(topic, key, count) if partition is None else partition
         args = (timestamp, key, value, headers)
         future = self._accumulator.append(
-            TopicPartition(topic, chosen),
-            *args,
-            max_block_ms=self._max_block_ms,
-            abort_on_new_batch=sticky,
+            tps[chosen], *args, max_block_ms=self._max_block_ms, abort_on_new_batch=sticky
         )
         if future is None:  # the sticky partition's batch is full: move on, as Kafka does
             self._partitioner.on_new_batch(topic, chosen, count)
             chosen = self._partitioner.partition(topic, key, count)
-            future = self._accumulator.append(
-                TopicPartition(topic, chosen), *args, max_block_ms=self._max_block_ms
-            )
+            future = self._accumulator.append(tps[chosen], *args, max_block_ms=self._max_block_ms)
         assert future is not None
         return future
 

@@ -117,3 +117,27 @@ def test_queued_batches_expire_after_the_delivery_timeout() -> None:
     assert acc.expire(now, 1000) == []
     (expired,) = acc.expire(now + 1001, 1000)
     assert expired.tp == TP
+
+
+def test_a_record_the_builder_refuses_leaves_no_trace() -> None:
+    acc = accumulator()
+    with pytest.raises(ValueError, match="timestamp"):
+        acc.append(TP, 2**63, None, b"v", (), max_block_ms=0)  # beyond int64
+    assert acc.used_bytes() == 0
+    assert not acc.has_pending()
+    acc.append(TP, 1000, None, b"ok", (), max_block_ms=0)
+    (batch,) = acc.drain([TP])
+    assert [r.value for r in decode_batch(batch.builder.build())] == [b"ok"]
+
+
+def test_an_expired_batch_takes_no_more_records() -> None:
+    acc = accumulator(linger_ms=60_000)
+    acc.append(TP, 1000, None, b"old", (), max_block_ms=0)
+    (expired,) = acc.expire(monotonic_ms() + 10_000, delivery_timeout_ms=1)
+    expired.fail(RuntimeError("expired"))
+    acc.deallocate(expired)
+    future = acc.append(TP, 1000, None, b"new", (), max_block_ms=0)
+    assert future is not None and not future.done()
+    assert acc.used_bytes() == record_size_bytes(None, b"new", ())
+    (batch,) = acc.drain([TP])
+    assert batch is not expired
