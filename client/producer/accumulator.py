@@ -143,8 +143,11 @@ class RecordAccumulator:
             elif abort_on_new_batch:
                 return None
             else:
-                batch, full = self._new_batch(tp, timestamp_ms, key, value, headers)
-                builder, index = batch.builder, 0
+                # Encoded before anything is registered: a record the builder refuses leaves
+                # no trace.
+                builder, index = BatchBuilder(compression=self._compression), 0
+                builder.append(timestamp_ms, key, value, headers)
+                batch, full = self._register(tp, builder)
             batch.size_estimate = estimate = builder.estimated_size_bytes()
             batch.reserved_bytes += size
             self._used_bytes += size
@@ -152,19 +155,9 @@ class RecordAccumulator:
             self._wakeup.set()
         return FutureRecordMetadata(batch.result, tp, index, timestamp_ms)
 
-    def _new_batch(
-        self,
-        tp: TopicPartition,
-        timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers,
-    ) -> tuple[ProducerBatch, bool]:
-        """Holding the lock: a new open batch for `tp` holding this first record, and whether
-        an earlier batch of `tp` is waiting (so one is ready to go). The record is encoded
-        before anything is registered, so a record the builder refuses leaves no trace."""
-        builder = BatchBuilder(compression=self._compression)
-        builder.append(timestamp_ms, key, value, headers)
+    def _register(self, tp: TopicPartition, builder: BatchBuilder) -> tuple[ProducerBatch, bool]:
+        """Holding the lock: queues a new open batch for `tp` around `builder`, and says whether
+        an earlier batch of `tp` is waiting (so one is ready to go)."""
         batch = ProducerBatch(tp, builder, created_ms=monotonic_ms())
         queue = self._queues.get(tp)
         if queue is None:
