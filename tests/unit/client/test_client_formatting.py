@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -176,7 +175,7 @@ def record(**changes: object) -> ConsumerRecord:
     base = ConsumerRecord(
         "t", 3, 42, 1700000000000, TimestampType.CREATE_TIME, b"k", b"v", (("h", b"1"),)
     )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return base._replace(**changes)  # type: ignore[arg-type]
 
 
 def utf8(data: bytes) -> str:
