@@ -1,10 +1,11 @@
 """A consumer reading through a leader's death (issue 5 §2.3), against a real cluster.
 
 Three controllers and three brokers, a topic of 6 partitions with replication factor 3 and
-min.insync.replicas=2. 12,000 records are produced with acks=all. A consumer reads them slowly
-(small fetches, so it cannot have read ahead); a third of the way through, kill -9 of the broker leading partition 0. The
-consumer refreshes its metadata, follows the new leaders and reads every record exactly once,
-in offset order per partition, with the values that were acknowledged there; it never raises.
+min.insync.replicas=2. 12,000 records are produced with acks=all. A consumer reads them with
+small fetches (so it cannot have read ahead); a third of the way through, kill -9 of the broker
+leading partition 0. The consumer refreshes its metadata, follows the new leaders and reads every
+record exactly once, in offset order per partition, with the values that were acknowledged
+there; it never raises.
 """
 
 from __future__ import annotations
