@@ -21,7 +21,6 @@ from pykraft.client.admin_types import (
     ConfigValue,
     ControllerInfo,
     ElectionResult,
-    ListOffsetsResult,
     NewTopic,
     PartitionInfo,
     QuorumDescription,
@@ -106,6 +105,7 @@ from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.producer import Producer
 from pykraft.client.types import (
     ConsumerRecord,
+    ListOffsetsResult,
     OffsetAndTimestamp,
     RecordMetadata,
     TopicPartition,

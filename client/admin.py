@@ -16,11 +16,9 @@ and consumer do (`pykraft.client.cluster_metadata`).
 from __future__ import annotations
 
 import threading
-import time
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Final, Literal
+from typing import Literal
 
 from pykraft.client.admin_types import (
     BrokerInfo,
@@ -29,7 +27,6 @@ from pykraft.client.admin_types import (
     ConfigValue,
     ControllerInfo,
     ElectionResult,
-    ListOffsetsResult,
     NewTopic,
     PartitionInfo,
     QuorumDescription,
@@ -38,20 +35,16 @@ from pykraft.client.admin_types import (
     VoterInfo,
 )
 from pykraft.client.broker_connection import ConnectionPool
-from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.errors import (
     BrokerNotAvailableError,
-    KafkaError,
-    LeaderNotAvailableError,
-    RequestTimedOutError,
-    UnknownTopicOrPartitionError,
     error_for,
     raise_for,
 )
+from pykraft.client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from pykraft.client.routing import ControllerRouter, parse_bootstrap
-from pykraft.client.types import TopicPartition
-from pykraft.proto import admin_pb2, broker_pb2, common_pb2
+from pykraft.client.types import ListOffsetsResult, TopicPartition
+from pykraft.proto import admin_pb2
 
 ResourceType = Literal["topic", "broker"]
 OffsetSpec = Literal["earliest", "latest"] | int
@@ -59,11 +52,6 @@ OffsetSpec = Literal["earliest", "latest"] | int
 ("latest"), or the first offset whose record timestamp is at least this many ms since the epoch
 (Kafka's OffsetSpec.earliest(), latest() and forTimestamp(ms))."""
 
-# ListOffsets' special timestamps and the replica id of a client (Kafka's values).
-EARLIEST_TIMESTAMP: Final = -2
-LATEST_TIMESTAMP: Final = -1
-_CLIENT_REPLICA_ID: Final = -1
-_RETRY_BACKOFF_MAX_MS: Final = 1000  # Kafka's retry.backoff.max.ms default
 
 _RESOURCE_TYPES: dict[str, admin_pb2.ConfigResourceType] = {
     "topic": admin_pb2.CONFIG_RESOURCE_TOPIC,
@@ -301,32 +289,14 @@ class AdminClient:
         timestamps = {tp: _spec_timestamp(tp, spec) for tp, spec in partitions.items()}
         if not timestamps:
             return {}
-        metadata = self._brokers()
-        metadata.add_topics({tp.topic for tp in timestamps})
-        deadline_ms = monotonic_ms() + self._request_timeout_ms
-        backoff_ms = self._retry_backoff_ms
-        results: dict[TopicPartition, ListOffsetsResult] = {}
-        while True:
-            refresh_error = _refresh(metadata)
-            pending = {tp: ts for tp, ts in timestamps.items() if tp not in results}
-            last_error: KafkaError | None = None
-            for tp, outcome in self._list_offsets_once(metadata, pending, refresh_error).items():
-                if isinstance(outcome, ListOffsetsResult):
-                    results[tp] = outcome
-                elif not outcome.retriable:
-                    raise outcome
-                else:
-                    last_error = outcome
-            if len(results) == len(timestamps):
-                return results
-            remaining_ms = deadline_ms - monotonic_ms()
-            if remaining_ms <= 0:
-                missing = sorted(str(tp) for tp in timestamps if tp not in results)
-                raise last_error or RequestTimedOutError(
-                    f"no offsets for {', '.join(missing)} within {self._request_timeout_ms} ms"
-                )
-            time.sleep(min(backoff_ms, remaining_ms) / 1000)
-            backoff_ms = min(max(1, backoff_ms * 2), _RETRY_BACKOFF_MAX_MS)
+        lookup = OffsetLookup(
+            self._brokers(),
+            self._pool,
+            request_timeout_ms=self._router.attempt_timeout_ms,
+            retry_backoff_ms=self._retry_backoff_ms,
+            isolation_level=0,
+        )
+        return lookup.list_offsets(timestamps, self._request_timeout_ms)
 
     def _brokers(self) -> ClusterMetadata:
         """The brokers' view of leaders, bootstrapped from DescribeCluster on first use."""
@@ -348,70 +318,6 @@ class AdminClient:
                 "the cluster has no registered broker to ask for offsets; start a broker"
             )
         return [b.address for b in sorted(brokers, key=lambda b: b.state == "fenced")]
-
-    def _list_offsets_once(
-        self,
-        metadata: ClusterMetadata,
-        timestamps: Mapping[TopicPartition, int],
-        refresh_error: KafkaError | None,
-    ) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
-        """One ListOffsets per leader broker; partitions without a known leader get why."""
-        outcomes: dict[TopicPartition, ListOffsetsResult | KafkaError] = {}
-        by_address: dict[str, dict[TopicPartition, broker_pb2.ListOffsetsPartition]]
-        by_address = defaultdict(dict)
-        for tp, timestamp in timestamps.items():
-            _check_partition_exists(metadata, tp)
-            leader = metadata.leader(tp)
-            if leader is None:
-                outcomes[tp] = (
-                    metadata.topic_error(tp.topic)
-                    or refresh_error
-                    or LeaderNotAvailableError(f"{tp} has no leader right now")
-                )
-                continue
-            by_address[leader.address][tp] = broker_pb2.ListOffsetsPartition(
-                partition=tp.partition,
-                current_leader_epoch=leader.leader_epoch,
-                timestamp=timestamp,
-            )
-        for address, wanted in by_address.items():
-            outcomes.update(self._ask_leader(address, wanted))
-        return outcomes
-
-    def _ask_leader(
-        self, address: str, wanted: Mapping[TopicPartition, broker_pb2.ListOffsetsPartition]
-    ) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
-        topics: dict[str, list[broker_pb2.ListOffsetsPartition]] = defaultdict(list)
-        for tp, partition in wanted.items():
-            topics[tp.topic].append(partition)
-        request = broker_pb2.ListOffsetsRequest(
-            replica_id=_CLIENT_REPLICA_ID,
-            isolation_level=0,
-            topics=[
-                broker_pb2.ListOffsetsTopic(topic=t, partitions=ps) for t, ps in topics.items()
-            ],
-        )
-        try:
-            response = self._pool.get(address).call(
-                "ListOffsets",
-                request,
-                broker_pb2.ListOffsetsResponse,
-                self._router.attempt_timeout_ms,
-            )
-        except KafkaError as e:
-            return dict.fromkeys(wanted, e)
-        outcomes: dict[TopicPartition, ListOffsetsResult | KafkaError] = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
-                if tp not in wanted:
-                    continue
-                outcomes[tp] = (
-                    ListOffsetsResult(p.offset, p.timestamp, p.leader_epoch)
-                    if p.error_code == common_pb2.NONE
-                    else error_for(p.error_code, p.error_message or f"offsets of {tp} at {address}")
-                )
-        return outcomes
 
     def close(self) -> None:
         """Closes the connections; the client cannot be used afterwards."""
@@ -483,21 +389,3 @@ def _spec_timestamp(tp: TopicPartition, spec: OffsetSpec) -> int:
         f"the offset spec of {tp} must be 'earliest', 'latest' or a timestamp in ms >= 0, "
         f"not {spec!r}"
     )
-
-
-def _refresh(metadata: ClusterMetadata) -> KafkaError | None:
-    """Fetches the brokers' metadata again; the failure, if every broker failed."""
-    try:
-        metadata.refresh(monotonic_ms())
-    except KafkaError as e:
-        return e
-    return None
-
-
-def _check_partition_exists(metadata: ClusterMetadata, tp: TopicPartition) -> None:
-    """A partition number the topic does not have is a mistake no retry fixes."""
-    count = metadata.partition_count(tp.topic)
-    if count is not None and not 0 <= tp.partition < count:
-        raise UnknownTopicOrPartitionError(
-            f"topic {tp.topic!r} has partitions 0 to {count - 1}, not {tp.partition}"
-        )

@@ -17,12 +17,11 @@ from pykraft.client.admin_types import (
     ClusterDescription,
     ConfigValue,
     ElectionResult,
-    ListOffsetsResult,
     QuorumDescription,
     TopicCreated,
     TopicDescription,
 )
-from pykraft.client.types import ConsumerRecord, TopicPartition
+from pykraft.client.types import ConsumerRecord, ListOffsetsResult, TopicPartition
 from pykraft.proto.record_batch import TimestampType
 
 JsonObject = dict[str, object]

@@ -52,3 +52,19 @@ class OffsetAndTimestamp(NamedTuple):
 
     offset: int
     timestamp: int
+
+
+@dataclass(frozen=True)
+class ListOffsetsResult:
+    """One partition's answer to ListOffsets, as `AdminClient.list_offsets` returns it (Kafka's
+    ListOffsetsResultInfo).
+
+    For "earliest" and "latest" `offset` is the log start offset or the high watermark and
+    `timestamp` is -1; for a timestamp it is the first offset whose record timestamp is at
+    least that, with that record's timestamp, or -1 and -1 when no such record exists yet.
+    `leader_epoch` is the leader's epoch when it answered.
+    """
+
+    offset: int
+    timestamp: int
+    leader_epoch: int

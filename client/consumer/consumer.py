@@ -44,9 +44,9 @@ from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
 from pykraft.client.consumer.fetcher import Fetcher
-from pykraft.client.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
 from pykraft.client.errors import KafkaError, OffsetOutOfRangeError, RequestTimedOutError
+from pykraft.client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from pykraft.client.routing import parse_bootstrap
 from pykraft.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 
@@ -410,7 +410,12 @@ class Consumer:
                     f"epoch), not {timestamp!r}."
                 )
         found = self._offsets.list_offsets(timestamps, self._config.default_api_timeout_ms)
-        return {tp: None if found[tp].offset < 0 else found[tp] for tp in timestamps}
+        return {
+            tp: None
+            if found[tp].offset < 0
+            else OffsetAndTimestamp(found[tp].offset, found[tp].timestamp)
+            for tp in timestamps
+        }
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Each partition's log start offset (need not be assigned)."""

@@ -44,12 +44,6 @@ from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
-from pykraft.client.consumer.offsets import (
-    CONSUMER_REPLICA_ID,
-    list_offsets_request,
-    list_offsets_results,
-    wants_metadata,
-)
 from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
 from pykraft.client.errors import (
     CorruptMessageError,
@@ -58,7 +52,13 @@ from pykraft.client.errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
-from pykraft.client.types import OffsetAndTimestamp, TopicPartition
+from pykraft.client.offsets import (
+    CONSUMER_REPLICA_ID,
+    list_offsets_request,
+    list_offsets_results,
+    wants_metadata,
+)
+from pykraft.client.types import ListOffsetsResult, TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
 
 # With nothing to retry the thread sleeps until woken, but never longer than this.
@@ -438,7 +438,7 @@ class Fetcher:
                     if isinstance(done.result, KafkaError)
                     else results.get(tp, KafkaConnectionError(f"no offset answer for {tp}"))
                 )
-                if isinstance(result, OffsetAndTimestamp):
+                if isinstance(result, ListOffsetsResult):
                     state.position = state.fetch_offset = result.offset
                     state.reset_timestamp = None
                     subscription.changed()

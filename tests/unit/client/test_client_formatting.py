@@ -12,7 +12,6 @@ from pykraft.client.admin_types import (
     ConfigSource,
     ConfigValue,
     ControllerInfo,
-    ListOffsetsResult,
     PartitionInfo,
     QuorumDescription,
     TopicDescription,
@@ -35,7 +34,7 @@ from pykraft.client.formatting import (
     topic_json,
     topics_table,
 )
-from pykraft.client.types import ConsumerRecord, TopicPartition
+from pykraft.client.types import ConsumerRecord, ListOffsetsResult, TopicPartition
 from pykraft.proto.record_batch import TimestampType
 
 OVERRIDE = ConfigValue("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG, False, False, "LIST")

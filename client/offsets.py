@@ -1,9 +1,11 @@
-"""ListOffsets: the offset of a timestamp (or of the log's start or end) for each partition.
+"""ListOffsets: the offset of a timestamp (or of the log's start or end) for each partition,
+asked of each partition's leader.
 
-`list_offsets` asks each leader and waits, retrying what Kafka retries (stale metadata,
-unreachable brokers, leader elections) until its deadline; `beginning_offsets`, `end_offsets`
-and `offsets_for_times` use it from the consumer's thread. The request and answer helpers are
-shared with the fetcher thread, which looks up positions to reset asynchronously.
+`OffsetLookup.list_offsets` waits, retrying what Kafka retries (stale metadata, unreachable
+brokers, leader elections) with exponential backoff until its deadline. The consumer's
+`beginning_offsets`, `end_offsets` and `offsets_for_times` and `AdminClient.list_offsets` use
+it; the request and answer helpers also serve the consumer's fetcher thread, which looks up
+positions to reset asynchronously.
 """
 
 from __future__ import annotations
@@ -20,16 +22,20 @@ from pykraft.client.errors import (
     InvalidMetadataError,
     KafkaConnectionError,
     KafkaError,
+    LeaderNotAvailableError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
     error_for,
 )
-from pykraft.client.types import OffsetAndTimestamp, TopicPartition
+from pykraft.client.types import ListOffsetsResult, TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 CONSUMER_REPLICA_ID: Final = -1
+# Kafka's retry.backoff.max.ms default: retries back off exponentially up to this.
+RETRY_BACKOFF_MAX_MS: Final = 1000
 
 
 def wants_metadata(error: KafkaError) -> bool:
@@ -57,14 +63,14 @@ def list_offsets_request(
 
 def list_offsets_results(
     response: broker_pb2.ListOffsetsResponse,
-) -> dict[TopicPartition, OffsetAndTimestamp | KafkaError]:
-    """Each partition's (offset, timestamp), -1/-1 when no record has such a timestamp."""
-    results: dict[TopicPartition, OffsetAndTimestamp | KafkaError] = {}
+) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
+    """Each partition's answer; offset and timestamp -1 when no record has such a timestamp."""
+    results: dict[TopicPartition, ListOffsetsResult | KafkaError] = {}
     for topic in response.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.topic, p.partition)
             if p.error_code == common_pb2.NONE:
-                results[tp] = OffsetAndTimestamp(p.offset, p.timestamp)
+                results[tp] = ListOffsetsResult(p.offset, p.timestamp, p.leader_epoch)
             else:
                 results[tp] = error_for(p.error_code, p.error_message or f"offsets of {tp}")
     return results
@@ -90,18 +96,21 @@ class OffsetLookup:
 
     def list_offsets(
         self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
-    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+    ) -> dict[TopicPartition, ListOffsetsResult]:
         """Each partition's answer for its timestamp (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or
-        a time in ms), retrying retriable errors until `timeout_ms` runs out (then
-        RequestTimedOutError naming the partitions left); other errors raise at once."""
+        a time in ms), retrying retriable errors until `timeout_ms` runs out, then raising the
+        last of them (RequestTimedOutError if there was none) naming the partitions left. A
+        partition number the topic does not have, and any other error, raise at once."""
         self._metadata.add_topics({tp.topic for tp in timestamps})
         deadline_ms = monotonic_ms() + timeout_ms
-        found: dict[TopicPartition, OffsetAndTimestamp] = {}
+        backoff_ms = self._retry_backoff_ms
+        found: dict[TopicPartition, ListOffsetsResult] = {}
         last_error: KafkaError | None = None
         while True:
+            self._metadata.maybe_refresh(monotonic_ms())
             missing = {tp: ts for tp, ts in timestamps.items() if tp not in found}
             for tp, result in self._list_offsets_once(missing).items():
-                if isinstance(result, OffsetAndTimestamp):
+                if isinstance(result, ListOffsetsResult):
                     found[tp] = result
                 elif not result.retriable:
                     raise result
@@ -111,23 +120,27 @@ class OffsetLookup:
                 return found
             left_ms = deadline_ms - monotonic_ms()
             if left_ms <= 0:
-                raise RequestTimedOutError(
-                    f"no offsets for {sorted(str(tp) for tp in missing if tp not in found)} "
-                    f"within {timeout_ms} ms (last error: {last_error})"
-                )
-            time.sleep(min(self._retry_backoff_ms, left_ms) / 1000)
-            self._metadata.maybe_refresh(monotonic_ms())
+                left = sorted(str(tp) for tp in timestamps if tp not in found)
+                why = f"no offsets for {', '.join(left)} within {timeout_ms} ms"
+                if last_error is None:
+                    raise RequestTimedOutError(why)
+                raise type(last_error)(f"{last_error.message} ({why})", code=last_error.code)
+            time.sleep(min(backoff_ms, left_ms) / 1000)
+            backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
 
     def _list_offsets_once(
         self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | KafkaError]:
+    ) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
         by_address: dict[str, dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
-        results: dict[TopicPartition, OffsetAndTimestamp | KafkaError] = {}
+        results: dict[TopicPartition, ListOffsetsResult | KafkaError] = {}
         for tp, timestamp in timestamps.items():
+            self._check_partition_exists(tp)
             leader = self._metadata.leader(tp)
             if leader is None:
                 self._metadata.request_update()
-                results[tp] = KafkaConnectionError(f"no known leader for {tp}")
+                results[tp] = self._metadata.topic_error(tp.topic) or LeaderNotAvailableError(
+                    f"{tp} has no known leader right now"
+                )
             else:
                 by_address[leader.address][tp] = (timestamp, leader.leader_epoch)
         for address, wanted in by_address.items():
@@ -149,3 +162,11 @@ class OffsetLookup:
                     self._metadata.request_update()
                 results[tp] = result
         return results
+
+    def _check_partition_exists(self, tp: TopicPartition) -> None:
+        """A partition number the topic does not have is a mistake no retry fixes."""
+        count = self._metadata.partition_count(tp.topic)
+        if count is not None and not 0 <= tp.partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"topic {tp.topic!r} has partitions 0 to {count - 1}, not {tp.partition}"
+            )
