@@ -295,6 +295,7 @@ class AdminClient:
             request_timeout_ms=self._router.attempt_timeout_ms,
             retry_backoff_ms=self._retry_backoff_ms,
             isolation_level=0,
+            exact_errors=True,
         )
         return lookup.list_offsets(timestamps, self._request_timeout_ms)
 

@@ -77,7 +77,13 @@ def list_offsets_results(
 
 
 class OffsetLookup:
-    """Blocking ListOffsets for the consumer's thread; thread-safe (it keeps no state)."""
+    """Blocking ListOffsets for the caller's thread; thread-safe (it keeps no state).
+
+    `exact_errors` is the AdminClient's way (Kafka's Admin): a partition number its topic does
+    not have raises UnknownTopicOrPartitionError at once, and a timeout raises the last
+    retriable error itself. Without it, the consumer's way (Kafka's consumer): such a
+    partition is retried like one without a leader, and a timeout raises RequestTimedOutError.
+    """
 
     def __init__(
         self,
@@ -87,20 +93,21 @@ class OffsetLookup:
         request_timeout_ms: int,
         retry_backoff_ms: int,
         isolation_level: int,
+        exact_errors: bool = False,
     ) -> None:
         self._metadata = metadata
         self._pool = pool
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._isolation_level = isolation_level
+        self._exact_errors = exact_errors
 
     def list_offsets(
         self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
     ) -> dict[TopicPartition, ListOffsetsResult]:
         """Each partition's answer for its timestamp (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or
-        a time in ms), retrying retriable errors until `timeout_ms` runs out, then raising the
-        last of them (RequestTimedOutError if there was none) naming the partitions left. A
-        partition number the topic does not have, and any other error, raise at once."""
+        a time in ms), retrying retriable errors with exponential backoff until `timeout_ms`
+        runs out (then see `exact_errors`); other errors raise at once."""
         self._metadata.add_topics({tp.topic for tp in timestamps})
         deadline_ms = monotonic_ms() + timeout_ms
         backoff_ms = self._retry_backoff_ms
@@ -122,9 +129,9 @@ class OffsetLookup:
             if left_ms <= 0:
                 left = sorted(str(tp) for tp in timestamps if tp not in found)
                 why = f"no offsets for {', '.join(left)} within {timeout_ms} ms"
-                if last_error is None:
-                    raise RequestTimedOutError(why)
-                raise type(last_error)(f"{last_error.message} ({why})", code=last_error.code)
+                if self._exact_errors:
+                    raise last_error or RequestTimedOutError(why)
+                raise RequestTimedOutError(f"{why} (last error: {last_error})")
             time.sleep(min(backoff_ms, left_ms) / 1000)
             backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
 
@@ -134,7 +141,8 @@ class OffsetLookup:
         by_address: dict[str, dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
         results: dict[TopicPartition, ListOffsetsResult | KafkaError] = {}
         for tp, timestamp in timestamps.items():
-            self._check_partition_exists(tp)
+            if self._exact_errors:
+                self._check_partition_exists(tp)
             leader = self._metadata.leader(tp)
             if leader is None:
                 self._metadata.request_update()

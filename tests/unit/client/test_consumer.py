@@ -11,6 +11,7 @@ from pykraft.client import (
     Consumer,
     ConsumerRecord,
     NoOffsetForPartitionError,
+    RequestTimedOutError,
     TopicPartition,
 )
 from pykraft.client.types import OffsetAndTimestamp
@@ -134,6 +135,13 @@ def test_beginning_and_end_offsets() -> None:
             assert consumer.beginning_offsets([T0, T1]) == {T0: 2, T1: 0}
             assert consumer.end_offsets([T0, T1]) == {T0: 5, T1: 2}
             assert consumer.partitions_for("t") == [0, 1]
+
+
+def test_offsets_of_a_partition_the_topic_lacks_time_out_as_kafkas_consumer_does() -> None:
+    with running({"t": 1}) as cluster:
+        consumer = Consumer(bootstrap_servers=cluster.bootstrap, default_api_timeout_ms=300)
+        with consumer, pytest.raises(RequestTimedOutError, match="no offsets for t-5 within 300"):
+            consumer.end_offsets([TopicPartition("t", 5)])
 
 
 def test_a_moved_leader_is_found_after_not_leader_or_fenced_epoch() -> None:
