@@ -227,6 +227,17 @@ def test_acks_all_needs_min_insync_replicas(tmp_path: Path) -> None:
         assert _fetch(brokers[leader], 0, 0).high_watermark == high_watermark
 
 
+def _leads(broker: BrokerProcess, partition: int, leader_epoch: int) -> bool:
+    """Whether `broker`'s own metadata has it leading `partition` in `leader_epoch`."""
+    request = broker_pb2.MetadataRequest(topics=[TOPIC])
+    response: broker_pb2.MetadataResponse = broker.stub().Metadata(request, timeout=5)
+    found = [p for t in response.topics for p in t.partitions if p.partition == partition]
+    return bool(found) and (found[0].leader_id, found[0].leader_epoch) == (
+        broker.node_id,
+        leader_epoch,
+    )
+
+
 def test_deposed_leader_truncates_what_was_never_committed(tmp_path: Path) -> None:
     """Issue 4 §5.3: records only the leader had (followers stopped, acks=1) are cut from it when
     it rejoins under a new leader; every replica ends byte-identical, and no consumer saw them."""
@@ -260,6 +271,12 @@ def test_deposed_leader_truncates_what_was_never_committed(tmp_path: Path) -> No
 
         after = wait_for(new_leader, timeout_s=20, what="a new leader")
         assert after.leader_epoch > before.leader_epoch
+        # The controller decided; the new leader learns it from its next metadata fetch.
+        wait_for(
+            lambda: _leads(brokers[after.leader], 0, after.leader_epoch),
+            timeout_s=10,
+            what="the new leader knowing it leads",
+        )
         fresh = [f"new-leader-{i}".encode() for i in range(10)]
         result = _produce(brokers[after.leader], 0, fresh)
         assert result.error_code == common_pb2.NONE, result.error_message
