@@ -58,12 +58,25 @@ def broker() -> None:
     help="TESTS ONLY: drop the response of every Nth Produce request with idempotent batches "
     "after processing it (test.drop.produce.responses.every; 0 = off).",
 )
-def run(config_path: Path | None, **flags: object) -> None:
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any config key, as in the TOML file (Kafka's --override); repeatable.",
+)
+def run(config_path: Path | None, overrides: tuple[str, ...], **flags: object) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"
     )
+    settings: dict[str, object] = {_FLAG_KEYS[k]: v for k, v in flags.items()}
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        if not equals or not key.strip():
+            raise click.UsageError(f"--override takes KEY=VALUE, not {override!r}")
+        settings[key.strip()] = value.strip()
     try:
-        config = load_config(config_path, {_FLAG_KEYS[k]: v for k, v in flags.items()})
+        config = load_config(config_path, settings)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
     sys.exit(_serve_until_stopped(config))

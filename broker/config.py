@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pykraft.broker.group.config import GroupConfig
 from pykraft.metadata_log import BROKER_SYNONYMS, ConfigValidationError, validate_config
 from pykraft.metadata_log.records import ConfigResourceType
 
@@ -48,6 +49,8 @@ class BrokerConfig:
     grpc_workers_max: int = 64
     # Test-only: drop every Nth idempotent Produce response after processing it (0 = never).
     test_drop_produce_responses_every: int = 0
+    # The group coordinator's settings (group.consumer.*, offsets.*).
+    group: GroupConfig = field(default_factory=GroupConfig)
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -89,10 +92,22 @@ _INT_KEYS: Final = {
     "test.drop.produce.responses.every": "test_drop_produce_responses_every",
 }
 _STR_KEYS: Final = {"broker.rack": "rack", "cluster.id": "cluster_id"}
+# Group coordinator settings: Kafka's name -> GroupConfig field (minutes become ms).
+_GROUP_INT_KEYS: Final = {
+    "group.consumer.session.timeout.ms": "session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "heartbeat_interval_ms",
+    "offsets.topic.num.partitions": "offsets_topic_partitions",
+    "offsets.topic.replication.factor": "offsets_topic_replication_factor",
+    "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
+    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "offsets.commit.timeout.ms": "commit_timeout_ms",
+}
+_GROUP_KEYS: Final = {*_GROUP_INT_KEYS, "offsets.retention.minutes", "group.consumer.assignors"}
 _REQUIRED: Final = ("node.id", "listeners", "log.dirs", "controller.quorum.bootstrap.servers")
 KNOWN_KEYS: Final = frozenset(
     {*_INT_KEYS, *_STR_KEYS, "listeners", "log.dirs", "controller.quorum.bootstrap.servers"}
     | set(BROKER_SYNONYMS)
+    | _GROUP_KEYS
 )
 
 
@@ -132,6 +147,20 @@ def _topic_defaults(raw: Mapping[str, Any]) -> dict[str, str]:
     return defaults
 
 
+def _group_config(raw: Mapping[str, Any]) -> GroupConfig:
+    values: dict[str, Any] = {
+        name: _int(raw, key) for key, name in _GROUP_INT_KEYS.items() if key in raw
+    }
+    if "offsets.retention.minutes" in raw:
+        values["offsets_retention_ms"] = _int(raw, "offsets.retention.minutes") * 60_000
+    if "group.consumer.assignors" in raw:
+        values["assignors"] = tuple(_split(raw["group.consumer.assignors"]))
+    try:
+        return GroupConfig(**values)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+
+
 def config_from_mapping(raw: Mapping[str, Any]) -> BrokerConfig:
     """Builds a BrokerConfig from keys named as in the TOML file; ConfigError says what is wrong."""
     unknown = sorted(set(raw) - KNOWN_KEYS)
@@ -153,6 +182,7 @@ def config_from_mapping(raw: Mapping[str, Any]) -> BrokerConfig:
             parse_address(item, key=bootstrap_key) for item in _split(raw[bootstrap_key])
         ),
         topic_defaults=_topic_defaults(raw),
+        group=_group_config(raw),
         **values,
     )
 

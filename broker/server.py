@@ -10,6 +10,7 @@ CONTROLLED_SHUTDOWN_TIMEOUT_MS, then the server, the threads and the logs close.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Final
 
 import grpc
@@ -18,6 +19,8 @@ from pykraft.broker.admin_forwarding import AdminForwarder
 from pykraft.broker.alter_partition import IsrUpdater
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import ControllerCaller, ControllerChannel, monotonic_ms
+from pykraft.broker.group.coordinator import GroupCoordinator
+from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.metadata import ImageFile, MetadataFollower
 from pykraft.broker.producer_ids import ProducerIdAllocator
@@ -75,6 +78,12 @@ class Broker:
             request_timeout_ms=config.request_timeout_ms,
             clock_ms=monotonic_ms,
         )
+        self.groups = GroupCoordinator(
+            self.replica_manager,
+            config.group,
+            clock_ms=monotonic_ms,
+            wall_clock_ms=_wall_clock_ms,
+        )
         self._server: grpc.Server | None = None
 
     def _may_serve(self, now_ms: int) -> bool:
@@ -86,6 +95,7 @@ class Broker:
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage) -> None:
         self.replica_manager.on_metadata(delta, image, monotonic_ms())
         self.fetchers.on_metadata()
+        self.groups.on_metadata()
 
     def start(self) -> bool:
         """False if `cancel_start` cut registration short; raises OSError if the listener cannot
@@ -98,11 +108,21 @@ class Broker:
             monotonic_ms,
             producer_ids=self.producer_ids,
             may_serve=self._may_serve,
+            groups=GroupHandlers(
+                self.groups,
+                self.replica_manager,
+                self._caller,
+                may_serve=self._may_serve,
+                clock_ms=monotonic_ms,
+                wall_clock_ms=_wall_clock_ms,
+                request_timeout_ms=self.config.request_timeout_ms,
+            ),
         )
         admin = AdminForwarder(self._caller, timeout_ms=ADMIN_FORWARD_TIMEOUT_MS)
         self._server = serve(service, admin, self.config.listener, self.config.grpc_workers_max)
         if not self.channel.register():
             return False
+        self.groups.start()
         self.channel.start()
         self.metadata.start()
         self.isr_updater.start()
@@ -135,8 +155,14 @@ class Broker:
         self.metadata.stop()
         self.isr_updater.stop()
         self.fetchers.close()
+        self.groups.close()
         self.channel.stop()
         self.replica_manager.close()
         self.producer_ids.close()
         self._caller.close()
         self.lifecycle.transition(BrokerState.NOT_RUNNING)
+
+
+def _wall_clock_ms() -> int:
+    """Wall-clock time, for what is stored and compared across restarts (offset commits)."""
+    return time.time_ns() // 1_000_000

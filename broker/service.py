@@ -18,11 +18,12 @@ import grpc
 
 from pykraft.broker.config import GRPC_MESSAGE_BYTES_MAX, BrokerConfig
 from pykraft.broker.fetch import handle_fetch
+from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.broker.produce import handle_produce
 from pykraft.broker.producer_ids import ProducerIdAllocator, handle_init_producer_id
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.proto import admin_pb2_grpc, broker_pb2, broker_pb2_grpc
+from pykraft.proto import admin_pb2_grpc, broker_pb2, broker_pb2_grpc, group_pb2
 from pykraft.proto.record_batch import BatchError, iter_batches
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,10 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         *,
         producer_ids: ProducerIdAllocator,
         may_serve: Callable[[int], bool],
+        groups: GroupHandlers,
     ) -> None:
         self._manager = manager
+        self._groups = groups
         self._config = config
         self._clock_ms = clock_ms
         self._producer_ids = producer_ids
@@ -101,6 +104,43 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
             may_serve=self._may_serve(now_ms),
             deadline_ms=now_ms + timeout_ms,
         )
+
+    # --- consumer groups (pykraft.broker.group) ---
+
+    def FindCoordinator(
+        self, request: group_pb2.FindCoordinatorRequest, context: grpc.ServicerContext
+    ) -> group_pb2.FindCoordinatorResponse:
+        return self._groups.find_coordinator(request)
+
+    def ConsumerGroupHeartbeat(
+        self, request: group_pb2.ConsumerGroupHeartbeatRequest, context: grpc.ServicerContext
+    ) -> group_pb2.ConsumerGroupHeartbeatResponse:
+        return self._groups.heartbeat(request, context.peer())
+
+    def OffsetCommit(
+        self, request: group_pb2.OffsetCommitRequest, context: grpc.ServicerContext
+    ) -> group_pb2.OffsetCommitResponse:
+        return self._groups.offset_commit(request)
+
+    def OffsetFetch(
+        self, request: group_pb2.OffsetFetchRequest, context: grpc.ServicerContext
+    ) -> group_pb2.OffsetFetchResponse:
+        return self._groups.offset_fetch(request)
+
+    def ListGroups(
+        self, request: group_pb2.ListGroupsRequest, context: grpc.ServicerContext
+    ) -> group_pb2.ListGroupsResponse:
+        return self._groups.list_groups(request)
+
+    def ConsumerGroupDescribe(
+        self, request: group_pb2.ConsumerGroupDescribeRequest, context: grpc.ServicerContext
+    ) -> group_pb2.ConsumerGroupDescribeResponse:
+        return self._groups.describe(request)
+
+    def DeleteGroups(
+        self, request: group_pb2.DeleteGroupsRequest, context: grpc.ServicerContext
+    ) -> group_pb2.DeleteGroupsResponse:
+        return self._groups.delete(request)
 
     def Fetch(
         self, request: broker_pb2.FetchRequest, context: grpc.ServicerContext

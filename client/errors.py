@@ -66,8 +66,10 @@ retriable errors until their timeout, so one that reaches a caller means the con
     ├── InvalidProducerEpochError                      47
     ├── UnknownProducerIdError                         59
     ├── ReassignmentInProgressError                    60
+    ├── NonEmptyGroupError                             68
     ├── GroupIdNotFoundError                           69
     ├── StaleBrokerEpochError                          77
+    ├── FencedInstanceIdError                          82
     ├── InvalidRecordError                             87
     ├── ResourceNotFoundError                          91
     ├── InvalidUpdateVersionError                      95
@@ -77,7 +79,11 @@ retriable errors until their timeout, so one that reaches a caller means the con
     ├── IneligibleReplicaError                         107
     ├── NewLeaderElectedError                          108
     ├── FencedMemberEpochError                         110
-    └── StaleMemberEpochError                          113
+    ├── UnreleasedInstanceIdError                      111
+    ├── UnsupportedAssignorError                       112
+    ├── StaleMemberEpochError                          113
+    │   └── CommitFailedError                          113 (consumer: the commit cannot succeed)
+    └── InvalidRegularExpressionError                  128
 
 `NoOffsetForPartitionError` lives in `pykraft.client.consumer.consumer` and
 `BufferExhaustedError` in `pykraft.client.producer.accumulator`; both are exported by
@@ -454,6 +460,13 @@ class ReassignmentInProgressError(KafkaError):
     code = ErrorCode.REASSIGNMENT_IN_PROGRESS
 
 
+class NonEmptyGroupError(KafkaError):
+    """The group still has members, so it cannot be deleted (or have its offsets reset by a
+    tool). Stop its consumers first."""
+
+    code = ErrorCode.NON_EMPTY_GROUP
+
+
 class GroupIdNotFoundError(KafkaError):
     """No such consumer group. Check the group id."""
 
@@ -507,6 +520,13 @@ class ElectionNotNeededError(InvalidMetadataError):
     failure). Nothing to do."""
 
     code = ErrorCode.ELECTION_NOT_NEEDED
+
+
+class FencedInstanceIdError(KafkaError):
+    """Another consumer joined the group with this consumer's group.instance.id and took over
+    its partitions. Fatal for this consumer: give each consumer its own instance id."""
+
+    code = ErrorCode.FENCED_INSTANCE_ID
 
 
 class InvalidRecordError(KafkaError):
@@ -585,11 +605,36 @@ class FencedMemberEpochError(KafkaError):
     code = ErrorCode.FENCED_MEMBER_EPOCH
 
 
+class UnreleasedInstanceIdError(KafkaError):
+    """Another member holds this group.instance.id and has not left. Give each consumer its
+    own instance id."""
+
+    code = ErrorCode.UNRELEASED_INSTANCE_ID
+
+
+class UnsupportedAssignorError(KafkaError):
+    """The broker has no assignor of that name. Use "uniform" or "range"."""
+
+    code = ErrorCode.UNSUPPORTED_ASSIGNOR
+
+
 class StaleMemberEpochError(KafkaError):
     """The group member's epoch is stale for an offset commit. Rejoin the group,
     then commit again."""
 
     code = ErrorCode.STALE_MEMBER_EPOCH
+
+
+class CommitFailedError(StaleMemberEpochError):
+    """The consumer's commit cannot succeed: it is no longer a member of the group (removed
+    after its session timed out, or fenced), so another member may own the partitions now.
+    The records since the last commit may be processed again by that member."""
+
+
+class InvalidRegularExpressionError(KafkaError):
+    """The subscription's regular expression does not compile. Fix the pattern."""
+
+    code = ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
 def error_for(code: int, message: str = "") -> KafkaError:

@@ -68,3 +68,14 @@ class ListOffsetsResult:
     offset: int
     timestamp: int
     leader_epoch: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A group's committed position in one partition (Kafka's OffsetAndMetadata): `offset` is
+    the next record to read, `metadata` a free string stored with it (at most
+    offset.metadata.max.bytes, 4096 by default), `leader_epoch` the epoch of the last record
+    read, or None when unknown."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None

@@ -1,4 +1,5 @@
 from pykraft.proto import common_pb2 as _common_pb2
+from pykraft.proto import group_pb2 as _group_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

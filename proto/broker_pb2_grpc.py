@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from pykraft.proto import broker_pb2 as pykraft_dot_proto_dot_broker__pb2
+from pykraft.proto import group_pb2 as pykraft_dot_proto_dot_group__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -59,6 +60,41 @@ class BrokerServiceStub:
                 request_serializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/pykraft.BrokerService/FindCoordinator',
+                request_serializer=pykraft_dot_proto_dot_group__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_group__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
+        self.ConsumerGroupHeartbeat = channel.unary_unary(
+                '/pykraft.BrokerService/ConsumerGroupHeartbeat',
+                request_serializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.OffsetCommit = channel.unary_unary(
+                '/pykraft.BrokerService/OffsetCommit',
+                request_serializer=pykraft_dot_proto_dot_group__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_group__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.OffsetFetch = channel.unary_unary(
+                '/pykraft.BrokerService/OffsetFetch',
+                request_serializer=pykraft_dot_proto_dot_group__pb2.OffsetFetchRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_group__pb2.OffsetFetchResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/pykraft.BrokerService/ListGroups',
+                request_serializer=pykraft_dot_proto_dot_group__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_group__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.ConsumerGroupDescribe = channel.unary_unary(
+                '/pykraft.BrokerService/ConsumerGroupDescribe',
+                request_serializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroups = channel.unary_unary(
+                '/pykraft.BrokerService/DeleteGroups',
+                request_serializer=pykraft_dot_proto_dot_group__pb2.DeleteGroupsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_group__pb2.DeleteGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -96,6 +132,50 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Consumer groups (group.proto): any broker answers FindCoordinator and ListGroups (for the
+        groups it coordinates); the rest go to the group's coordinator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerGroupHeartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerGroupDescribe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +203,41 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=pykraft_dot_proto_dot_group__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_group__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'ConsumerGroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupHeartbeat,
+                    request_deserializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatResponse.SerializeToString,
+            ),
+            'OffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetCommit,
+                    request_deserializer=pykraft_dot_proto_dot_group__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_group__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetFetch,
+                    request_deserializer=pykraft_dot_proto_dot_group__pb2.OffsetFetchRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_group__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=pykraft_dot_proto_dot_group__pb2.ListGroupsRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_group__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'ConsumerGroupDescribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupDescribe,
+                    request_deserializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.SerializeToString,
+            ),
+            'DeleteGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroups,
+                    request_deserializer=pykraft_dot_proto_dot_group__pb2.DeleteGroupsRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_group__pb2.DeleteGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -260,6 +375,195 @@ class BrokerService:
             '/pykraft.BrokerService/InitProducerId',
             pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
             pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/FindCoordinator',
+            pykraft_dot_proto_dot_group__pb2.FindCoordinatorRequest.SerializeToString,
+            pykraft_dot_proto_dot_group__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/ConsumerGroupHeartbeat',
+            pykraft_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+            pykraft_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/OffsetCommit',
+            pykraft_dot_proto_dot_group__pb2.OffsetCommitRequest.SerializeToString,
+            pykraft_dot_proto_dot_group__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/OffsetFetch',
+            pykraft_dot_proto_dot_group__pb2.OffsetFetchRequest.SerializeToString,
+            pykraft_dot_proto_dot_group__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/ListGroups',
+            pykraft_dot_proto_dot_group__pb2.ListGroupsRequest.SerializeToString,
+            pykraft_dot_proto_dot_group__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupDescribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/ConsumerGroupDescribe',
+            pykraft_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+            pykraft_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/DeleteGroups',
+            pykraft_dot_proto_dot_group__pb2.DeleteGroupsRequest.SerializeToString,
+            pykraft_dot_proto_dot_group__pb2.DeleteGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,6 +15,7 @@ import pytest
 
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import monotonic_ms
+from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.produce import handle_produce
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.service import DROPPED_RESPONSE_MESSAGE, BrokerService, ProduceResponseDropper
@@ -142,7 +143,12 @@ def test_a_dropped_response_was_processed_and_its_retry_is_deduplicated(
         clock_ms=monotonic_ms,
     )
     service = BrokerService(
-        harness.manager, config, monotonic_ms, producer_ids=ids, may_serve=lambda now_ms: True
+        harness.manager,
+        config,
+        monotonic_ms,
+        producer_ids=ids,
+        may_serve=lambda now_ms: True,
+        groups=cast(GroupHandlers, object()),  # no group calls in this test
     )
 
     def call(request: broker_pb2.ProduceRequest, context: FakeContext) -> int:

@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import ControllerUnavailableError, monotonic_ms
+from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.producer_ids import (
     PRODUCER_ID_FETCH_BACKOFF_MS,
     ProducerIdAllocator,
@@ -302,6 +303,7 @@ def test_the_service_bounds_init_producer_id_by_the_callers_deadline(tmp_path: P
         monotonic_ms,
         producer_ids=ids,
         may_serve=lambda now_ms: True,
+        groups=cast(GroupHandlers, object()),  # no group calls in this test
     )
     started = time.monotonic()
     response = service.InitProducerId(
