@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pykraft.client.errors import KafkaError
+from pykraft.client.types import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -143,3 +144,73 @@ class ElectionResult:
     topic: str
     partition: int
     error: KafkaError | None
+
+
+class GroupState(StrEnum):
+    """A consumer group's state as its coordinator reports it (Kafka's GroupState, for groups of
+    the KIP-848 protocol): EMPTY has no members, ASSIGNING is computing a new target assignment,
+    RECONCILING waits for members to reach it, STABLE has every member on it, DEAD is being
+    removed. UNKNOWN stands for a name this client does not know."""
+
+    UNKNOWN = "Unknown"
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    @classmethod
+    def parse(cls, name: str) -> GroupState:
+        """The state of that name, in any case ("stable", "STABLE"); UNKNOWN if none."""
+        wanted = name.strip().lower()
+        return next((s for s in cls if s.value.lower() == wanted), cls.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupListing:
+    """One group as `list_consumer_groups` finds it (Kafka's ConsumerGroupListing)."""
+
+    group_id: str
+    state: GroupState
+
+
+@dataclass(frozen=True)
+class Node:
+    """A broker as a group's coordinator (Kafka's Node): its id and "host:port"."""
+
+    id: int
+    address: str
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """One member of a consumer group (Kafka's MemberDescription). `assignment` is what the
+    member owns now, `target_assignment` what the coordinator wants it to own (the two differ
+    while the group reconciles); `instance_id` is its group.instance.id, None for a dynamic
+    member; `host` is the address the coordinator saw it connect from."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    assignment: frozenset[TopicPartition]
+    target_assignment: frozenset[TopicPartition]
+    member_epoch: int
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """A consumer group as its coordinator describes it (Kafka's ConsumerGroupDescription).
+
+    `group_epoch` grows with every change of membership or subscriptions; `assignment_epoch`
+    is the group epoch the current target assignment was computed for (behind `group_epoch`
+    while ASSIGNING); `assignor` is the server-side assignor's name ("uniform", "range").
+    Members keep the coordinator's order."""
+
+    group_id: str
+    state: GroupState
+    coordinator: Node
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: list[MemberDescription]

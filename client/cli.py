@@ -24,6 +24,7 @@ from pykraft.client import formatting
 from pykraft.client.admin import AdminClient, OffsetSpec, ResourceType
 from pykraft.client.admin_types import TopicDescription
 from pykraft.client.cli_data import COMMANDS, bootstrap_callback
+from pykraft.client.cli_groups import groups
 from pykraft.client.dev_cli import dev
 from pykraft.client.errors import KafkaError, UnknownTopicOrPartitionError
 from pykraft.client.perf import perf
@@ -189,7 +190,7 @@ def cli() -> None:
     """Administer a pykraft cluster (and run its nodes)."""
 
 
-for _command in (*COMMANDS, dev, perf):  # produce, consume, dev, perf
+for _command in (*COMMANDS, dev, perf, groups):  # produce, consume, dev, perf, groups
     cli.add_command(_command)
 
 

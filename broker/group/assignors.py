@@ -178,10 +178,10 @@ def _uniform_different(
     """Keep, fill, then balance (see `uniform`)."""
     subscribers: dict[str, list[str]] = {}
     for member in member_ids:
-        for topic in topics_of[member]:
+        for topic in sorted(topics_of[member]):
             subscribers.setdefault(topic, []).append(member)  # in member id order
     # Topics with fewer subscribers first: their partitions have fewer places to go.
-    topics = list(subscribers)
+    topics = sorted(subscribers, key=lambda t: (len(subscribers[t]), t))
     owner = {p: m for m in member_ids for p in kept[m]}
     load = {m: len(kept[m]) for m in member_ids}
     for topic in topics:

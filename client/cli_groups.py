@@ -1,0 +1,811 @@
+"""`pykraft groups`: Kafka's kafka-consumer-groups, one subcommand per action.
+
+    pykraft groups list [--state [STATE,...]]
+    pykraft groups describe GROUP [--members | --state] [--verbose]
+    pykraft groups reset-offsets GROUP (--topic T[:P,P...]... | --all-topics)
+        (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO8601 | --shift-by N)
+        (--dry-run | --execute)
+    pykraft groups delete GROUP [GROUP...]
+
+Tables and messages follow Kafka's tool: `describe` prints one row per partition that has a
+committed offset or an owner (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID
+HOST CLIENT-ID, "-" where unknown), `--members` one row per member and `--state` one row for the
+group; notes such as "Consumer group 'G' has no active members." go to stderr, as Kafka's do, so
+stdout stays a table (or JSON with `--output json`). `reset-offsets` computes new offsets as
+Kafka's GroupOffsetsResetter does (`plan_reset`; --to-offset and --shift-by are clamped into
+[log start, log end]) and commits them only with --execute, only while the group has no
+members. Errors print "Error: <CODE_NAME>: <sentence>" and exit 1 (the root group turns
+KafkaError into that); bad or conflicting options are usage errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import click
+
+from pykraft.client.admin import AdminClient
+from pykraft.client.admin_types import (
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    GroupState,
+    MemberDescription,
+)
+from pykraft.client.cli_data import bootstrap_server_option
+from pykraft.client.errors import (
+    GroupIdNotFoundError,
+    KafkaError,
+    LeaderNotAvailableError,
+    NonEmptyGroupError,
+    UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
+)
+from pykraft.client.formatting import JsonObject, format_table
+from pykraft.client.types import OffsetAndMetadata, TopicPartition
+
+MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_REBALANCING = (GroupState.ASSIGNING, GroupState.RECONCILING)
+_T = TypeVar("_T")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared options
+
+
+@dataclass(frozen=True)
+class GroupsSession:
+    """What every groups subcommand gets from the shared options."""
+
+    bootstrap: list[str]
+    request_timeout_ms: int
+    output: str
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.bootstrap, request_timeout_ms=self.request_timeout_ms)
+
+    def emit(
+        self, value: _T, to_json: Callable[[_T], object], to_text: Callable[[_T], str]
+    ) -> None:
+        if self.output == "json":
+            click.echo(json.dumps(to_json(value), indent=2))
+        else:
+            text = to_text(value)
+            if text:
+                click.echo(text)
+
+
+def _groups_command(func: Callable[..., None]) -> Callable[..., None]:
+    """Adds --bootstrap-server, --request-timeout-ms and --output; the command receives them
+    as its first argument, a GroupsSession."""
+
+    @functools.wraps(func)
+    def run(bootstrap: list[str], request_timeout_ms: int, output: str, **kwargs: Any) -> None:
+        func(GroupsSession(bootstrap, request_timeout_ms, output), **kwargs)
+
+    options = [
+        bootstrap_server_option,
+        click.option(
+            "--request-timeout-ms",
+            type=click.IntRange(min=1),
+            default=30000,
+            show_default=True,
+            help="Give up after this long, retries included.",
+        ),
+        click.option(
+            "--output",
+            type=click.Choice(["table", "json"]),
+            default="table",
+            show_default=True,
+            help="Aligned text for people, or JSON for scripts.",
+        ),
+    ]
+    for option in reversed(options):
+        run = option(run)
+    return run
+
+
+def _note(text: str) -> None:
+    """A remark beside the result (Kafka prints these to stderr too)."""
+    click.echo(text, err=True)
+
+
+@click.group()
+def groups() -> None:
+    """List, describe, reset the offsets of and delete consumer groups."""
+
+
+# ---------------------------------------------------------------------------------------------
+# list
+
+
+def parse_states(text: str) -> list[GroupState]:
+    """kafka-consumer-groups' --state list: comma-separated names in any case ("" = every
+    state); ValueError naming the valid ones."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    states = [GroupState.parse(name) for name in names]
+    if GroupState.UNKNOWN in states:
+        valid = ", ".join(s.value for s in GroupState if s is not GroupState.UNKNOWN)
+        raise ValueError(f"Invalid state list '{text}'. Valid states are: {valid}")
+    return states
+
+
+def _states_callback(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> list[GroupState] | None:
+    try:
+        return None if value is None else parse_states(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
+def listings_json(listings: Sequence[ConsumerGroupListing]) -> list[JsonObject]:
+    return [{"group_id": g.group_id, "state": str(g.state)} for g in listings]
+
+
+@groups.command("list")
+@_groups_command
+@click.option(
+    "--state",
+    "states",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    callback=_states_callback,
+    metavar="[STATE,...]",
+    help="Show each group's state; given states (e.g. Stable,Empty), only groups in one of them.",
+)
+def groups_list(session: GroupsSession, states: list[GroupState] | None) -> None:
+    """List consumer group ids, one a line (with --state, a GROUP STATE table)."""
+    with session.admin() as admin:
+        listings = admin.list_consumer_groups(states)
+
+    def text(found: Sequence[ConsumerGroupListing]) -> str:
+        if states is None:
+            return "\n".join(g.group_id for g in found)
+        return format_table(["GROUP", "STATE"], [[g.group_id, g.state] for g in found])
+
+    session.emit(listings, listings_json, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# describe
+
+
+@dataclass(frozen=True)
+class OffsetRow:
+    """One row of `describe`: a partition with its committed offset, log end and owner; None
+    where unknown (no committed offset, no leader to ask, no owner)."""
+
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int | None
+    consumer_id: str | None
+    host: str | None
+    client_id: str | None
+
+    @property
+    def lag(self) -> int | None:
+        """How many records the group is behind: log end - committed, when both are known."""
+        if self.current_offset is None or self.log_end_offset is None:
+            return None
+        return self.log_end_offset - self.current_offset
+
+
+def offset_rows(
+    group: ConsumerGroupDescription,
+    committed: Mapping[TopicPartition, OffsetAndMetadata],
+    log_end_offsets: Mapping[TopicPartition, int],
+) -> list[OffsetRow]:
+    """Kafka's order: members owning the most partitions first, each member's partitions by
+    topic and number; then the partitions with a committed offset that nobody owns. Members
+    that own nothing get no row."""
+    rows: list[OffsetRow] = []
+    owned: set[TopicPartition] = set()
+    owners = sorted(
+        (m for m in group.members if m.assignment), key=lambda m: (-len(m.assignment), m.member_id)
+    )
+    for member in owners:
+        for tp in sorted(member.assignment):
+            owned.add(tp)
+            rows.append(_offset_row(tp, committed, log_end_offsets, member))
+    for tp in sorted(set(committed) - owned):
+        rows.append(_offset_row(tp, committed, log_end_offsets, None))
+    return rows
+
+
+def _offset_row(
+    tp: TopicPartition,
+    committed: Mapping[TopicPartition, OffsetAndMetadata],
+    log_end_offsets: Mapping[TopicPartition, int],
+    owner: MemberDescription | None,
+) -> OffsetRow:
+    offset = committed.get(tp)
+    return OffsetRow(
+        tp.topic,
+        tp.partition,
+        None if offset is None else offset.offset,
+        log_end_offsets.get(tp),
+        None if owner is None else owner.member_id,
+        None if owner is None else owner.host,
+        None if owner is None else owner.client_id,
+    )
+
+
+def _cell(value: object) -> object:
+    return MISSING if value is None or value == "" else value
+
+
+def offsets_table(group_id: str, rows: Sequence[OffsetRow]) -> str:
+    """kafka-consumer-groups --describe's table; nothing when there is no row, as in Kafka."""
+    if not rows:
+        return ""
+    headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+    headers += ["CONSUMER-ID", "HOST", "CLIENT-ID"]
+    return format_table(
+        headers,
+        [[group_id, r.topic, r.partition, *map(_cell, _row_values(r))] for r in rows],
+    )
+
+
+def _row_values(row: OffsetRow) -> list[object]:
+    return [
+        row.current_offset,
+        row.log_end_offset,
+        row.lag,
+        row.consumer_id,
+        row.host,
+        row.client_id,
+    ]
+
+
+def assignment_text(partitions: Collection[TopicPartition]) -> str:
+    """Kafka's "topic:0,1;other:2" (topics and partitions sorted), or "-" for none."""
+    if not partitions:
+        return MISSING
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items())
+
+
+def members_table(group: ConsumerGroupDescription, verbose: bool) -> str:
+    """kafka-consumer-groups --describe --members [--verbose]: GROUP-INSTANCE-ID only when a
+    member is static; --verbose adds each member's epoch and current and target assignment."""
+    static = any(m.instance_id for m in group.members)
+    headers = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else [])]
+    headers += ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    if verbose:
+        headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    rows = []
+    for m in group.members:
+        row: list[object] = [group.group_id, m.member_id]
+        row += [_cell(m.instance_id)] if static else []
+        row += [_cell(m.host), _cell(m.client_id), len(m.assignment)]
+        if verbose:
+            row += [m.member_epoch, assignment_text(m.assignment), group.assignment_epoch]
+            row += [assignment_text(m.target_assignment)]
+        rows.append(row)
+    return format_table(headers, rows)
+
+
+def state_table(group: ConsumerGroupDescription, verbose: bool) -> str:
+    """kafka-consumer-groups --describe --state [--verbose]."""
+    coordinator = f"{group.coordinator.address} ({group.coordinator.id})"
+    headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+    row: list[object] = [group.group_id, coordinator, _cell(group.assignor), group.state]
+    if verbose:
+        headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row += [group.group_epoch, group.assignment_epoch]
+    return format_table([*headers, "#MEMBERS"], [[*row, len(group.members)]])
+
+
+def _partitions_json(partitions: Collection[TopicPartition]) -> list[JsonObject]:
+    return [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(partitions)]
+
+
+def group_json(group: ConsumerGroupDescription, rows: Sequence[OffsetRow] | None) -> JsonObject:
+    """The whole description; with the offsets view, also its rows ("offsets", null where
+    unknown)."""
+    described: JsonObject = {
+        "group_id": group.group_id,
+        "state": str(group.state),
+        "coordinator": {"id": group.coordinator.id, "address": group.coordinator.address},
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor": group.assignor,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "member_epoch": m.member_epoch,
+                "assignment": _partitions_json(m.assignment),
+                "target_assignment": _partitions_json(m.target_assignment),
+            }
+            for m in group.members
+        ],
+    }
+    if rows is not None:
+        described["offsets"] = [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "current_offset": r.current_offset,
+                "log_end_offset": r.log_end_offset,
+                "lag": r.lag,
+                "consumer_id": r.consumer_id,
+                "host": r.host,
+                "client_id": r.client_id,
+            }
+            for r in rows
+        ]
+    return described
+
+
+def _partition_leaders(admin: AdminClient, topics: Iterable[str]) -> dict[TopicPartition, bool]:
+    """Every partition of the named topics that exist -> whether it has a leader. Topics that
+    do not exist (deleted since the group committed) are simply absent."""
+    wanted = set(topics)
+    if not wanted:
+        return {}
+    return {
+        TopicPartition(t.name, p.partition): p.leader >= 0
+        for t in admin.describe_topics(None)
+        if t.name in wanted
+        for p in t.partitions
+    }
+
+
+def log_end_offsets(
+    admin: AdminClient, partitions: Collection[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """The log end offsets of those partitions that exist and have a leader (Kafka shows "-"
+    for the others rather than failing)."""
+    leaders = _partition_leaders(admin, {tp.topic for tp in partitions})
+    askable = [tp for tp in partitions if leaders.get(tp)]
+    results = admin.list_offsets(dict.fromkeys(askable, "latest"))
+    return {tp: r.offset for tp, r in results.items()}
+
+
+def _state_note(group: ConsumerGroupDescription) -> None:
+    """Kafka's remarks on a group that is empty or rebalancing; a dead one does not exist."""
+    if group.state is GroupState.DEAD:
+        raise GroupIdNotFoundError(f"Consumer group '{group.group_id}' does not exist.")
+    if group.state is GroupState.EMPTY:
+        _note(f"Consumer group '{group.group_id}' has no active members.")
+    elif group.state in _REBALANCING:
+        _note(f"Warning: Consumer group '{group.group_id}' is rebalancing.")
+
+
+@groups.command("describe")
+@_groups_command
+@click.argument("group_id", metavar="GROUP")
+@click.option("--members", is_flag=True, help="One row per member instead of per partition.")
+@click.option(
+    "--state",
+    "show_state",
+    is_flag=True,
+    help="The group's coordinator, assignor, state and member count.",
+)
+@click.option(
+    "--verbose", is_flag=True, help="With --members or --state: epochs and assignments too."
+)
+def groups_describe(
+    session: GroupsSession, group_id: str, members: bool, show_state: bool, verbose: bool
+) -> None:
+    """Show a group's committed offsets, log end offsets, lag and owners per partition (or,
+    with --members / --state, its members or its state), like kafka-consumer-groups
+    --describe."""
+    if members and show_state:
+        raise click.UsageError("give at most one of --members and --state")
+    rows: list[OffsetRow] | None = None
+    with session.admin() as admin:
+        group = admin.describe_consumer_groups([group_id])[group_id]
+        _state_note(group)
+        if not members and not show_state:
+            committed = admin.list_consumer_group_offsets(group_id)
+            owned = {tp for m in group.members for tp in m.assignment}
+            ends = log_end_offsets(admin, sorted(owned | set(committed)))
+            rows = offset_rows(group, committed, ends)
+
+    def text(described: ConsumerGroupDescription) -> str:
+        if members:
+            return members_table(described, verbose)
+        if show_state:
+            return state_table(described, verbose)
+        return offsets_table(described.group_id, rows or [])
+
+    session.emit(group, lambda g: group_json(g, rows), text)
+
+
+# ---------------------------------------------------------------------------------------------
+# reset-offsets
+
+
+class ResetTo(StrEnum):
+    """Where --reset-offsets moves each partition (Kafka's reset scenarios)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    OFFSET = "offset"
+    DATETIME = "datetime"
+    SHIFT_BY = "shift-by"
+
+
+@dataclass(frozen=True)
+class ResetSpec:
+    """A scenario and its number: the offset (OFFSET), the shift (SHIFT_BY, may be negative)
+    or the time in ms since the epoch (DATETIME); unused by EARLIEST and LATEST."""
+
+    to: ResetTo
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class LogBounds:
+    """A partition's log start offset and log end offset (high watermark)."""
+
+    start: int
+    end: int
+
+    def clamp(self, offset: int) -> int:
+        """Kafka's checkOffsetsRange: above the end -> the end, below the start -> the start."""
+        return max(self.start, min(offset, self.end))
+
+
+def new_offset(
+    spec: ResetSpec, bounds: LogBounds, committed: int | None, offset_for_time: int | None
+) -> int:
+    """One partition's new offset. `committed` is the group's offset there (None: none);
+    `offset_for_time` the first offset at or after spec.value's time (None or -1: no such
+    record, so the log end, as Kafka falls back to). ValueError for --shift-by without a
+    committed offset."""
+    if spec.to is ResetTo.EARLIEST:
+        return bounds.start
+    if spec.to is ResetTo.LATEST:
+        return bounds.end
+    if spec.to is ResetTo.OFFSET:
+        return bounds.clamp(spec.value)
+    if spec.to is ResetTo.SHIFT_BY:
+        if committed is None:
+            raise ValueError("there is no current committed offset to shift")
+        return bounds.clamp(committed + spec.value)
+    if offset_for_time is None or offset_for_time < 0:
+        return bounds.end
+    return offset_for_time
+
+
+def plan_reset(
+    spec: ResetSpec,
+    bounds: Mapping[TopicPartition, LogBounds],
+    committed: Mapping[TopicPartition, OffsetAndMetadata],
+    offsets_for_time: Mapping[TopicPartition, int],
+) -> dict[TopicPartition, int]:
+    """The new offset of every partition in `bounds`, in partition order; ValueError naming the
+    first partition --shift-by cannot shift (Kafka's message)."""
+    plan: dict[TopicPartition, int] = {}
+    for tp, partition_bounds in sorted(bounds.items()):
+        current = committed.get(tp)
+        try:
+            plan[tp] = new_offset(
+                spec,
+                partition_bounds,
+                None if current is None else current.offset,
+                offsets_for_time.get(tp),
+            )
+        except ValueError:
+            raise ValueError(
+                f"Cannot shift offset for partition {tp} since there is no current committed offset"
+            ) from None
+    return plan
+
+
+def parse_datetime_ms(text: str, default_zone: tzinfo | None = None) -> int:
+    """Kafka's --to-datetime, YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +hh:mm,
+    -hhmm), as ms since the epoch. Without a zone the time is in `default_zone` (None: this
+    machine's local time, as Kafka reads it). ValueError if malformed."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"Error parsing timestamp '{text}': expected YYYY-MM-DDTHH:mm:SS.sss, optionally "
+            "followed by a zone (Z, +hh:mm or -hh:mm)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=default_zone) if default_zone else moment.astimezone()
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def parse_topic_scope(text: str) -> tuple[str, list[int] | None]:
+    """One --topic: "T" (every partition) or "T:P,P..." (those); ValueError if malformed."""
+    topic, separator, partitions = text.partition(":")
+    if not topic.strip():
+        raise ValueError(f"Invalid topic arg '{text}', expected a topic name")
+    if not separator:
+        return topic.strip(), None
+    ids = [p.strip() for p in partitions.split(",")]
+    if not ids or not all(p.isdigit() for p in ids):
+        raise ValueError(f"Invalid topic arg '{text}', expected topic name and partitions (T:0,1)")
+    return topic.strip(), sorted({int(p) for p in ids})
+
+
+def _scopes_callback(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> list[tuple[str, list[int] | None]]:
+    try:
+        return [parse_topic_scope(v) for v in values]
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
+def _datetime_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    try:
+        return None if value is None else parse_datetime_ms(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
+def _reset_spec(
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime_ms: int | None,
+    shift_by: int | None,
+) -> ResetSpec:
+    """The one scenario given; UsageError unless exactly one is."""
+    chosen = [
+        spec
+        for given, spec in [
+            (to_earliest, ResetSpec(ResetTo.EARLIEST)),
+            (to_latest, ResetSpec(ResetTo.LATEST)),
+            (to_offset is not None, ResetSpec(ResetTo.OFFSET, to_offset or 0)),
+            (to_datetime_ms is not None, ResetSpec(ResetTo.DATETIME, to_datetime_ms or 0)),
+            (shift_by is not None, ResetSpec(ResetTo.SHIFT_BY, shift_by or 0)),
+        ]
+        if given
+    ]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime and "
+            "--shift-by"
+        )
+    return chosen[0]
+
+
+def _check_inactive(admin: AdminClient, group_id: str) -> None:
+    """Kafka resets only groups without members: Empty, Dead or unknown ones."""
+    try:
+        group = admin.describe_consumer_groups([group_id])[group_id]
+    except GroupIdNotFoundError:
+        return
+    if group.state not in (GroupState.EMPTY, GroupState.DEAD):
+        raise NonEmptyGroupError(
+            f"Assignments can only be reset if the group '{group_id}' is inactive, but the "
+            f"current state is {group.state}."
+        )
+
+
+def checked_partitions(
+    admin: AdminClient, scopes: Mapping[str, Iterable[int] | None]
+) -> list[TopicPartition]:
+    """The partitions of each topic (None: all of them), after Kafka's checks: an unknown
+    topic raises its UNKNOWN_TOPIC_OR_PARTITION, so do partitions the topic lacks, and
+    partitions without a leader raise LeaderNotAvailableError."""
+    if not scopes:
+        return []
+    described = {t.name: t for t in admin.describe_topics(sorted(scopes))}
+    chosen: list[TopicPartition] = []
+    missing: list[TopicPartition] = []
+    leaderless: list[TopicPartition] = []
+    for topic, ids in sorted(scopes.items()):
+        leaders = {p.partition: p.leader for p in described[topic].partitions}
+        for partition in sorted(leaders) if ids is None else sorted(set(ids)):
+            tp = TopicPartition(topic, partition)
+            if partition not in leaders:
+                missing.append(tp)
+            elif leaders[partition] < 0:
+                leaderless.append(tp)
+            chosen.append(tp)
+    if missing:
+        names = ",".join(map(str, missing))
+        raise UnknownTopicOrPartitionError(f'The partitions "{names}" do not exist')
+    if leaderless:
+        names = ",".join(map(str, leaderless))
+        raise LeaderNotAvailableError(f'The partitions "{names}" have no leader')
+    return chosen
+
+
+def _log_bounds(
+    admin: AdminClient, partitions: Sequence[TopicPartition]
+) -> dict[TopicPartition, LogBounds]:
+    starts = admin.list_offsets(dict.fromkeys(partitions, "earliest"))
+    ends = admin.list_offsets(dict.fromkeys(partitions, "latest"))
+    return {tp: LogBounds(starts[tp].offset, ends[tp].offset) for tp in partitions}
+
+
+def _offsets_for_time(
+    admin: AdminClient, partitions: Sequence[TopicPartition], timestamp_ms: int
+) -> dict[TopicPartition, int]:
+    """The first offset at or after the time, per partition; Kafka's warning for those with no
+    such record (their new offset is the log end)."""
+    found = admin.list_offsets(dict.fromkeys(partitions, max(0, timestamp_ms)))
+    for tp in sorted(tp for tp, r in found.items() if r.offset < 0):
+        _note(
+            f"Warn: Partition {tp.partition} from topic {tp.topic} is empty. Falling back to "
+            "latest known offset."
+        )
+    return {tp: r.offset for tp, r in found.items()}
+
+
+def reset_json(group_id: str, plan: Mapping[TopicPartition, int]) -> list[JsonObject]:
+    return [
+        {"group": group_id, "topic": tp.topic, "partition": tp.partition, "new_offset": offset}
+        for tp, offset in sorted(plan.items())
+    ]
+
+
+def reset_table(group_id: str, plan: Mapping[TopicPartition, int]) -> str:
+    """Kafka's GROUP TOPIC PARTITION NEW-OFFSET table (the header even with no partition)."""
+    return format_table(
+        ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        [[group_id, tp.topic, tp.partition, offset] for tp, offset in sorted(plan.items())],
+    )
+
+
+@groups.command("reset-offsets")
+@_groups_command
+@click.argument("group_id", metavar="GROUP")
+@click.option(
+    "--topic",
+    "scopes",
+    multiple=True,
+    callback=_scopes_callback,
+    metavar="T[:P,P...]",
+    help="A topic (every partition) or some of its partitions; repeat for more.",
+)
+@click.option("--all-topics", is_flag=True, help="Every partition the group has an offset for.")
+@click.option("--to-earliest", is_flag=True, help="The log start offset.")
+@click.option("--to-latest", is_flag=True, help="The log end offset.")
+@click.option("--to-offset", type=int, metavar="N", help="Offset N, clamped into the log.")
+@click.option(
+    "--to-datetime",
+    "to_datetime_ms",
+    callback=_datetime_callback,
+    metavar="YYYY-MM-DDTHH:mm:SS.sss",
+    help="The first offset at or after this time (zone optional, default local time).",
+)
+@click.option(
+    "--shift-by", type=int, metavar="N", help="The committed offset plus N (may be negative)."
+)
+@click.option("--dry-run", is_flag=True, help="Only print the new offsets.")
+@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+def groups_reset_offsets(
+    session: GroupsSession,
+    group_id: str,
+    scopes: list[tuple[str, list[int] | None]],
+    all_topics: bool,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime_ms: int | None,
+    shift_by: int | None,
+    dry_run: bool,
+    execute: bool,
+) -> None:
+    """Move a group's committed offsets, like kafka-consumer-groups --reset-offsets; the group
+    must have no members. Prints GROUP TOPIC PARTITION NEW-OFFSET."""
+    if bool(scopes) == all_topics:
+        raise click.UsageError("give exactly one of --topic and --all-topics")
+    spec = _reset_spec(to_earliest, to_latest, to_offset, to_datetime_ms, shift_by)
+    if dry_run == execute:
+        raise click.UsageError("give exactly one of --dry-run and --execute")
+    with session.admin() as admin:
+        plan = _reset_plan(admin, group_id, spec, scopes, all_topics)
+        if execute and plan:
+            _commit(admin, group_id, plan)
+    session.emit(plan, lambda p: reset_json(group_id, p), lambda p: reset_table(group_id, p))
+
+
+def _reset_plan(
+    admin: AdminClient,
+    group_id: str,
+    spec: ResetSpec,
+    scopes: Sequence[tuple[str, list[int] | None]],
+    all_topics: bool,
+) -> dict[TopicPartition, int]:
+    """The new offsets, after checking that the group has no members and that every partition
+    exists and has a leader."""
+    _check_inactive(admin, group_id)
+    committed = admin.list_consumer_group_offsets(group_id)
+    partitions = checked_partitions(admin, _wanted(scopes, committed, all_topics))
+    if not partitions:
+        return {}
+    bounds = _log_bounds(admin, partitions)
+    by_time = (
+        _offsets_for_time(admin, partitions, spec.value) if spec.to is ResetTo.DATETIME else {}
+    )
+    try:
+        return plan_reset(spec, bounds, committed, by_time)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+
+def _wanted(
+    scopes: Sequence[tuple[str, list[int] | None]],
+    committed: Collection[TopicPartition],
+    all_topics: bool,
+) -> dict[str, set[int] | None]:
+    """Topic -> the partitions to reset (None: every partition of it): those with a committed
+    offset for --all-topics, else the union of the --topic options."""
+    wanted: dict[str, set[int] | None] = {}
+    if all_topics:
+        for tp in committed:
+            wanted[tp.topic] = {*(wanted.get(tp.topic) or ()), tp.partition}
+        return wanted
+    for topic, ids in scopes:
+        previous = wanted.get(topic, set())
+        wanted[topic] = None if ids is None or previous is None else previous | set(ids)
+    return wanted
+
+
+def _commit(admin: AdminClient, group_id: str, plan: Mapping[TopicPartition, int]) -> None:
+    """Commits the plan; a member that joined since the check makes the coordinator refuse."""
+    try:
+        admin.alter_consumer_group_offsets(
+            group_id, {tp: OffsetAndMetadata(offset) for tp, offset in plan.items()}
+        )
+    except UnknownMemberIdError as e:
+        raise NonEmptyGroupError(
+            f"Assignments can only be reset if the group '{group_id}' is inactive, but it has "
+            f"members now ({e.message})"
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# delete
+
+
+def _quoted(group_ids: Iterable[str]) -> str:
+    return ", ".join(f"'{g}'" for g in group_ids)
+
+
+@groups.command("delete")
+@_groups_command
+@click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True)
+def groups_delete(session: GroupsSession, group_ids: tuple[str, ...]) -> None:
+    """Delete groups and their committed offsets, like kafka-consumer-groups --delete; a
+    group with members is refused (NON_EMPTY_GROUP). Each group is tried; exits 1 if any
+    failed, with one "Error:" line per failure."""
+    deleted: list[str] = []
+    failed: list[tuple[str, KafkaError]] = []
+    with session.admin() as admin:
+        for group_id in dict.fromkeys(group_ids):
+            try:
+                admin.delete_consumer_groups([group_id])
+            except KafkaError as e:
+                failed.append((group_id, e))
+            else:
+                deleted.append(group_id)
+    if session.output == "json":
+        outcome = {
+            "deleted": deleted,
+            "failed": [{"group_id": g, "error": e.name, "message": e.message} for g, e in failed],
+        }
+        click.echo(json.dumps(outcome, indent=2))
+    elif not failed:
+        click.echo(f"Deletion of requested consumer groups ({_quoted(deleted)}) was successful.")
+    elif deleted:
+        click.echo(f"These consumer groups were deleted successfully: {_quoted(deleted)}")
+    for group_id, error in failed:
+        _note(f"Error: {error.name}: Group '{group_id}' could not be deleted: {error.message}")
+    if failed:
+        click.get_current_context().exit(1)
