@@ -33,7 +33,8 @@ from pykraft.client.admin_types import (
     TopicDescription,
     VoterInfo,
 )
-from pykraft.client.consumer.consumer import Consumer, NoOffsetForPartitionError
+from pykraft.client.consumer.consumer import Consumer, IllegalStateError, NoOffsetForPartitionError
+from pykraft.client.consumer.listener import ConsumerRebalanceListener
 from pykraft.client.errors import (
     BrokerIdNotRegisteredError,
     BrokerNotAvailableError,
@@ -136,6 +137,7 @@ __all__ = [
     "Consumer",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ControllerInfo",
     "CoordinatorLoadInProgressError",
@@ -153,6 +155,7 @@ __all__ = [
     "GroupIdNotFoundError",
     "GroupState",
     "IllegalGenerationError",
+    "IllegalStateError",
     "InconsistentClusterIdError",
     "InconsistentTopicIdError",
     "IneligibleReplicaError",

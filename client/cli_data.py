@@ -15,7 +15,10 @@ consume prints each record as Kafka's DefaultMessageFormatter does (the value al
 or with `--output json` one JSON object a line with every field: {"topic", "partition",
 "offset", "timestamp", "timestamp_type", "key", "value", "headers"} where headers is a list of
 {"key", "value"}. Keys and values are bytes: they print as UTF-8 text with invalid bytes
-replaced by U+FFFD, or as base64 with `--encoding base64`.
+replaced by U+FFFD, or as base64 with `--encoding base64`. With `--group G` it joins consumer
+group G and reads the partitions the group gives it, from the group's committed offsets (where
+the group has none: the end, or the beginning with --from-beginning), committing as it goes and
+on exit; without a group it reads every partition (or --partition) itself and commits nothing.
 
 Errors print "Error: CODE: sentence" and exit 1 (the root group turns KafkaError into that);
 bad arguments and unknown properties are click usage errors (exit 2).
@@ -451,12 +454,21 @@ def _record_format(properties: dict[str, str]) -> RecordFormat:
 @click.command("consume")
 @click.argument("topic")
 @bootstrap_server_option
-@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="Start at the earliest offset (with --group: where the group has committed none).",
+)
 @click.option("--partition", type=click.IntRange(min=0), help="Only this partition.")
 @click.option(
     "--offset",
     type=click.IntRange(min=0),
     help="Start at this offset (needs --partition); default: the end, or the beginning.",
+)
+@click.option(
+    "--group",
+    help="Join this consumer group: read the partitions it assigns, from its committed "
+    "offsets, and commit what was printed.",
 )
 @click.option("--max-messages", type=click.IntRange(min=1), help="Exit after this many.")
 @click.option(
@@ -500,6 +512,7 @@ def consume(
     from_beginning: bool,
     partition: int | None,
     offset: int | None,
+    group: str | None,
     max_messages: int | None,
     timeout_ms: int | None,
     record_format: RecordFormat,
@@ -513,17 +526,26 @@ def consume(
         raise click.UsageError("--offset needs --partition")
     if offset is not None and from_beginning:
         raise click.UsageError("give --offset or --from-beginning, not both")
+    if group is not None and (partition is not None or offset is not None):
+        raise click.UsageError(
+            "--group reads what the group assigns: not with --partition/--offset"
+        )
     fmt = _with_flags(record_format, print_flags, separator)
     show = _json_line(encoding) if output == "json" else _text_line(fmt, encoding)
     reset = "earliest" if from_beginning else "latest"
-    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset=reset) as consumer:
-        partitions = consumer.partitions_for(topic)
-        if partition is not None:
-            _check_partition(partitions, topic, partition)
-        chosen = partitions if partition is None else [partition]
-        consumer.assign([TopicPartition(topic, p) for p in chosen])
-        if offset is not None:
-            consumer.seek(TopicPartition(topic, chosen[0]), offset)
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset=reset, group_id=group) as consumer:
+        if group is not None:
+            # Auto commit stores positions past printed records only (poll hands out no more
+            # than --max-messages), and close commits them on the way out.
+            consumer.subscribe([topic])
+        else:
+            partitions = consumer.partitions_for(topic)
+            if partition is not None:
+                _check_partition(partitions, topic, partition)
+            chosen = partitions if partition is None else [partition]
+            consumer.assign([TopicPartition(topic, p) for p in chosen])
+            if offset is not None:
+                consumer.seek(TopicPartition(topic, chosen[0]), offset)
         count = _print_records(consumer, show, max_messages, timeout_ms)
     click.echo(f"Processed a total of {count} messages", err=True)
 

@@ -3,6 +3,9 @@
 `ConsumerConfig` raises ValueError with a sentence naming the setting for any bad value, so a
 typo fails at construction rather than as an odd fetch later. What callers may rely on: every
 field of a built config is valid.
+
+The group settings (`group_id` and after) matter only with a `group_id`; without one the consumer
+reads what it is assigned and neither joins a group nor commits.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from dataclasses import dataclass
 from typing import Final
 
 AUTO_OFFSET_RESETS: Final = ("earliest", "latest", "none")
+# ConsumerGroupHeartbeat carries max_poll_interval_ms as rebalance_timeout_ms, an int32.
+INT32_MAX: Final = 2**31 - 1
 # Kafka's IsolationLevel ids, as Fetch and ListOffsets carry them.
 ISOLATION_LEVELS: Final = {"read_uncommitted": 0, "read_committed": 1}
 
@@ -30,6 +35,12 @@ class ConsumerConfig:
     retry_backoff_ms: int = 100
     client_id: str = ""
     check_crcs: bool = True
+    group_id: str | None = None
+    group_instance_id: str | None = None
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    max_poll_interval_ms: int = 300000
+    group_remote_assignor: str | None = None
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in AUTO_OFFSET_RESETS:
@@ -50,6 +61,26 @@ class ConsumerConfig:
             raise ValueError(f"check_crcs must be True or False, not {self.check_crcs!r}.")
         if not isinstance(self.client_id, str):
             raise ValueError(f"client_id must be a string, not {self.client_id!r}.")
+        self._check_group()
+
+    def _check_group(self) -> None:
+        for name in ("group_id", "group_instance_id", "group_remote_assignor"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a non-empty string or None, not {value!r}.")
+        if self.group_instance_id is not None and self.group_id is None:
+            raise ValueError(
+                "group_instance_id makes a static member of a group: it needs a group_id."
+            )
+        if not isinstance(self.enable_auto_commit, bool):
+            raise ValueError(
+                f"enable_auto_commit must be True or False, not {self.enable_auto_commit!r}."
+            )
+        if self.max_poll_interval_ms > INT32_MAX:
+            raise ValueError(
+                f"max_poll_interval_ms must be at most {INT32_MAX}, "
+                f"not {self.max_poll_interval_ms!r}."
+            )
 
     @property
     def isolation_level_id(self) -> int:
@@ -67,4 +98,6 @@ _INTEGER_MINIMUMS: Final = (
     ("request_timeout_ms", 1),
     ("default_api_timeout_ms", 1),
     ("retry_backoff_ms", 0),
+    ("auto_commit_interval_ms", 0),
+    ("max_poll_interval_ms", 1),
 )

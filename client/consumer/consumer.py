@@ -7,11 +7,23 @@
         for record in consumer:  # blocks for more; ends when the consumer is closed
             print(record.offset, record.value)
 
+With a `group_id` the consumer can instead `subscribe` to topics (or a pattern) and let the
+group's coordinator share their partitions among the group's members (Kafka's KIP-848
+protocol; see `group` for how assignments are reconciled inside poll, `membership` for the
+heartbeat thread, `commits` for committed offsets and `listener` for the rebalance listener).
+Newly owned partitions start at the group's committed offsets; `commit`, `commit_async` and
+auto commit (`enable_auto_commit`, every `auto_commit_interval_ms`, inside poll) store
+positions, i.e. the offset after the last record poll handed out. `assign` and `subscribe`
+exclude each other (IllegalStateError); `commit` and `committed` work with either, given a
+group_id (with `assign` the commits carry no member id, which the coordinator accepts only
+while the group has no members).
+
 The position of a partition is the offset of the next record `poll` hands out; every record is
 handed out once, in offset order per partition. Without a position (just assigned, after
 seek_to_beginning/seek_to_end, or after OFFSET_OUT_OF_RANGE) the consumer looks one up by
 `auto_offset_reset`: "earliest", "latest", or "none", which raises NoOffsetForPartitionError
-instead. No group management and no committed offsets yet: positions live in this object only.
+instead; for a partition a group gives the consumer, only when the group has no committed
+offset for it.
 
 A background thread (`fetcher.Fetcher`) fetches ahead of `poll` into a buffer of at most
 `fetch_buffer_bytes_max` bytes, kept as raw batches that `poll` decodes one batch at a time.
@@ -29,33 +41,56 @@ so both levels read the same records until transactions exist.
 
 The consumer is not thread-safe, like Kafka's: use it from one thread. The one exception is
 `close`, which any thread may call: a `poll` or an iteration blocked in another thread then
-returns (an empty list, or the end of the iteration) promptly.
+returns (an empty list, or the end of the iteration) promptly, and the group work of close
+(commit, listener, leave) runs after it, on the closing thread. The rebalance listener and
+`commit_async` callbacks run on the thread that calls poll (or commit, unsubscribe, close).
 """
 
 from __future__ import annotations
 
+import re
+import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Final, Self
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Final, Literal, Self
 
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
+from pykraft.client.consumer.commits import CommitCallback, Offsets
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
 from pykraft.client.consumer.fetcher import Fetcher
-from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
-from pykraft.client.errors import KafkaError, OffsetOutOfRangeError, RequestTimedOutError
+from pykraft.client.consumer.group import ConsumerGroup
+from pykraft.client.consumer.listener import ConsumerRebalanceListener
+from pykraft.client.consumer.subscription import (
+    RESET_TIMESTAMPS,
+    PartitionState,
+    SubscriptionState,
+)
+from pykraft.client.errors import (
+    InvalidGroupIdError,
+    InvalidRegularExpressionError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+)
 from pykraft.client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from pykraft.client.routing import parse_bootstrap
-from pykraft.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from pykraft.client.types import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
-_RESET_TIMESTAMPS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
 # Iteration waits for records in slices of this long (woken at once by new data or close).
 _ITERATION_WAIT_MS: Final = 1000
 # close() waits at most this long for the fetcher thread (it stops within milliseconds: the
 # connection pool is closed first, which cancels whatever request it waits on).
 _CLOSE_JOIN_MS_MAX: Final = 5000
+# Kafka's default bound on close (DEFAULT_CLOSE_TIMEOUT_MS): the final commit and the leave.
+_CLOSE_TIMEOUT_MS: Final = 30000
 
 
 class NoOffsetForPartitionError(OffsetOutOfRangeError):
@@ -63,8 +98,14 @@ class NoOffsetForPartitionError(OffsetOutOfRangeError):
     NoOffsetForPartitionException); seek to an offset first."""
 
 
+class IllegalStateError(RuntimeError):
+    """The call does not fit the consumer's state (Kafka's IllegalStateException): `assign`
+    while subscribed, or `subscribe` while partitions are assigned. Call `unsubscribe` first."""
+
+
 class Consumer:
-    """Manual assignment (`assign`), positions, prefetching `poll` and iteration."""
+    """Manual assignment (`assign`) or group subscription (`subscribe`), positions,
+    prefetching `poll`, iteration and committed offsets."""
 
     def __init__(
         self,
@@ -83,7 +124,19 @@ class Consumer:
         retry_backoff_ms: int = 100,
         client_id: str = "",
         check_crcs: bool = True,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        max_poll_interval_ms: int = 300000,
+        group_remote_assignor: str | None = None,
     ) -> None:
+        """Kafka's consumer configs with `_` for `.`. The group settings need `group_id`:
+        `group_instance_id` makes a static member (its partitions wait for it across a
+        restart within the session timeout), `group_remote_assignor` names the coordinator's
+        assignor ("uniform" or "range"; None: the broker's default), and
+        `max_poll_interval_ms` is how long the application may go without poll before the
+        consumer leaves the group (and its rebalance timeout)."""
         bootstrap = parse_bootstrap(bootstrap_servers)
         self._config = config = ConsumerConfig(
             auto_offset_reset=auto_offset_reset,
@@ -101,6 +154,12 @@ class Consumer:
             retry_backoff_ms=retry_backoff_ms,
             client_id=client_id,
             check_crcs=check_crcs,
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            group_remote_assignor=group_remote_assignor,
         )
         self.client_id = client_id
         self._pool = ConnectionPool(retry_backoff_ms=retry_backoff_ms)
@@ -119,22 +178,49 @@ class Consumer:
         )
         self._subscription = SubscriptionState(config.fetch_buffer_bytes_max)
         self._fetcher = Fetcher(self._subscription, self._metadata, self._pool, config)
-        self._closed = False
-        # A consumer dropped without close() still stops its thread and connections.
-        self._shut_down = weakref.finalize(self, _shut_down, self._fetcher, self._pool)
+        self._group: ConsumerGroup | None = None
+        if group_id is not None:
+            self._group = ConsumerGroup(
+                config, self._subscription, self._metadata, self._pool, self._fetcher
+            )
+        self._mode: Literal["none", "assigned", "subscribed"] = "none"
+        # Held by the application thread's group work (poll, commit, subscribe, ...) and by
+        # close's, so a close from another thread never runs beside a reconciliation.
+        self._app_lock = threading.RLock()
+        self._closing = False  # close() began: poll and iteration return
+        self._closed = False  # close() is past the group work: every other call raises
+        # A consumer dropped without close() still stops its threads and connections.
+        self._shut_down = weakref.finalize(
+            self,
+            _shut_down,
+            self._fetcher,
+            self._pool,
+            None if self._group is None else self._group.stopper(),
+        )
         self._fetcher.start()
 
     # --- assignment and positions ---
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replaces the assignment (an empty one unassigns everything). Partitions kept keep
-        their positions, pause and buffered records; new ones start without a position."""
+        their positions, pause and buffered records; new ones start without a position.
+        Raises IllegalStateError while subscribed (an empty assignment unsubscribes, as in
+        Kafka)."""
         self._check_open()
         wanted = list(dict.fromkeys(partitions))
         for tp in wanted:
             if not isinstance(tp, TopicPartition):
                 raise TypeError(f"assign takes TopicPartition values, not {type(tp).__name__}")
-        reset = _RESET_TIMESTAMPS.get(self._config.auto_offset_reset)
+        if self._mode == "subscribed":
+            if not wanted:
+                self.unsubscribe()
+                return
+            raise IllegalStateError(
+                "this consumer is subscribed: assign and subscribe exclude each other "
+                "(call unsubscribe() first)"
+            )
+        self._mode = "assigned" if wanted else "none"
+        reset = RESET_TIMESTAMPS.get(self._config.auto_offset_reset)
         subscription = self._subscription
         with subscription.lock:
             old = subscription.partitions
@@ -149,8 +235,138 @@ class Consumer:
         self._fetcher.wakeup()
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions the consumer reads now: assigned, or owned in its group."""
         with self._subscription.lock:
             return set(self._subscription.partitions)
+
+    # --- groups ---
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        *,
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Joins the group (or changes the subscription) to read `topics`, or every topic
+        whose whole name matches `pattern` (a Python regular expression, resolved by the
+        coordinator); exactly one of the two. The partitions come and go inside poll, which
+        calls `listener` (see ConsumerRebalanceListener). Raises InvalidGroupIdError without
+        a group_id, IllegalStateError while partitions are assigned, and
+        InvalidRegularExpressionError when the pattern does not compile."""
+        self._check_open()
+        group = self._group_or_raise("subscribe")
+        if isinstance(topics, str):
+            raise TypeError(f"subscribe takes a list of topic names: [{topics!r}]")
+        names = tuple(dict.fromkeys(topics))
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"topic names must be non-empty strings, not {name!r}.")
+        if bool(names) == (pattern is not None):
+            raise ValueError("subscribe takes topic names or a pattern: exactly one of them.")
+        if pattern is not None:
+            _check_pattern(pattern)
+        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+            raise TypeError(
+                f"listener must be a ConsumerRebalanceListener, not {type(listener).__name__}"
+            )
+        if self._mode == "assigned":
+            raise IllegalStateError(
+                "this consumer has assigned partitions: assign and subscribe exclude each "
+                "other (call unsubscribe() first)"
+            )
+        with self._app_lock:
+            errors = group.subscribe(names, pattern, listener)
+            self._mode = "subscribed"
+        if errors:
+            raise errors[0]
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (with a pattern: the topics of the partitions owned
+        now); empty when not subscribed."""
+        if self._group is None or self._mode != "subscribed":
+            return set()
+        return self._group.subscription()
+
+    def unsubscribe(self) -> None:
+        """Leaves the group (after committing, with auto commit, and on_partitions_revoked)
+        and drops every partition, subscribed or assigned. Raises what the listener raised,
+        after all of that."""
+        self._check_open()
+        errors: list[Exception] = []
+        with self._app_lock:
+            if self._group is not None and self._mode == "subscribed":
+                errors = self._group.leave(self._config.default_api_timeout_ms)
+            subscription = self._subscription
+            with subscription.lock:
+                for state in subscription.partitions.values():
+                    subscription.invalidate(state)
+                subscription.partitions = {}
+                subscription.changed()
+            self._mode = "none"
+        self._fetcher.wakeup()
+        if errors:
+            raise errors[0]
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commits `offsets` for the group and waits for it (up to timeout_ms, default
+        default_api_timeout_ms); without offsets, the position of every partition read now:
+        the offset after the last record poll handed out (or where auto_offset_reset or a
+        seek put it, if poll has handed out nothing since). Raises CommitFailedError when the
+        consumer is no longer a member (another member may own the partitions now), a
+        partition's error naming it, InvalidGroupIdError without a group_id. Also runs the
+        callbacks of finished commit_async calls."""
+        self._check_open()
+        group = self._group_or_raise("commit")
+        with self._app_lock:
+            chosen = group.positions() if offsets is None else _checked_offsets(offsets)
+            group.commit(chosen, self._timeout(timeout_ms))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Like `commit`, without waiting: `callback(offsets, exception or None)` runs on
+        this thread during a later poll, commit or close (Kafka's rule). Commits land in the
+        order they were made."""
+        self._check_open()
+        group = self._group_or_raise("commit_async")
+        with self._app_lock:
+            chosen = group.positions() if offsets is None else _checked_offsets(offsets)
+            group.commit_async(chosen, callback)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offset of each partition (None: none yet); the partitions
+        need not be read by this consumer. Waits up to timeout_ms (default
+        default_api_timeout_ms)."""
+        self._check_open()
+        group = self._group_or_raise("committed")
+        wanted = list(dict.fromkeys(partitions))
+        for tp in wanted:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"committed takes TopicPartition values, not {tp!r}")
+        return group.committed(wanted, self._timeout(timeout_ms))
+
+    def _group_or_raise(self, what: str) -> ConsumerGroup:
+        if self._group is None:
+            raise InvalidGroupIdError(
+                f"{what} needs a consumer group: create the Consumer with group_id=..."
+            )
+        return self._group
+
+    def _timeout(self, timeout_ms: int | None) -> int:
+        if timeout_ms is None:
+            return self._config.default_api_timeout_ms
+        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be an integer of at least 0, not {timeout_ms!r}.")
+        return timeout_ms
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """The next poll returns records of `partition` from `offset` on; whatever was
@@ -186,6 +402,7 @@ class Consumer:
         subscription = self._subscription
         subscription.invalidate(state)
         state.position = position
+        state.position_epoch = None
         state.fetch_offset = 0 if position is None else position
         state.reset_timestamp = reset
         subscription.changed()
@@ -244,6 +461,11 @@ class Consumer:
         for a deleted topic, CorruptMessageError for a batch that fails its CRC (until a seek
         past it), and other non-retriable KafkaErrors. Records fetched before an error are
         returned first; the error comes with the next poll.
+
+        Subscribed, poll is also where the group's changes happen (see `group`): partitions
+        given up or added, the rebalance listener called, auto commit, and fatal group errors
+        raised (UnreleasedInstanceIdError, UnsupportedAssignorError, ...). It waits out its
+        timeout while the group has not assigned anything yet.
         """
         self._check_open()
         if not isinstance(timeout_ms, int) or timeout_ms < 0:
@@ -251,16 +473,32 @@ class Consumer:
         if max_records is not None and max_records < 1:
             raise ValueError(f"max_records must be at least 1, not {max_records}.")
         limit = self._config.max_poll_records if max_records is None else max_records
-        subscription = self._subscription
         deadline_ms = monotonic_ms() + timeout_ms
+        group = self._group
+        with self._app_lock:
+            if group is None:
+                return self._poll_until(deadline_ms, limit, None)
+            group.poll_started(monotonic_ms())
+            try:
+                return self._poll_until(deadline_ms, limit, group)
+            finally:
+                group.poll_ended(monotonic_ms())
+
+    def _poll_until(
+        self, deadline_ms: int, limit: int, group: ConsumerGroup | None
+    ) -> list[ConsumerRecord]:
+        subscription = self._subscription
         while True:
             version = subscription.version
+            if group is not None and not self._closing:
+                group.step(monotonic_ms())
             records = self._collect(limit)
             if records:
                 return records
             with subscription.lock:
                 left_ms = deadline_ms - monotonic_ms()
-                if self._closed or left_ms <= 0 or not subscription.partitions:
+                waits = bool(subscription.partitions) or self._mode == "subscribed"
+                if self._closing or left_ms <= 0 or not waits:
                     return records
                 if subscription.version == version:
                     subscription.lock.wait(left_ms / 1000)
@@ -268,17 +506,30 @@ class Consumer:
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records one by one, waiting for more, until the consumer is closed (from another
         thread, or in the loop's body). Each record moves the position past it as it is
-        handed out, so leaving the loop early loses nothing. Raises what poll raises."""
-        while True:
+        handed out, so leaving the loop early loses nothing. Raises what poll raises, and
+        does poll's group work between fetches (and as soon as the group has something)."""
+        group = self._group
+        while not self._closing:
+            if group is not None:
+                with self._app_lock:
+                    group.step(monotonic_ms())
+                group.poll_started(monotonic_ms())
             found = self._wait_for_fetch()
+            if group is not None:
+                group.poll_ended(monotonic_ms())
             if found is None:
-                return
+                continue
             state, fetch = found
             generation = state.generation
             while (record := fetch.next_record()) is not None:
                 state.position = fetch.position
+                state.position_epoch = fetch.leader_epoch
                 yield record
-                if self._closed or state.generation != generation or state.paused:
+                if group is not None:
+                    group.poll_ended(monotonic_ms())  # the application is back: its poll timer
+                    if group.needs_step:
+                        break
+                if self._closing or state.generation != generation or state.paused:
                     break
             self._finish(state, fetch, generation)
 
@@ -322,6 +573,8 @@ class Consumer:
                 raise
             finally:
                 state.position = fetch.position
+                if fetch.leader_epoch is not None:
+                    state.position_epoch = fetch.leader_epoch
             took = took or len(out) > before
             if not fetch.exhausted:
                 break
@@ -335,10 +588,13 @@ class Consumer:
         return True
 
     def _wait_for_fetch(self) -> tuple[PartitionState, CompletedFetch] | None:
-        """The first partition with a fetch to read, waiting for one; None once closed."""
+        """The first partition with a fetch to read, waiting up to _ITERATION_WAIT_MS (or
+        until woken) for one; None when there is none yet, or the consumer is closing."""
         subscription = self._subscription
         with subscription.lock:
-            while not self._closed:
+            for waited in (False, True):
+                if self._closing:
+                    return None
                 self._check_fetcher()
                 for state in list(subscription.partitions.values()):
                     self._check_reset_possible(state)
@@ -347,7 +603,8 @@ class Consumer:
                     if state.fetches[0].error is None:
                         return state, state.fetches[0]
                     self._raise_queued_error(state)
-                subscription.lock.wait(_ITERATION_WAIT_MS / 1000)
+                if not waited:
+                    subscription.lock.wait(_ITERATION_WAIT_MS / 1000)
         return None
 
     def _finish(self, state: PartitionState, fetch: CompletedFetch, generation: int) -> None:
@@ -377,7 +634,7 @@ class Consumer:
                     f"offset {fetch.fetch_offset} is out of range for {state.tp} and "
                     f"auto_offset_reset is 'none': seek to a valid offset ({error})"
                 )
-            self._move(state, None, _RESET_TIMESTAMPS[policy])
+            self._move(state, None, RESET_TIMESTAMPS[policy])
             return
         raise error
 
@@ -452,17 +709,41 @@ class Consumer:
         if self._closed:
             raise RuntimeError("the consumer is closed")
 
-    def close(self) -> None:
+    def close(self, timeout_ms: int | None = None) -> None:
         """Stops the fetcher thread and closes the connections; idempotent, and the one
-        method another thread may call (a blocked poll or iteration then returns)."""
+        method another thread may call (a blocked poll or iteration then returns).
+
+        In a group it first commits the positions (with auto commit), calls
+        on_partitions_revoked, leaves the group (a static member only for now: its
+        partitions wait for it until its session times out), and runs the callbacks of
+        pending commit_async calls, all within `timeout_ms` (default 30000, Kafka's). Raises
+        what the listener raised, once everything is closed."""
+        timeout_ms = _CLOSE_TIMEOUT_MS if timeout_ms is None else self._timeout(timeout_ms)
         subscription = self._subscription
         with subscription.lock:
-            if self._closed:
+            if self._closing:
                 return
-            self._closed = True
+            self._closing = True
             subscription.changed()
-        self._shut_down()
-        self._fetcher.join(_CLOSE_JOIN_MS_MAX)
+        errors: list[Exception] = []
+        try:
+            if self._group is not None:
+                errors = self._close_group(self._group, timeout_ms)
+        finally:
+            self._closed = True
+            self._shut_down()
+            self._fetcher.join(_CLOSE_JOIN_MS_MAX)
+        if errors:
+            raise errors[0]
+
+    def _close_group(self, group: ConsumerGroup, timeout_ms: int) -> list[Exception]:
+        """The group part of close, once the application thread is out of poll."""
+        if not self._app_lock.acquire(timeout=timeout_ms / 1000):
+            return []  # the application thread is stuck (in a listener?): no commit, no leave
+        try:
+            return group.close(timeout_ms)
+        finally:
+            self._app_lock.release()
 
     def __enter__(self) -> Self:
         return self
@@ -471,8 +752,44 @@ class Consumer:
         self.close()
 
 
-def _shut_down(fetcher: Fetcher, pool: ConnectionPool) -> None:
-    """Stops the fetcher thread, then closes the connections, which cancels the request it may
-    be waiting on (so it stops within milliseconds)."""
+def _shut_down(
+    fetcher: Fetcher, pool: ConnectionPool, stop_group: Callable[[], None] | None
+) -> None:
+    """Stops the fetcher thread (and the group's threads), then closes the connections, which
+    cancels the request it may be waiting on (so it stops within milliseconds)."""
     fetcher.stop()
+    if stop_group is not None:
+        stop_group()
     pool.close()
+
+
+def _check_pattern(pattern: str) -> None:
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(f"pattern must be a non-empty string, not {pattern!r}.")
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        raise InvalidRegularExpressionError(
+            f"the subscription pattern {pattern!r} does not compile: {error}"
+        ) from None
+
+
+def _checked_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Offsets:
+    """The offsets to commit, each checked (TypeError or ValueError naming the partition)."""
+    checked: Offsets = {}
+    for tp, committed in offsets.items():
+        if not isinstance(tp, TopicPartition):
+            raise TypeError(f"commit takes TopicPartition keys, not {tp!r}")
+        if not isinstance(committed, OffsetAndMetadata):
+            raise TypeError(
+                f"commit takes OffsetAndMetadata values: OffsetAndMetadata({committed!r}) for {tp}"
+            )
+        offset, metadata, epoch = committed
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"the offset for {tp} must be an integer of at least 0: {offset!r}")
+        if not isinstance(metadata, str):
+            raise ValueError(f"the metadata for {tp} must be a string, not {metadata!r}")
+        if epoch is not None and (not isinstance(epoch, int) or epoch < 0):
+            raise ValueError(f"the leader epoch for {tp} must be None or at least 0: {epoch!r}")
+        checked[tp] = committed
+    return checked

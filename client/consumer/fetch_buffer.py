@@ -9,7 +9,8 @@ no bytes, in its place in the partition's queue.
 
 What callers may rely on: records come out in offset order, each once, none below the fetch
 offset and none from control batches; `position` is always the offset of the next record to
-hand out, past skipped control batches and compacted gaps. A batch that fails to decode stops
+hand out, past skipped control batches and compacted gaps, and `leader_epoch` the epoch of the
+batch the records being handed out come from. A batch that fails to decode stops
 the fetch there for good: every later `take` raises the same error (as Kafka's consumer keeps
 raising until the application seeks past the batch).
 """
@@ -40,6 +41,7 @@ class CompletedFetch:
         "_records",
         "error",
         "fetch_offset",
+        "leader_epoch",
         "next_offset",
         "position",
         "size_bytes",
@@ -61,6 +63,8 @@ class CompletedFetch:
         self.fetch_offset = fetch_offset
         self.next_offset = next_offset  # the offset to fetch after this answer
         self.position = fetch_offset  # the next offset to hand out
+        # The partition leader epoch of the batch whose records are being handed out.
+        self.leader_epoch: int | None = None
         self.size_bytes = len(data)
         self.error = error  # an answer that is an error, not data
         self._data = data
@@ -159,6 +163,7 @@ class CompletedFetch:
             self._index = 0
             self._batch_next_offset = header.next_offset
             if self._records:
+                self.leader_epoch = header.partition_leader_epoch
                 return True
             self.position = max(self.position, header.next_offset)
         self.position = max(self.position, self.next_offset)

@@ -114,6 +114,8 @@ class Fetcher:
         self._wakeup = threading.Event()
         self._completions: queue.SimpleQueue[_FetchDone | _ResetDone] = queue.SimpleQueue()
         self._fetching_addresses: set[str] = set()
+        # When each broker was last sent a Fetch (one entry per broker address).
+        self._last_fetch_ms: dict[str, int] = {}
         # A partition whose answer did not fit the buffer, and its size: nothing is fetched
         # until that much is free, then it goes first (so it cannot be starved).
         self._starved: tuple[PartitionState, int] | None = None
@@ -232,7 +234,16 @@ class Fetcher:
             asked = _Sent(state, state.generation, state.fetch_offset)
             by_address[leader.address][state.tp] = asked
         planned: dict[str, _Planned] = {}
-        for address, sent in by_address.items():
+        # The starved partition's broker first, then the least recently asked: when the buffer
+        # has room for some Fetches only, long polls to brokers with nothing new must not keep
+        # the others waiting forever.
+        starved_tp = None if self._starved is None else self._starved[0].tp
+        turns = sorted(
+            by_address,
+            key=lambda a: (starved_tp not in by_address[a], self._last_fetch_ms.get(a, -1)),
+        )
+        for address in turns:
+            sent = by_address[address]
             free_bytes = subscription.free_bytes()
             if free_bytes <= 0:
                 break
@@ -247,6 +258,7 @@ class Fetcher:
             for s in sent.values():
                 s.state.fetch_in_flight = True
             self._fetching_addresses.add(address)
+            self._last_fetch_ms[address] = now_ms
             subscription.reserved_bytes += reserved_bytes
             planned[address] = _Planned(sent, max_bytes, reserved_bytes)
         return planned

@@ -27,9 +27,15 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Final
 
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
+from pykraft.client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from pykraft.client.types import TopicPartition
+
+# auto_offset_reset -> the ListOffsets timestamp a partition without a position is reset by
+# ("none" has none: poll raises NoOffsetForPartitionError instead).
+RESET_TIMESTAMPS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
 
 
 @dataclass(eq=False, slots=True)
@@ -39,6 +45,9 @@ class PartitionState:
 
     tp: TopicPartition
     position: int | None = None
+    # The leader epoch of the batch the last record handed out came from (None: unknown, as
+    # after a seek or reset); committed with the position.
+    position_epoch: int | None = None
     reset_timestamp: int | None = None
     fetch_offset: int = 0  # the offset the next Fetch asks for (meaningful with a position)
     generation: int = 0

@@ -1,0 +1,510 @@
+"""Consumer groups against a real cluster (issue 6 §4): three controllers, three brokers, a topic
+of 6 partitions (replication factor 3), `__consumer_offsets` created on first use with Kafka's
+50 partitions. The group coordinator runs with a 4 s session timeout and 300 ms heartbeats, so
+the timeouts the tests wait for stay short; everything else is as shipped.
+
+Members run in threads of this process (`ThreadMember`) when the test only watches them, and as
+their own processes (`tests.integration.group_member`) when the test kills or stops them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from pykraft.client import (
+    AdminClient,
+    Consumer,
+    ConsumerRebalanceListener,
+    Producer,
+    TopicPartition,
+)
+
+from . import cluster
+from .cluster import BrokerProcess, wait_for
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "events"
+PARTITIONS = 6
+SESSION_TIMEOUT_MS = 4000
+GROUP_BROKER_ARGS = (
+    "--override", f"group.consumer.session.timeout.ms={SESSION_TIMEOUT_MS}",
+    "--override", "group.consumer.heartbeat.interval.ms=300",
+    "--replica-lag-time-max-ms", "3000",
+)  # fmt: skip
+POLL_RECORDS_MAX = 100
+# How long members may go without records while others join: far below any stop-the-world
+# rebalance (which waits for every member's next poll and heartbeat).
+POLL_GAP_S_MAX = 3.0
+STABLE_TIMEOUT_S = 30
+
+
+@contextmanager
+def group_cluster(tmp_path: Path) -> Iterator[tuple[cluster.Quorum, dict[int, BrokerProcess], str]]:
+    with cluster.running_cluster(
+        tmp_path, topic=TOPIC, partitions=PARTITIONS, broker_args=GROUP_BROKER_ARGS
+    ) as (quorum, brokers):
+        yield quorum, brokers, ",".join(b.address for b in brokers.values())
+
+
+def produce(bootstrap: str, count: int, *, start: int = 0) -> None:
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        for i in range(start, start + count):
+            producer.send(TOPIC, b"r%06d" % i, key=b"k%d" % i)
+        producer.flush(timeout=60)
+
+
+@dataclass(eq=False)
+class ThreadMember(ConsumerRebalanceListener):
+    """A member polling in a thread: what it owns, what it read, when its polls returned."""
+
+    bootstrap: str
+    group: str
+    name: str
+    commit_after_poll: bool = True
+    owned: set[TopicPartition] = field(default_factory=set)
+    revoked: list[set[TopicPartition]] = field(default_factory=list)
+    read: list[tuple[int, int]] = field(default_factory=list)
+    record_times: list[float] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.consumer = Consumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            client_id=self.name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.owned |= assigned
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.owned -= revoked
+        self.revoked.append(set(revoked))
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.on_partitions_revoked(lost)
+
+    def start(self) -> ThreadMember:
+        self.consumer.subscribe([TOPIC], listener=self)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                records = self.consumer.poll(timeout_ms=200, max_records=POLL_RECORDS_MAX)
+                if records:
+                    self.record_times.append(time.monotonic())
+                    self.read.extend((r.partition, r.offset) for r in records)
+                    if self.commit_after_poll:
+                        self.consumer.commit()
+        except BaseException as error:  # surfaced by the test through `errors`
+            self.errors.append(error)
+        finally:
+            self.consumer.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive(), f"{self.name} did not stop"
+
+    def longest_gap_s(self, since: float, until: float) -> float:
+        times = [since, *(t for t in self.record_times if since <= t <= until), until]
+        return max(b - a for a, b in itertools.pairwise(times))
+
+
+def assert_exclusive_and_complete(members: list[ThreadMember]) -> None:
+    owned = [tp for m in members for tp in m.owned]
+    assert len(owned) == len(set(owned)), f"a partition owned twice: {sorted(owned)}"
+    assert {tp.partition for tp in owned} == set(range(PARTITIONS))
+
+
+def settled(members: list[ThreadMember], sizes: list[int]) -> bool:
+    owned = [tp for m in members for tp in m.owned]
+    return (
+        sorted(len(m.owned) for m in members) == sizes
+        and len(owned) == len(set(owned)) == PARTITIONS
+    )
+
+
+def test_members_share_partitions_and_a_newcomer_moves_only_what_must_move(
+    tmp_path: Path,
+) -> None:
+    """§4.1 and §4.2: 3 members get 2 partitions each; a 4th joins while records keep coming,
+    one partition moves, and the others' polls never stop returning records."""
+    with group_cluster(tmp_path) as (_, _, bootstrap):
+        stop_producing = threading.Event()
+        produced = [0]
+
+        def keep_producing() -> None:
+            with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+                while not stop_producing.is_set():
+                    for p in range(PARTITIONS):
+                        producer.send(TOPIC, b"x", partition=p)
+                        produced[0] += 1
+                    time.sleep(0.02)
+
+        producer_thread = threading.Thread(target=keep_producing, daemon=True)
+        producer_thread.start()
+        members = [ThreadMember(bootstrap, "share", f"m{i}").start() for i in range(3)]
+        try:
+            wait_for(lambda: settled(members, [2, 2, 2]), timeout_s=STABLE_TIMEOUT_S, what="2 each")
+            assert_exclusive_and_complete(members)
+            before = {m.name: set(m.owned) for m in members}
+            revocations_before = {m.name: len(m.revoked) for m in members}
+            joined_at = time.monotonic()
+            newcomer = ThreadMember(bootstrap, "share", "m3").start()
+            everyone = [*members, newcomer]
+            wait_for(
+                lambda: settled(everyone, [1, 1, 2, 2]), timeout_s=STABLE_TIMEOUT_S, what="1,1,2,2"
+            )
+            settled_at = time.monotonic()
+            time.sleep(1)  # let the members that kept partitions poll on past the rebalance
+            assert_exclusive_and_complete(everyone)
+            moved = [tp for m in members for tp in before[m.name] - m.owned]
+            assert len(moved) == 1, f"only one partition had to move, moved {moved}"
+            assert all(before[m.name] >= m.owned for m in members), "kept partitions stayed"
+            revoked_since = [r for m in members for r in m.revoked[revocations_before[m.name] :]]
+            assert sum(map(len, revoked_since)) == 1, f"one partition revoked: {revoked_since}"
+            for member in members:
+                gap_s = member.longest_gap_s(joined_at, settled_at + 1)
+                assert gap_s < POLL_GAP_S_MAX, f"{member.name} stopped for {gap_s:.1f} s"
+            assert newcomer.read, "the newcomer consumes its partition"
+        finally:
+            stop_producing.set()
+            producer_thread.join(timeout=30)
+            for member in [*members, *([newcomer] if "newcomer" in locals() else [])]:
+                member.close()
+        for member in members:
+            assert not member.errors, member.errors
+
+
+# --- members as processes ---
+
+
+@dataclass(eq=False)
+class ProcessMember:
+    out: Path
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    @classmethod
+    def start(cls, bootstrap: str, group: str, out: Path, *extra: str) -> ProcessMember:
+        log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115 (closed with the process)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.group_member", bootstrap, group, TOPIC,
+             str(out), *extra],
+            stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2],
+        )  # fmt: skip
+        return cls(out, process, log)
+
+    def events(self) -> list[dict[str, object]]:
+        if not self.out.exists():
+            return []
+        lines = self.out.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.endswith("}")]
+
+    def owned(self) -> set[int]:
+        owned: set[int] = set()
+        for event in self.events():
+            partitions = {int(p[1]) for p in event.get("partitions", [])}  # type: ignore[attr-defined]
+            if event["event"] == "assigned":
+                owned |= partitions
+            elif event["event"] in ("revoked", "lost"):
+                owned -= partitions
+        return owned
+
+    def processed(self) -> set[tuple[int, int]]:
+        return {
+            (int(e["partition"]), int(e["offset"]))  # type: ignore[call-overload]
+            for e in self.events()
+            if e["event"] == "record"
+        }
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+def test_killed_member_partitions_move_and_every_record_is_processed(tmp_path: Path) -> None:
+    """§4.3: kill -9 of a member; after the session timeout its partitions move, and with
+    commits after processing every produced record is processed at least once."""
+    records = 3000
+    with group_cluster(tmp_path) as (_, _, bootstrap):
+        produce(bootstrap, records)
+        members = [
+            ProcessMember.start(
+                bootstrap, "workers", tmp_path / f"member-{i}.jsonl", "--process-delay-ms", "50"
+            )
+            for i in range(3)
+        ]
+        try:
+            wait_for(
+                lambda: sorted(len(m.owned()) for m in members) == [2, 2, 2],
+                timeout_s=STABLE_TIMEOUT_S,
+                what="2 partitions each",
+            )
+            victim = members[0]
+            wait_for(lambda: len(victim.processed()) >= 100, timeout_s=30, what="victim working")
+            victim.process.kill()
+            victim.process.wait()
+            killed_at = time.monotonic()
+            orphaned = victim.owned()
+            survivors = members[1:]
+            wait_for(
+                lambda: orphaned <= set().union(*(m.owned() for m in survivors)),
+                timeout_s=STABLE_TIMEOUT_S,
+                what="the victim's partitions taken over",
+            )
+            moved_after_s = time.monotonic() - killed_at
+            assert moved_after_s >= SESSION_TIMEOUT_MS / 1000 - 1, "not before the session ended"
+            wait_for(
+                lambda: len(set().union(*(m.processed() for m in members))) >= records,
+                timeout_s=120,
+                what="every record processed",
+            )
+        finally:
+            for member in members:
+                member.stop()
+        processed = set().union(*(m.processed() for m in members))
+        assert len(processed) == records, "every produced record processed, none skipped"
+
+
+def test_zombie_member_cannot_commit_and_never_shares_partitions(tmp_path: Path) -> None:
+    """§4.5: a member stopped (SIGSTOP) past its session is removed; after SIGCONT its commit
+    fails and it rejoins; no partition is ever owned by two members."""
+    with group_cluster(tmp_path) as (_, _, bootstrap):
+        produce(bootstrap, 600)
+        members = [
+            ProcessMember.start(
+                bootstrap, "zombies", tmp_path / f"member-{i}.jsonl", "--process-delay-ms", "20"
+            )
+            for i in range(2)
+        ]
+        zombie, other = members
+        try:
+            wait_for(
+                lambda: sorted(len(m.owned()) for m in members) == [3, 3],
+                timeout_s=STABLE_TIMEOUT_S,
+                what="3 partitions each",
+            )
+            with AdminClient(bootstrap) as admin:
+                zombie.process.send_signal(19)  # SIGSTOP
+                wait_for(lambda: len(other.owned()) == PARTITIONS, timeout_s=30, what="takeover")
+                produce(bootstrap, 600, start=600)
+                zombie.process.send_signal(18)  # SIGCONT
+                wait_for(
+                    lambda: any(e["event"] in ("commit_failed", "lost") for e in zombie.events()),
+                    timeout_s=30,
+                    what="the zombie learning it was removed",
+                )
+                wait_for(
+                    lambda: sorted(len(m.owned()) for m in members) == [3, 3],
+                    timeout_s=STABLE_TIMEOUT_S,
+                    what="the zombie rejoined as a new member",
+                )
+                described = admin.describe_consumer_groups(["zombies"])["zombies"]
+                assigned = [tp for m in described.members for tp in m.assignment]
+                assert len(assigned) == len(set(assigned)) == PARTITIONS
+        finally:
+            for member in members:
+                member.stop()
+        failed = [e for e in zombie.events() if e["event"] == "commit_failed"]
+        for event in failed:
+            assert "UNKNOWN_MEMBER_ID" in str(event["error"]) or "FENCED" in str(event["error"])
+
+
+def test_group_survives_the_coordinator_broker_dying(tmp_path: Path) -> None:
+    """§4.4: kill -9 of the coordinator's broker: the group goes on from its committed offsets
+    on the new coordinator, and no committed offset is lost or moves back."""
+    records = 2000
+    with group_cluster(tmp_path) as (_, brokers, bootstrap):
+        produce(bootstrap, records)
+        members = [ThreadMember(bootstrap, "survivors", f"m{i}") for i in range(2)]
+        for member in members:
+            member.start()
+        try:
+            wait_for(lambda: settled(members, [3, 3]), timeout_s=STABLE_TIMEOUT_S, what="3 each")
+            with AdminClient(bootstrap) as admin:
+                wait_for(
+                    lambda: len(admin.list_consumer_group_offsets("survivors")) == PARTITIONS,
+                    timeout_s=30,
+                    what="a commit on every partition",
+                )
+                before = admin.list_consumer_group_offsets("survivors")
+                old = admin.describe_consumer_groups(["survivors"])["survivors"].coordinator
+                brokers[old.id].kill()
+                survivors = ",".join(b.address for i, b in brokers.items() if i != old.id)
+            with AdminClient(survivors) as admin:
+                wait_for(
+                    lambda: (
+                        admin.describe_consumer_groups(["survivors"])["survivors"].coordinator.id
+                        != old.id
+                    ),
+                    timeout_s=30,
+                    what="a new coordinator",
+                )
+                after = admin.list_consumer_group_offsets("survivors")
+                for tp, committed in before.items():
+                    assert after[tp].offset >= committed.offset, f"{tp} moved back"
+                produce(survivors, 300, start=records)
+                wait_for(
+                    lambda: (
+                        sum(
+                            o.offset
+                            for o in admin.list_consumer_group_offsets("survivors").values()
+                        )
+                        == records + 300
+                    ),
+                    timeout_s=60,
+                    what="everything committed through the new coordinator",
+                )
+        finally:
+            for member in members:
+                member.close()
+        read = [r for m in members for r in m.read]
+        assert len(set(read)) == records + 300, "every record read"
+
+
+def test_static_member_gets_its_partitions_back_without_a_rebalance(tmp_path: Path) -> None:
+    """§1.3: a member with group.instance.id that closes and comes back within the session
+    gets the same partitions and the group epoch does not move."""
+    with group_cluster(tmp_path) as (_, _, bootstrap):
+        produce(bootstrap, 60)
+        first = ProcessMember.start(
+            bootstrap, "statics", tmp_path / "a.jsonl", "--instance-id", "worker-a"
+        )
+        second = ProcessMember.start(
+            bootstrap, "statics", tmp_path / "b.jsonl", "--instance-id", "worker-b"
+        )
+        try:
+            wait_for(
+                lambda: sorted(len(m.owned()) for m in (first, second)) == [3, 3],
+                timeout_s=STABLE_TIMEOUT_S,
+                what="3 partitions each",
+            )
+            owned = first.owned()
+            with AdminClient(bootstrap) as admin:
+                epoch = admin.describe_consumer_groups(["statics"])["statics"].group_epoch
+                first.stop()  # SIGTERM: close() leaves with epoch -2
+                again = ProcessMember.start(
+                    bootstrap, "statics", tmp_path / "a2.jsonl", "--instance-id", "worker-a"
+                )
+                wait_for(lambda: again.owned() == owned, timeout_s=30, what="same partitions")
+                assert second.owned() and not (second.owned() & owned)
+                described = admin.describe_consumer_groups(["statics"])["statics"]
+                assert described.group_epoch == epoch, "no rebalance"
+                again.stop()
+        finally:
+            first.stop()
+            second.stop()
+
+
+def groups_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    pykraft = Path(sys.executable).parent / "pykraft"
+    return subprocess.run(
+        [str(pykraft), "groups", *args, "--bootstrap-server", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def describe_rows(bootstrap: str, group: str) -> dict[int, tuple[str, str, str]]:
+    """partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) from `pykraft groups describe`."""
+    described = groups_cli(bootstrap, "describe", group)
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.strip().splitlines()
+    header = lines[0].split()
+    assert header[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+    rows = {}
+    for line in lines[1:]:
+        cells = line.split()
+        assert cells[0] == group and cells[1] == TOPIC, line
+        rows[int(cells[2])] = (cells[3], cells[4], cells[5])
+    return rows
+
+
+def test_describe_and_reset_offsets_match_what_was_produced_and_consumed(tmp_path: Path) -> None:
+    """§4.6: describe shows committed offsets, log end offsets and lag as counted here;
+    reset-offsets moves them (dry run changes nothing) and refuses while members are active."""
+    per_partition = 100
+    with group_cluster(tmp_path) as (_, _, bootstrap):
+        with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+            for i in range(per_partition):
+                for p in range(PARTITIONS):
+                    producer.send(TOPIC, b"a%d" % i, partition=p)
+            producer.flush(timeout=60)
+        with Consumer(
+            bootstrap_servers=bootstrap,
+            group_id="reader",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as consumer:
+            consumer.subscribe([TOPIC])
+            consumed = 0
+            deadline = time.monotonic() + 60
+            while consumed < per_partition * PARTITIONS:
+                assert time.monotonic() < deadline, f"only {consumed} consumed"
+                consumed += len(consumer.poll(timeout_ms=200, max_records=POLL_RECORDS_MAX))
+            consumer.commit()
+            refused = groups_cli(
+                bootstrap, "reset-offsets", "reader", "--all-topics", "--to-earliest", "--execute"
+            )
+            assert refused.returncode == 1
+            assert "inactive" in refused.stderr, refused.stderr
+        between_ms = int(time.time() * 1000)
+        time.sleep(0.01)  # later records get later timestamps than `between_ms`
+        with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+            for i in range(50):
+                for p in range(PARTITIONS):
+                    producer.send(TOPIC, b"b%d" % i, partition=p)
+            producer.flush(timeout=60)
+        rows = describe_rows(bootstrap, "reader")
+        assert rows == {p: ("100", "150", "50") for p in range(PARTITIONS)}
+
+        def reset(*args: str) -> str:
+            done = groups_cli(bootstrap, "reset-offsets", "reader", "--topic", TOPIC, *args)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        dry = reset("--to-earliest", "--dry-run")
+        assert dry.split().count("0") >= PARTITIONS
+        assert describe_rows(bootstrap, "reader")[0] == ("100", "150", "50"), "dry run"
+        reset("--to-earliest", "--execute")
+        assert describe_rows(bootstrap, "reader") == {p: ("0", "150", "150") for p in range(6)}
+        reset("--shift-by", "30", "--execute")
+        assert describe_rows(bootstrap, "reader")[3] == ("30", "150", "120")
+        reset("--to-offset", "500", "--execute")
+        assert describe_rows(bootstrap, "reader")[5] == ("150", "150", "0"), "clamped"
+        moment = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(between_ms / 1000))
+        moment += f".{between_ms % 1000:03d}"
+        reset("--to-datetime", moment, "--execute")
+        assert describe_rows(bootstrap, "reader") == {p: ("100", "150", "50") for p in range(6)}
+        deleted = groups_cli(bootstrap, "delete", "reader")
+        assert deleted.returncode == 0, deleted.stderr
+        listed = groups_cli(bootstrap, "list")
+        assert "reader" not in listed.stdout.split()
