@@ -37,6 +37,8 @@ TOPIC = "bench-groups"
 PARTITIONS = 6
 VALUE = b"v" * 100
 POLL_RECORDS_MAX = 500
+# A partition read within this long counts as being read (records are produced every 10 ms).
+RECENT_S = 1.0
 SPAWN = mp.get_context("spawn")
 
 
@@ -134,6 +136,12 @@ def throughput(bootstrap: str, group: str, members: int, records: int) -> float:
         stop(workers)
 
 
+def recent_partitions(worker: Worker) -> list[int]:
+    """The partitions `worker` read in the last RECENT_S seconds (records keep coming)."""
+    now = time.time()
+    return [p for p, t in enumerate(worker.last_seen[:]) if t > now - RECENT_S]
+
+
 def failover_and_join(bootstrap: str) -> tuple[list[float], float]:
     """(ms from kill -9 of a member to each orphaned partition read again, ms from a new
     member's subscribe to its first record)."""
@@ -151,7 +159,7 @@ def failover_and_join(bootstrap: str) -> tuple[list[float], float]:
     workers = [start_worker(bootstrap, "bench-failover") for _ in range(3)]
     try:
         wait_for(
-            lambda: all(sum(1 for t in w.last_seen[:] if t) == 2 for w in workers),
+            lambda: all(len(recent_partitions(w)) == 2 for w in workers),
             timeout_s=120,
             what="two partitions read by each member",
         )
@@ -160,8 +168,8 @@ def failover_and_join(bootstrap: str) -> tuple[list[float], float]:
         join_ms = (newcomer.first_record_at.value - newcomer.subscribed_at.value) * 1000
         workers.append(newcomer)
         time.sleep(2)
-        victim = max(workers, key=lambda w: sum(1 for t in w.last_seen[:] if t > time.time() - 1))
-        orphaned = [p for p, t in enumerate(victim.last_seen[:]) if t > time.time() - 1]
+        victim = max(workers, key=lambda w: len(recent_partitions(w)))
+        orphaned = recent_partitions(victim)
         victim.process.kill()
         killed_at = time.time()
         survivors = [w for w in workers if w is not victim]

@@ -292,3 +292,22 @@ def _commit(
             )
         ],
     )
+
+
+def test_offsets_expire_only_after_the_group_stayed_empty_for_the_retention() -> None:
+    h = Harness()
+    retention_ms = h.shard.config.offsets_retention_ms
+    member = FakeMember("m")
+    h.settle([member])
+    commit = h.shard.commit_offsets(_commit("m", member.epoch, 0, 9), topics=TOPICS, wall_ms=0)
+    h._written(commit.records)
+    assert h.shard.expire_offsets(wall_ms=retention_ms * 2) == [], "a group with members keeps them"
+    h.now_ms = retention_ms  # the group becomes empty now
+    h.beat(member, epoch=-1)
+    assert h.shard.groups[GROUP].state == EMPTY
+    assert h.shard.expire_offsets(wall_ms=retention_ms + retention_ms // 2) == []
+    expired = h.shard.expire_offsets(wall_ms=2 * retention_ms)
+    assert {r.key.type.name for r in expired if r.value is None} >= {"OFFSET_COMMIT"}
+    assert GROUP not in h.shard.groups, "an empty group without offsets is deleted"
+    listed = h.shard.describe(GROUP)
+    assert (listed.group_state, listed.error_code) == ("Dead", common_pb2.GROUP_ID_NOT_FOUND)
