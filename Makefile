@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/record_batch_codec.py
 	$(BIN)/python bench/cluster.py --records 200000
 	$(BIN)/python bench/client.py --records 200000
+	$(BIN)/python bench/groups.py --records 200000
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -11,10 +11,8 @@ so this module depends on no other package of ours. A Kafka error prints
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, TypeVar
 
@@ -25,6 +23,7 @@ from pykraft.client.admin import AdminClient, OffsetSpec, ResourceType
 from pykraft.client.admin_types import TopicDescription
 from pykraft.client.cli_data import COMMANDS, bootstrap_callback
 from pykraft.client.cli_groups import groups
+from pykraft.client.cli_session import Session
 from pykraft.client.dev_cli import dev
 from pykraft.client.errors import KafkaError, UnknownTopicOrPartitionError
 from pykraft.client.perf import perf
@@ -80,28 +79,6 @@ def _load_plugin(entry_point: EntryPoint) -> click.Command:
         short_help=f"(unavailable: {reason})",
         context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     )
-
-
-@dataclass(frozen=True)
-class Session:
-    """What every admin command gets from the shared options: where to connect, how to print."""
-
-    bootstrap: list[str]
-    request_timeout_ms: int
-    output: str
-
-    def admin(self) -> AdminClient:
-        return AdminClient(self.bootstrap, request_timeout_ms=self.request_timeout_ms)
-
-    def emit(
-        self, value: _T, to_json: Callable[[_T], object], to_table: Callable[[_T], str]
-    ) -> None:
-        if self.output == "json":
-            click.echo(json.dumps(to_json(value), indent=2))
-        else:
-            text = to_table(value)
-            if text:
-                click.echo(text)
 
 
 _SESSION_OPTIONS = [

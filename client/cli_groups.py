@@ -38,6 +38,7 @@ from pykraft.client.admin_types import (
     MemberDescription,
 )
 from pykraft.client.cli_data import bootstrap_server_option
+from pykraft.client.cli_session import Session
 from pykraft.client.errors import (
     GroupIdNotFoundError,
     KafkaError,
@@ -59,35 +60,13 @@ _T = TypeVar("_T")
 # Shared options
 
 
-@dataclass(frozen=True)
-class GroupsSession:
-    """What every groups subcommand gets from the shared options."""
-
-    bootstrap: list[str]
-    request_timeout_ms: int
-    output: str
-
-    def admin(self) -> AdminClient:
-        return AdminClient(self.bootstrap, request_timeout_ms=self.request_timeout_ms)
-
-    def emit(
-        self, value: _T, to_json: Callable[[_T], object], to_text: Callable[[_T], str]
-    ) -> None:
-        if self.output == "json":
-            click.echo(json.dumps(to_json(value), indent=2))
-        else:
-            text = to_text(value)
-            if text:
-                click.echo(text)
-
-
 def _groups_command(func: Callable[..., None]) -> Callable[..., None]:
     """Adds --bootstrap-server, --request-timeout-ms and --output; the command receives them
-    as its first argument, a GroupsSession."""
+    as its first argument, a Session."""
 
     @functools.wraps(func)
     def run(bootstrap: list[str], request_timeout_ms: int, output: str, **kwargs: Any) -> None:
-        func(GroupsSession(bootstrap, request_timeout_ms, output), **kwargs)
+        func(Session(bootstrap, request_timeout_ms, output), **kwargs)
 
     options = [
         bootstrap_server_option,
@@ -161,7 +140,7 @@ def listings_json(listings: Sequence[ConsumerGroupListing]) -> list[JsonObject]:
     metavar="[STATE,...]",
     help="Show each group's state; given states (e.g. Stable,Empty), only groups in one of them.",
 )
-def groups_list(session: GroupsSession, states: list[GroupState] | None) -> None:
+def groups_list(session: Session, states: list[GroupState] | None) -> None:
     """List consumer group ids, one a line (with --state, a GROUP STATE table)."""
     with session.admin() as admin:
         listings = admin.list_consumer_groups(states)
@@ -400,7 +379,7 @@ def _state_note(group: ConsumerGroupDescription) -> None:
     "--verbose", is_flag=True, help="With --members or --state: epochs and assignments too."
 )
 def groups_describe(
-    session: GroupsSession, group_id: str, members: bool, show_state: bool, verbose: bool
+    session: Session, group_id: str, members: bool, show_state: bool, verbose: bool
 ) -> None:
     """Show a group's committed offsets, log end offsets, lag and owners per partition (or,
     with --members / --state, its members or its state), like kafka-consumer-groups
@@ -689,7 +668,7 @@ def reset_table(group_id: str, plan: Mapping[TopicPartition, int]) -> str:
 @click.option("--dry-run", is_flag=True, help="Only print the new offsets.")
 @click.option("--execute", is_flag=True, help="Commit the new offsets.")
 def groups_reset_offsets(
-    session: GroupsSession,
+    session: Session,
     group_id: str,
     scopes: list[tuple[str, list[int] | None]],
     all_topics: bool,
@@ -781,7 +760,7 @@ def _quoted(group_ids: Iterable[str]) -> str:
 @groups.command("delete")
 @_groups_command
 @click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True)
-def groups_delete(session: GroupsSession, group_ids: tuple[str, ...]) -> None:
+def groups_delete(session: Session, group_ids: tuple[str, ...]) -> None:
     """Delete groups and their committed offsets, like kafka-consumer-groups --delete; a
     group with members is refused (NON_EMPTY_GROUP). Each group is tried; exits 1 if any
     failed, with one "Error:" line per failure."""

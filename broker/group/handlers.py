@@ -10,7 +10,7 @@ not serve (fenced, or out of touch with the quorum) answers COORDINATOR_NOT_AVAI
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, TypeVar
 
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
@@ -31,6 +31,7 @@ OFFSETS_TOPIC_CONFIGS: Final = {
 # FindCoordinator waits this long for a topic it created to have a leader.
 CREATION_WAIT_MS_MAX: Final = 5_000
 
+ItemT = TypeVar("ItemT", group_pb2.DescribedGroup, group_pb2.DeleteGroupsResult)
 ResponseT = TypeVar(
     "ResponseT",
     group_pb2.FindCoordinatorResponse,
@@ -202,30 +203,32 @@ class GroupHandlers:
     def describe(
         self, request: group_pb2.ConsumerGroupDescribeRequest
     ) -> group_pb2.ConsumerGroupDescribeResponse:
-        response = group_pb2.ConsumerGroupDescribeResponse()
-        for group_id in request.group_ids:
-            try:
-                self._check_may_serve()
-                described = self._coordinator.run(group_id, _describing(group_id))
-            except CoordinatorError as error:
-                described = group_pb2.DescribedGroup(group_id=group_id)
-                described.error_code = error.code  # type: ignore[assignment]
-                described.error_message = str(error)
-            response.groups.append(described)
-        return response
+        described = self._each_group(request.group_ids, group_pb2.DescribedGroup, _describing)
+        return group_pb2.ConsumerGroupDescribeResponse(groups=described)
 
     def delete(self, request: group_pb2.DeleteGroupsRequest) -> group_pb2.DeleteGroupsResponse:
-        response = group_pb2.DeleteGroupsResponse()
-        for group_id in request.group_ids:
+        results = self._each_group(request.group_ids, group_pb2.DeleteGroupsResult, _deleting)
+        return group_pb2.DeleteGroupsResponse(results=results)
+
+    def _each_group(
+        self,
+        group_ids: Iterable[str],
+        item_type: type[ItemT],
+        decision: Callable[[str], Callable[[GroupShard], Decision[ItemT]]],
+    ) -> list[ItemT]:
+        """One item per group, each from its own coordinator run; a group this broker cannot
+        serve gets its error in its item."""
+        items = []
+        for group_id in group_ids:
             try:
                 self._check_may_serve()
-                result = self._coordinator.run(group_id, _deleting(group_id))
+                item = self._coordinator.run(group_id, decision(group_id))
             except CoordinatorError as error:
-                result = group_pb2.DeleteGroupsResult(group_id=group_id)
-                result.error_code = error.code  # type: ignore[assignment]
-                result.error_message = str(error)
-            response.results.append(result)
-        return response
+                item = item_type(group_id=group_id)
+                item.error_code = error.code  # type: ignore[assignment]
+                item.error_message = str(error)
+            items.append(item)
+        return items
 
     def _check_may_serve(self) -> None:
         if not self._may_serve(self._clock_ms()):

@@ -311,3 +311,21 @@ def test_offsets_expire_only_after_the_group_stayed_empty_for_the_retention() ->
     assert GROUP not in h.shard.groups, "an empty group without offsets is deleted"
     listed = h.shard.describe(GROUP)
     assert (listed.group_state, listed.error_code) == ("Dead", common_pb2.GROUP_ID_NOT_FOUND)
+
+
+def test_a_regex_subscription_follows_topics_and_range_is_chosen_by_name() -> None:
+    h = Harness()
+    request = FakeMember("m").request()
+    request.ClearField("subscribed_topic_names")
+    request.subscribed_topic_regex = "ord.*"
+    request.server_assignor = "range"
+    topics = {**TOPICS, "__consumer_offsets": 50}
+    decision = h.shard.heartbeat(request, client_host="", topics=topics, now_ms=0, wall_ms=0)
+    assigned = {(t.topic, p) for t in decision.response.assignment for p in t.partitions}
+    assert assigned == {("orders", p) for p in range(6)}, "internal and other topics excluded"
+    assert h.shard.describe(GROUP).assignor_name == "range"
+    request.member_epoch = decision.response.member_epoch
+    grown = {**topics, "orders-eu": 2}
+    decision = h.shard.heartbeat(request, client_host="", topics=grown, now_ms=1, wall_ms=1)
+    target = h.shard.groups[GROUP].targets["m"]
+    assert ("orders-eu", 1) in target, "a new matching topic joins the subscription"
