@@ -1,0 +1,366 @@
+"""The `pykraft` source: batch (`spark.read`) and streaming (`spark.readStream`) reads of
+topics, with the schema and options of Spark's Kafka source.
+
+Where things run (PySpark's Python data sources): planning (`initialOffset`, `latestOffset`,
+`partitions`, `commit`) runs in one long-lived Python process per query, which keeps one
+client (`_Planner`) opened lazily; `read` runs on executors, on a pickled copy of the reader,
+and reads its offset range straight from the partition's leader with a consumer kept per
+worker process (`_consumer`). Nothing that holds a connection is pickled.
+
+Offsets are `{"topic": {"partition": offset}}`. A partition that appears while the query runs
+is read from its earliest offset. Spark's checkpoint is the source of truth; with `group.id`
+(or `groupIdPrefix`) the processed end offsets are also committed to that consumer group, so
+`pykraft groups describe` shows the pipeline's lag.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from pykraft.client import (
+    AdminClient,
+    Consumer,
+    KafkaError,
+    OffsetAndMetadata,
+    OffsetOutOfRangeError,
+    TopicPartition,
+)
+from pykraft.spark import offsets
+from pykraft.spark.offsets import OffsetRange, Offsets
+from pykraft.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+
+log = logging.getLogger(__name__)
+
+FORMAT = "pykraft"
+POLL_TIMEOUT_MS = 500
+# A task gives up when its range stops growing for this long (the records should be there:
+# the range ends at offsets the leader reported).
+READ_STALL_MS_MAX = 60_000
+
+HEADERS_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+
+
+def schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+class PykraftDataSource(DataSource):
+    """`format("pykraft")`: register with `pykraft.spark.register(spark)`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        headers = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        return schema(headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(SourceOptions.parse(self.options, batch=True))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(SourceOptions.parse(self.options, batch=False))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pykraft.spark.sink import BatchWriter, SinkOptions
+
+        return BatchWriter(SinkOptions.parse(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pykraft.spark.sink import SinkOptions, StreamWriter
+
+        return StreamWriter(SinkOptions.parse(self.options, schema))
+
+
+class RangePartition(InputPartition):
+    """One task: one offset range."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.range = offset_range
+
+
+# --- planning ---
+
+
+class _Planner:
+    """The planning process's client: which partitions the query reads and their offsets."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.consumer = Consumer(bootstrap_servers=options.bootstrap_servers)
+        self._admin: AdminClient | None = None
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(self.options.bootstrap_servers)
+        return self._admin
+
+    def partitions(self) -> list[tuple[str, int]]:
+        if self.options.assign:
+            return list(self.options.assign)
+        if self.options.subscribe_pattern:
+            topics = [t for t in self.admin().list_topics() if self.options.wants(t)]
+        else:
+            topics = list(self.options.subscribe)
+        return [(t, p) for t in sorted(topics) for p in self.consumer.partitions_for(t)]
+
+    def earliest(self, tps: Sequence[tuple[str, int]]) -> Offsets:
+        found = self.consumer.beginning_offsets([TopicPartition(*tp) for tp in tps])
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def latest(self, tps: Sequence[tuple[str, int]]) -> Offsets:
+        found = self.consumer.end_offsets([TopicPartition(*tp) for tp in tps])
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def resolve(self, spec: OffsetSpec, tps: Sequence[tuple[str, int]]) -> Offsets:
+        """Offsets of `tps` by a startingOffsets/endingOffsets spec (-2/-1 resolved)."""
+        if spec == "earliest":
+            return self.earliest(tps)
+        if spec == "latest":
+            return self.latest(tps)
+        assert isinstance(spec, dict)
+        earliest, latest = self.earliest(tps), self.latest(tps)
+        resolved = {}
+        for topic, partition in tps:
+            given = spec.get(topic, {}).get(partition, LATEST)
+            bound = {EARLIEST: earliest, LATEST: latest}.get(given)
+            resolved[(topic, partition)] = given if bound is None else bound[(topic, partition)]
+        return resolved
+
+    def by_timestamp(self, timestamp_ms: int, tps: Sequence[tuple[str, int]]) -> Offsets:
+        found = self.consumer.offsets_for_times({TopicPartition(*tp): timestamp_ms for tp in tps})
+        latest = self.latest(tps)
+        return {
+            (tp.topic, tp.partition): latest[(tp.topic, tp.partition)]
+            if hit is None
+            else hit.offset
+            for tp, hit in found.items()
+        }
+
+    def start(self, tps: Sequence[tuple[str, int]]) -> Offsets:
+        if self.options.starting_timestamp is not None:
+            return self.by_timestamp(self.options.starting_timestamp, tps)
+        return self.resolve(self.options.starting_offsets, tps)
+
+    def commit_group(self, end: Offsets) -> None:
+        """Best effort: the checkpoint, not the group, is what restarts read from."""
+        group = self.options.group_id
+        if group is None or not end:
+            return
+        try:
+            self.admin().alter_consumer_group_offsets(
+                group, {TopicPartition(*tp): OffsetAndMetadata(o) for tp, o in end.items()}
+            )
+        except KafkaError as error:
+            log.warning("could not commit the processed offsets to group %s: %s", group, error)
+
+    def close(self) -> None:
+        self.consumer.close()
+        if self._admin is not None:
+            self._admin.close()
+
+
+class _Reader:
+    """What batch and stream readers share: the options, the planner, reading a range."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._planner_cache: _Planner | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "_planner_cache": None}
+
+    @property
+    def _planner(self) -> _Planner:
+        if self._planner_cache is None:
+            self._planner_cache = _Planner(self.options)
+        return self._planner_cache
+
+    def _tasks(self, start: Offsets, end: Offsets) -> list[InputPartition]:
+        ranges = [
+            OffsetRange(topic, partition, start.get((topic, partition), stop), stop)
+            for (topic, partition), stop in sorted(end.items())
+        ]
+        return [RangePartition(r) for r in offsets.split(ranges, self.options.min_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangePartition)
+        return read_range(self.options, partition.range)
+
+
+class BatchReader(_Reader, DataSourceReader):
+    def partitions(self) -> Sequence[InputPartition]:
+        tps = self._planner.partitions()
+        start = self._planner.start(tps)
+        end = self._planner.resolve(self.options.ending_offsets, tps)
+        return self._tasks(start, end)
+
+
+class StreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self._target: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_target": None}
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        return offsets.to_json(self._planner.start(self._planner.partitions()))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.options.max_offsets_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._planner.partitions()
+        self._target = self._planner.latest(tps)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        begun = offsets.from_json(start)
+        tps = self._planner.partitions()
+        latest = self._planner.latest(tps)
+        new = [tp for tp in tps if tp not in begun]
+        base = {**self._planner.earliest(new), **begun} if new else dict(begun)
+        if self._target is not None:  # availableNow: nothing written after the query began
+            latest = {
+                tp: min(end, self._target.get(tp, base.get(tp, 0))) for tp, end in latest.items()
+            }
+        latest = {tp: max(end, base.get(tp, end)) for tp, end in latest.items()}
+        if isinstance(limit, ReadMaxRows):
+            latest = offsets.limit(base, latest, limit.max_rows)
+        return offsets.to_json({**begun, **latest})
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begun, until = offsets.from_json(start), offsets.from_json(end)
+        new = [tp for tp in until if tp not in begun]
+        if new:
+            begun = {**self._planner.earliest(new), **begun}
+        return self._tasks(begun, until)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._planner.commit_group(offsets.from_json(end))
+
+    def stop(self) -> None:
+        if self._planner_cache is not None:
+            self._planner_cache.close()
+            self._planner_cache = None
+
+
+# --- reading on executors ---
+
+_consumers: dict[str, Consumer] = {}
+
+
+def _consumer(bootstrap: str) -> Consumer:
+    """One consumer per worker process and cluster, reused by the tasks it runs one by one."""
+    consumer = _consumers.get(bootstrap)
+    if consumer is None:
+        consumer = _consumers[bootstrap] = Consumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="none", enable_auto_commit=False
+        )
+    return consumer
+
+
+def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[tuple[Any, ...]]:
+    """Records [start, end) of one partition as rows of the source schema. Records deleted by
+    retention before they were read fail the task (failOnDataLoss=true, the default) or are
+    skipped with a warning."""
+    if task.end <= task.start:
+        return
+    consumer = _consumer(options.bootstrap_servers)
+    tp = TopicPartition(task.topic, task.partition)
+    consumer.assign([tp])
+    consumer.seek(tp, task.start)
+    position = task.start
+    headers = options.include_headers
+    stalled_ms = 0
+    while position < task.end:
+        try:
+            records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+        except OffsetOutOfRangeError:
+            position = _data_lost(consumer, tp, task, options.fail_on_data_loss)
+            continue
+        if not records:
+            stalled_ms += POLL_TIMEOUT_MS
+            if stalled_ms >= READ_STALL_MS_MAX:
+                raise RuntimeError(f"{tp}: no records past offset {position} in {stalled_ms} ms")
+            continue
+        stalled_ms = 0
+        for r in records:
+            if r.offset >= task.end:
+                position = task.end
+                break
+            position = r.offset + 1
+            row: tuple[Any, ...] = (
+                r.key,
+                r.value,
+                r.topic,
+                r.partition,
+                r.offset,
+                datetime.fromtimestamp(r.timestamp / 1000, tz=UTC),
+                int(r.timestamp_type),
+            )
+            if headers:
+                row += ([(k, v) for k, v in r.headers],)
+            yield row
+
+
+def _data_lost(consumer: Consumer, tp: TopicPartition, task: OffsetRange, fail: bool) -> int:
+    start = consumer.beginning_offsets([tp])[tp]
+    message = (
+        f"{tp}: offsets {task.start} to {min(start, task.end) - 1} were deleted (retention) "
+        "before the query read them"
+    )
+    if fail:
+        raise RuntimeError(
+            f"{message}. Some data may have been lost; set failOnDataLoss=false to skip "
+            "such records and go on."
+        )
+    log.warning("%s; skipped (failOnDataLoss=false)", message)
+    position = min(start, task.end)
+    consumer.seek(tp, position)
+    return position

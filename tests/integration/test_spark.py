@@ -1,0 +1,213 @@
+"""The `pykraft` Spark data source against a real cluster and a real local SparkSession
+(issue 7 §3): three controllers and three brokers, one session (local[2]) for the module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pykraft.client import AdminClient, Producer
+
+from . import cluster
+
+pytestmark = pytest.mark.integration
+
+pyspark = pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from pykraft.spark import register  # noqa: E402
+
+TOPIC = "spark-in"
+PARTITIONS = 6
+QUERY_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("spark-cluster")
+    with cluster.running_cluster(tmp, topic=TOPIC, partitions=PARTITIONS) as (_, brokers):
+        yield ",".join(b.address for b in brokers.values())
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pykraft-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    register(session)
+    yield session
+    session.stop()
+
+
+def produce(
+    bootstrap: str, topic: str, count: int, *, start: int = 0
+) -> dict[tuple[int, int], bytes]:
+    """(partition, offset) -> value of every acknowledged record."""
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        futures = [
+            (producer.send(topic, b"v%06d" % i, key=b"k%d" % (i % 97)), b"v%06d" % i)
+            for i in range(start, start + count)
+        ]
+        producer.flush(timeout=120)
+    acknowledged = {}
+    for future, value in futures:
+        meta = future.result(timeout=0)
+        acknowledged[(meta.partition, meta.offset)] = value
+    return acknowledged
+
+
+def stream(spark: SparkSession, bootstrap: str, topic: str, **options: str):  # type: ignore[no-untyped-def]
+    reader = (
+        spark.readStream.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def run_available_now(df, path: Path, checkpoint: Path) -> None:  # type: ignore[no-untyped-def]
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(path))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "the availableNow query did not finish"
+    assert query.exception() is None, query.exception()
+
+
+def rows_of(spark: SparkSession, path: Path) -> dict[tuple[int, int], bytes]:
+    rows = spark.read.parquet(str(path)).select("partition", "offset", "value").collect()
+    found = {(r.partition, r.offset): bytes(r.value) for r in rows}
+    assert len(found) == len(rows), "a record twice in the sink"
+    return found
+
+
+def test_stream_100k_records_exactly_once_and_across_a_restart(
+    spark: SparkSession, bootstrap: str, tmp_path: Path
+) -> None:
+    """§3.1 and §3.2: availableNow reads exactly the produced records with their partitions and
+    offsets; a query stopped mid-way and restarted from its checkpoint misses none and reads
+    none twice."""
+    acknowledged = produce(bootstrap, TOPIC, 100_000)
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    started = time.monotonic()
+    run_available_now(stream(spark, bootstrap, TOPIC), sink, checkpoint)
+    print(f"100,000 records through Spark in {time.monotonic() - started:.1f} s")
+    assert rows_of(spark, sink) == acknowledged
+
+    # Stopped mid-way: a processing-time query with small batches, stopped after some.
+    more = produce(bootstrap, TOPIC, 3_000, start=100_000)
+    query = (
+        stream(spark, bootstrap, TOPIC, maxOffsetsPerTrigger="500")
+        .writeStream.format("parquet")
+        .option("path", str(sink))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    cluster.wait_for(
+        lambda: len(query.recentProgress) >= 2, timeout_s=QUERY_TIMEOUT_S, what="two batches"
+    )
+    query.stop()
+    assert all(p["numInputRows"] <= 500 for p in query.recentProgress), "maxOffsetsPerTrigger"
+    later = produce(bootstrap, TOPIC, 2_000, start=103_000)
+    run_available_now(stream(spark, bootstrap, TOPIC), sink, checkpoint)
+    assert rows_of(spark, sink) == {**acknowledged, **more, **later}
+
+
+def test_batch_read_of_a_range_and_write_then_read_back(
+    spark: SparkSession, bootstrap: str
+) -> None:
+    """§2.1, §2.2 and §3.4: a bounded range by JSON offsets; minPartitions splits it; a batch
+    write and a streaming write land in topics and read back."""
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("spark-range", 2, 3)
+        admin.create_topic("spark-out", 3, 3)
+        admin.create_topic("spark-copy", 3, 3)
+    acknowledged = produce(bootstrap, "spark-range", 400)
+    ranged = (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "spark-range")
+        .option("startingOffsets", '{"spark-range": {"0": 10, "1": -2}}')
+        .option("endingOffsets", '{"spark-range": {"0": 50, "1": -1}}')
+        .option("minPartitions", "8")
+        .load()
+    )
+    assert ranged.rdd.getNumPartitions() >= 8
+    rows = ranged.select("partition", "offset").collect()
+    ones = sum(1 for p, _ in acknowledged if p == 1)
+    assert sorted((r.partition, r.offset) for r in rows) == sorted(
+        [(0, o) for o in range(10, 50)] + [(1, o) for o in range(ones)]
+    )
+
+    values = spark.createDataFrame(
+        [(f"k{i}", f"value-{i}") for i in range(1000)], "key string, value string"
+    )
+    values.write.format("pykraft").option("bootstrap.servers", bootstrap).option(
+        "topic", "spark-out"
+    ).mode("append").save()
+    read_back = (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "spark-out")
+        .option("includeHeaders", "true")
+        .load()
+    )
+    assert sorted(bytes(r.value).decode() for r in read_back.select("value").collect()) == sorted(
+        f"value-{i}" for i in range(1000)
+    )
+    assert "headers" in read_back.columns
+
+    query = (
+        stream(spark, bootstrap, "spark-out")
+        .select("key", "value")
+        .writeStream.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", "spark-copy")
+        .option(
+            "checkpointLocation",
+            str(Path(os.environ.get("TMPDIR", "/tmp")) / f"cp-{time.time_ns()}"),
+        )
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S)
+    copied = (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "spark-copy")
+        .load()
+    )
+    assert copied.count() == 1000
+
+
+def test_unknown_and_conflicting_options_are_named(spark: SparkSession, bootstrap: str) -> None:
+    with pytest.raises(Exception, match="unknown option"):
+        spark.read.format("pykraft").option("bootstrap.servers", bootstrap).option(
+            "subscribe", TOPIC
+        ).option("maxOffsetPerTrigger", "5").load().collect()
+    with pytest.raises(Exception, match="exactly one of subscribe"):
+        spark.read.format("pykraft").option("bootstrap.servers", bootstrap).option(
+            "subscribe", TOPIC
+        ).option("assign", '{"x": [0]}').load().collect()
