@@ -47,6 +47,9 @@ class BrokerConfig:
     metadata_fetch_wait_ms: int = 1000
     request_timeout_ms: int = 5000
     grpc_workers_max: int = 64
+    # Kafka's LogManager: how often retention runs, how long the cleaner rests between passes.
+    log_retention_check_interval_ms: int = 300_000
+    log_cleaner_backoff_ms: int = 15_000
     # Test-only: drop every Nth idempotent Produce response after processing it (0 = never).
     test_drop_produce_responses_every: int = 0
     # The group coordinator's settings (group.consumer.*, offsets.*).
@@ -64,6 +67,10 @@ class BrokerConfig:
         if self.session_timeout_ms <= self.heartbeat_interval_ms:
             raise ConfigError(
                 "broker.session.timeout.ms must be longer than broker.heartbeat.interval.ms"
+            )
+        if self.log_retention_check_interval_ms <= 0 or self.log_cleaner_backoff_ms <= 0:
+            raise ConfigError(
+                "log.retention.check.interval.ms and log.cleaner.backoff.ms must be positive"
             )
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
@@ -89,6 +96,8 @@ _INT_KEYS: Final = {
     "broker.heartbeat.interval.ms": "heartbeat_interval_ms",
     "broker.session.timeout.ms": "session_timeout_ms",
     "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+    "log.retention.check.interval.ms": "log_retention_check_interval_ms",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
     "test.drop.produce.responses.every": "test_drop_produce_responses_every",
 }
 _STR_KEYS: Final = {"broker.rack": "rack", "cluster.id": "cluster_id"}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
@@ -24,6 +25,7 @@ from typing import Final
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.local_changes import LocalChanges, local_changes
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
+from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
 from pykraft.metadata_log import BROKER_SYNONYMS, MetadataDelta, MetadataImage
 from pykraft.metadata_log.records import ConfigResourceType
@@ -40,7 +42,12 @@ _NO_LEADER: Final = -1
 class ReplicaManager:
     """Hosted partitions by (topic, partition), and the data-plane requests on them."""
 
-    def __init__(self, config: BrokerConfig, may_serve: Callable[[int], bool]) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        may_serve: Callable[[int], bool],
+        wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
         self._config = config
         self._broker_id = config.node_id
         self._may_serve = may_serve
@@ -50,6 +57,12 @@ class ReplicaManager:
         # Signalled on appends, high-water mark moves and metadata changes (fetch long polls).
         self.changed = threading.Condition()
         self._version = 0
+        self.maintenance = LogMaintenance(
+            lambda: [p.log for p in self.partitions()],
+            wall_clock_ms=wall_clock_ms,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+        )
 
     @property
     def image(self) -> MetadataImage:
@@ -86,6 +99,7 @@ class ReplicaManager:
             if existing is None:
                 path = self._log_dir_for(local.directory_name) / local.directory_name
                 log_ = PartitionLog.open(path, LogConfig.from_topic_configs(configs), now_ms=now_ms)
+                self.maintenance.track(log_)
                 existing = Partition(
                     local,
                     log_,
@@ -108,6 +122,7 @@ class ReplicaManager:
                 continue
             configs = self._topic_configs(image, partition.topic)
             partition.log.update_config(LogConfig.from_topic_configs(configs))
+            self.maintenance.track(partition.log)
             min_insync = int(configs.get("min.insync.replicas", "1"))
             partition.update(partition.local, min_insync_replicas=min_insync, now_ms=now_ms)
 
@@ -132,6 +147,7 @@ class ReplicaManager:
         partition = self._partitions.pop(key, None)
         if partition is None:
             return
+        self.maintenance.untrack(partition.log)
         partition.log.close()
         shutil.rmtree(partition.log.directory, ignore_errors=True)
         log.info("%s-%d: deleted", *key)
@@ -183,6 +199,7 @@ class ReplicaManager:
     def close(self) -> None:
         """Closes every log; requests still waiting (acks=all, long polls) are woken and see
         that their partitions are gone."""
+        self.maintenance.stop()
         with self._lock:
             for partition in self._partitions.values():
                 partition.log.close()

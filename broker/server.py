@@ -123,6 +123,7 @@ class Broker:
         if not self.channel.register():
             return False
         self.groups.start()
+        self.replica_manager.maintenance.start()
         self.channel.start()
         self.metadata.start()
         self.isr_updater.start()

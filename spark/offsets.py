@@ -39,27 +39,48 @@ def from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
 
 def limit(start: Offsets, latest: Offsets, max_records: int) -> Offsets:
     """The end offsets of a batch of at most `max_records` from `start`, spread over the
-    partitions in proportion to their backlog (Spark's Kafka source does the same); every
-    partition with a backlog moves by at least one record while the limit allows."""
+    partitions in proportion to their backlog (Spark's Kafka source does the same).
+
+    Callers may rely on: the keys are those of `latest`; no end is below its start (a partition
+    missing from `start` starts at latest) nor past max(start, latest); the whole limit is used
+    while the backlog exceeds it; every partition with a backlog moves by at least one record
+    when `max_records` is at least the number of such partitions; and a partition with a larger
+    backlog never moves by fewer records than one with a smaller backlog."""
     backlog = {tp: max(0, end - start.get(tp, end)) for tp, end in latest.items()}
-    total = sum(backlog.values())
-    if total <= max_records:
-        return dict(latest)
-    shares = {tp: max_records * n / total for tp, n in backlog.items()}
-    taken = {tp: int(share) for tp, share in shares.items()}
-    left = max_records - sum(taken.values())
-    for tp in sorted(backlog, key=lambda t: (taken[t] - shares[t], t)):
-        if left <= 0:
-            break
-        if backlog[tp] > taken[tp]:
-            taken[tp] += 1
-            left -= 1
+    taken = _share(backlog, max_records)
     return {tp: start.get(tp, end) + taken[tp] for tp, end in latest.items()}
+
+
+def _share(backlog: Mapping[tuple[str, int], int], amount: int) -> dict[tuple[str, int], int]:
+    """`amount` records spread over `backlog`: one first to each partition waiting (if there
+    are enough to go round), then the rest in proportion to what each still has."""
+    if sum(backlog.values()) <= amount:
+        return dict(backlog)
+    waiting = [tp for tp, n in backlog.items() if n > 0]
+    if amount < len(waiting):
+        return _apportion(backlog, amount)
+    rest = _apportion({tp: max(0, n - 1) for tp, n in backlog.items()}, amount - len(waiting))
+    return {tp: rest[tp] + (1 if n > 0 else 0) for tp, n in backlog.items()}
+
+
+def _apportion(weights: Mapping[tuple[str, int], int], amount: int) -> dict[tuple[str, int], int]:
+    """`amount` (less than the sum of `weights`) split by largest remainder, in exact integers:
+    each gets the floor of its share, and the records left over go one each to the largest
+    remainders (ties by topic-partition, so the result is deterministic). A share is below its
+    weight, so nobody gets more than its weight, and a larger weight never gets less."""
+    total = sum(weights.values())
+    floors = {tp: amount * w // total for tp, w in weights.items()}
+    left = amount - sum(floors.values())
+    by_remainder = sorted(weights, key=lambda tp: (-(amount * weights[tp] % total), tp))
+    for tp in by_remainder[:left]:
+        floors[tp] += 1
+    return floors
 
 
 def split(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
     """`ranges`, with the larger ones cut into equal parts so there are about
-    `min_partitions` tasks (never fewer than the ranges given, never an empty part)."""
+    `min_partitions` tasks (never fewer than the non-empty ranges given, never an empty part;
+    empty ranges are dropped)."""
     ranges = [r for r in ranges if r.end > r.start]
     total = sum(r.end - r.start for r in ranges)
     if not min_partitions or len(ranges) >= min_partitions or total == 0:

@@ -72,12 +72,15 @@ class SourceOptions:
         if given.get("path"):
             raise OptionError("pykraft takes no path: name topics with subscribe or assign")
         subscribe, pattern, assign = _subscription(given)
-        starting = parse_offsets(given.get("startingoffsets", "earliest" if batch else "latest"))
-        ending = parse_offsets(given.get("endingoffsets", "latest"))
+        starting = parse_offsets(
+            given.get("startingoffsets", "earliest" if batch else "latest"),
+            option="startingOffsets",
+        )
         if not batch and "endingoffsets" in given:
             raise OptionError("endingOffsets is for batch queries (spark.read) only")
-        if ending == "earliest":
-            raise OptionError("endingOffsets cannot be 'earliest'")
+        ending = parse_offsets(given.get("endingoffsets", "latest"), option="endingOffsets")
+        if _names_earliest(ending):
+            raise OptionError("endingOffsets cannot be 'earliest' (nor -2 in its JSON)")
         return cls(
             bootstrap_servers=bootstrap_servers(given),
             subscribe=subscribe,
@@ -119,8 +122,9 @@ def bootstrap_servers(given: Mapping[str, str]) -> str:
     raise OptionError("option bootstrap.servers is required (host:port[,host:port...])")
 
 
-def parse_offsets(text: str) -> OffsetSpec:
-    """ "earliest", "latest" or {topic: {partition: offset}} (-2 earliest, -1 latest)."""
+def parse_offsets(text: str, *, option: str) -> OffsetSpec:
+    """ "earliest", "latest" or {topic: {partition: offset}} (-2 earliest, -1 latest); errors
+    name `option`, the option `text` was given as."""
     stripped = text.strip()
     if stripped.lower() in ("earliest", "latest"):
         return stripped.lower()
@@ -130,15 +134,22 @@ def parse_offsets(text: str) -> OffsetSpec:
             str(topic): {int(p): int(o) for p, o in partitions.items()}
             for topic, partitions in raw.items()
         }
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, OverflowError):
         raise OptionError(
-            f'offsets must be earliest, latest or JSON like {{"t":{{"0":23}}}}, not {text!r}'
+            f'{option} must be earliest, latest or JSON like {{"t":{{"0":23}}}}, not {text!r}'
         ) from None
     for topic, partitions in spec.items():
         for partition, offset in partitions.items():
             if partition < 0 or offset < EARLIEST:
-                raise OptionError(f"bad offset {offset} for {topic}-{partition}")
+                raise OptionError(f"{option}: bad offset {offset} for {topic}-{partition}")
     return spec
+
+
+def _names_earliest(spec: OffsetSpec) -> bool:
+    """Whether a spec ends anywhere at earliest, which Spark refuses for endingOffsets."""
+    if isinstance(spec, str):
+        return spec == "earliest"
+    return any(offset == EARLIEST for offsets in spec.values() for offset in offsets.values())
 
 
 def _subscription(
@@ -169,7 +180,7 @@ def _assign(text: str) -> tuple[tuple[str, int], ...]:
     try:
         raw = json.loads(text)
         pairs = tuple((str(topic), int(p)) for topic, partitions in raw.items() for p in partitions)
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, OverflowError):
         raise OptionError(f'assign must be JSON like {{"t":[0,1]}}, not {text!r}') from None
     if not pairs or any(p < 0 for _, p in pairs):
         raise OptionError(f"assign names no valid partition: {text!r}")

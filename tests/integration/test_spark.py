@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.client import AdminClient, Producer
+from pykraft.client import AdminClient, Consumer, Producer, TopicPartition
 
 from . import cluster
 
@@ -32,7 +32,12 @@ QUERY_TIMEOUT_S = 300
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("spark-cluster")
-    with cluster.running_cluster(tmp, topic=TOPIC, partitions=PARTITIONS) as (_, brokers):
+    with cluster.running_cluster(
+        tmp,
+        topic=TOPIC,
+        partitions=PARTITIONS,
+        broker_args=("--override", "log.retention.check.interval.ms=300"),
+    ) as (_, brokers):
         yield ",".join(b.address for b in brokers.values())
 
 
@@ -211,3 +216,90 @@ def test_unknown_and_conflicting_options_are_named(spark: SparkSession, bootstra
         spark.read.format("pykraft").option("bootstrap.servers", bootstrap).option(
             "subscribe", TOPIC
         ).option("assign", '{"x": [0]}').load().collect()
+
+
+def count_topic(spark: SparkSession, bootstrap: str, topic: str) -> int:
+    return int(
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .count()
+    )
+
+
+def test_a_replayed_micro_batch_is_not_written_twice(
+    spark: SparkSession, bootstrap: str, tmp_path: Path
+) -> None:
+    """§2.2: Spark replays the last micro-batch when its commit log entry is missing (a crash
+    after the sink committed); the sink recognises the batch id and writes nothing again."""
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("spark-src", 3, 3)
+        admin.create_topic("spark-dst", 3, 3)
+    produce(bootstrap, "spark-src", 500)
+    checkpoint = tmp_path / "copy-checkpoint"
+
+    def copy() -> None:
+        query = (
+            stream(spark, bootstrap, "spark-src", **{"group.id": "copier"})
+            .select("key", "value")
+            .writeStream.format("pykraft")
+            .option("bootstrap.servers", bootstrap)
+            .option("topic", "spark-dst")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(QUERY_TIMEOUT_S)
+        assert query.exception() is None, query.exception()
+
+    copy()
+    assert count_topic(spark, bootstrap, "spark-dst") == 500
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    # As if Spark died after the sink's commit, before writing its own commit log entry.
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    copy()
+    assert count_topic(spark, bootstrap, "spark-dst") == 500, "the replayed batch was rewritten"
+    produce(bootstrap, "spark-src", 100, start=500)
+    copy()
+    assert count_topic(spark, bootstrap, "spark-dst") == 600
+    with AdminClient(bootstrap) as admin:
+        committed = admin.list_consumer_group_offsets("copier")
+    assert sum(o.offset for o in committed.values()) >= 500, "the pipeline's progress is visible"
+
+
+def test_fail_on_data_loss_both_ways(spark: SparkSession, bootstrap: str) -> None:
+    """§3.3: offsets deleted by retention before they were read fail the query with a clear
+    message, or, with failOnDataLoss=false, are skipped."""
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(
+            "spark-lossy", 1, 3, {"segment.bytes": "2048", "retention.bytes": "4096"}
+        )
+    with Producer(bootstrap_servers=bootstrap, batch_size=1024) as producer:
+        for i in range(300):
+            producer.send("spark-lossy", b"%03d" % i + b"x" * 500)
+        producer.flush(timeout=60)
+    tp = TopicPartition("spark-lossy", 0)
+    with Consumer(bootstrap_servers=bootstrap) as consumer:
+        log_start = cluster.wait_for(
+            lambda: consumer.beginning_offsets([tp])[tp] or None,
+            timeout_s=30,
+            what="retention deleting the oldest segments",
+        )
+
+    def read(fail_on_data_loss: str):  # type: ignore[no-untyped-def]
+        return (
+            spark.read.format("pykraft")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", "spark-lossy")
+            .option("startingOffsets", '{"spark-lossy": {"0": 0}}')
+            .option("failOnDataLoss", fail_on_data_loss)
+            .load()
+        )
+
+    with pytest.raises(Exception, match=r"were deleted \(retention\) before the query read them"):
+        read("true").collect()
+    offsets = sorted(r.offset for r in read("false").select("offset").collect())
+    assert offsets and offsets[0] >= log_start and offsets[-1] == 299
+    assert offsets == list(range(offsets[0], 300)), "everything after the loss, once"
