@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml setup.py
 venv: $(STAMP)
 
 # Starts a local cluster (3 controllers, 3 brokers; `pykraft dev up`) with a demo topic; Ctrl-C stops it.
+# `make run SPARK_EXAMPLE=1` also runs the Spark pipeline examples/windowed_counts.py against it.
 run: $(STAMP)
-	$(BIN)/python deploy/local_cluster.py
+	$(BIN)/python deploy/local_cluster.py$(if $(SPARK_EXAMPLE), --spark-example)
 
 # The whole suite: generated code fresh, lint and types clean, then every test.
 test: proto-check lint
@@ -47,7 +48,7 @@ lint: $(STAMP) typecheck-tree
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy $(foreach p,$(PACKAGES),-p pykraft.$(p))
-	$(BIN)/mypy tests bench tools deploy
+	$(BIN)/mypy tests bench tools deploy examples
 
 # Benchmarks print their figures (noisy machine: compare ratios taken in one run).
 bench: $(STAMP)
@@ -57,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cluster.py --records 200000
 	$(BIN)/python bench/client.py --records 200000
 	$(BIN)/python bench/groups.py --records 200000
+	$(BIN)/python bench/spark.py --records 200000
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -30,7 +30,10 @@ from pyspark.sql.types import StructType
 from pykraft.client import AdminClient, OffsetAndMetadata, Producer, TopicPartition
 from pykraft.spark.options import OptionError, bootstrap_servers, check_known
 
-_KNOWN = frozenset({"bootstrap.servers", "kafka.bootstrap.servers", "topic", "checkpointlocation"})
+# checkpointLocation and queryName are passed by Spark itself.
+_KNOWN = frozenset(
+    {"bootstrap.servers", "kafka.bootstrap.servers", "topic", "checkpointlocation", "queryname"}
+)
 FLUSH_TIMEOUT_S = 120
 
 

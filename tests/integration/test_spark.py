@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -303,3 +306,39 @@ def test_fail_on_data_loss_both_ways(spark: SparkSession, bootstrap: str) -> Non
     offsets = sorted(r.offset for r in read("false").select("offset").collect())
     assert offsets and offsets[0] >= log_start and offsets[-1] == 299
     assert offsets == list(range(offsets[0], 300)), "everything after the loss, once"
+
+
+def test_example_windowed_counts_pipeline(bootstrap: str, tmp_path: Path) -> None:
+    """§3.5: examples/windowed_counts.py counts records per key per 10 s window of their
+    timestamps and writes the counts back to a topic."""
+    window_ms = 10_000
+    base_ms = (int(time.time() * 1000) // window_ms - 6) * window_ms  # a window boundary
+    expected: dict[tuple[str, int], int] = {}
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("clicks", 3, 3)
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        for i in range(300):
+            key, at_ms = f"user-{i % 3}", base_ms + (i * 97) % (3 * window_ms)
+            producer.send("clicks", b"c", key=key.encode(), timestamp_ms=at_ms)
+            window = at_ms - at_ms % window_ms
+            expected[(key, window)] = expected.get((key, window), 0) + 1
+        # Far later: moves the watermark past every window above, so they are final.
+        producer.send("clicks", b"c", key=b"late", timestamp_ms=base_ms + 10 * window_ms)
+        producer.flush(timeout=60)
+    example = Path(__file__).resolve().parents[2] / "examples" / "windowed_counts.py"
+    done = subprocess.run(
+        [sys.executable, str(example), "--bootstrap-server", bootstrap, "--input", "clicks",
+         "--output", "click-counts", "--checkpoint", str(tmp_path / "cp"), "--available-now"],
+        capture_output=True, text=True, timeout=QUERY_TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("click-counts", p) for p in range(3)])
+        counted: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + 30
+        while len(counted) < len(expected) and time.monotonic() < deadline:
+            for record in consumer.poll(timeout_ms=500):
+                value = json.loads(record.value or b"{}")
+                start = datetime.fromisoformat(value["window_start"].replace("Z", "+00:00"))
+                counted[(value["key"], int(start.timestamp() * 1000))] = value["count"]
+    assert counted == expected

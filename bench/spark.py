@@ -1,0 +1,215 @@
+"""Benchmark of the Spark source (issue 7 §4): Spark reading a pykraft topic against Parquet.
+
+Three controllers and three brokers on 127.0.0.1, a topic of 6 partitions (replication factor
+3) holding N keyed records of 100-byte values, and one local[2] SparkSession in this process.
+
+Prints, for the same N rows in the same run:
+- records/s of an availableNow query reading the topic (`format("pykraft")`, startingOffsets
+  earliest) into Spark's noop sink, from `start()` to the end of `awaitTermination`;
+- records/s of the same query shape reading the same rows from Parquet files
+  (`readStream.parquet`), written from the topic beforehand and not timed;
+- pykraft / parquet.
+
+Spark's own start-up is excluded: the session is up and both queries have run once on a small
+warm-up topic before anything is timed. The timed pykraft query does include starting its
+planning process (one Python process per streaming query; see spark/source.py). Row counts are
+Spark's own (`numInputRows` of each query's progress), checked against N.
+
+Run: `.venv/bin/python bench/spark.py [--records 500000]` (PySpark needs Java 17 or later).
+Figures depend on the machine (2 cores here, shared by the cluster and Spark): compare ratios
+of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+
+from pykraft.client import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
+from pykraft.spark import register  # noqa: E402
+from tests.integration.cluster import Quorum, full_isr, running_cluster, wait_for  # noqa: E402
+
+TOPIC = "bench-spark"
+WARMUP_TOPIC = "bench-spark-warmup"
+PARTITIONS = 6
+VALUE = b"v" * 100
+WARMUP_RECORDS = 6_000
+FLUSH_TIMEOUT_S = 600
+QUERY_TIMEOUT_S = 1_800
+
+
+def produce(bootstrap: str, topic: str, records: int) -> None:
+    """`records` records with distinct keys (so the key hash spreads them over the partitions);
+    fails unless the topic then holds exactly that many once the followers caught up (acks=1
+    answers before the high watermark moves)."""
+    with Producer(bootstrap_servers=bootstrap, acks="1", linger_ms=5) as producer:
+        for i in range(records):
+            producer.send(topic, VALUE, key=b"key-%09d" % i)
+        producer.flush(timeout=FLUSH_TIMEOUT_S)
+    wait_for(
+        lambda: records_in_topic(bootstrap, topic) == records,
+        timeout_s=120,
+        what=f"{topic} holding the {records:,} records sent",
+    )
+
+
+def records_in_topic(bootstrap: str, topic: str) -> int:
+    with Consumer(bootstrap_servers=bootstrap) as consumer:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        return sum(consumer.end_offsets(partitions).values())
+
+
+def create_topic(quorum: Quorum, bootstrap: str, topic: str) -> None:
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, PARTITIONS, 3)
+    wait_for(
+        lambda: full_isr(quorum, topic, PARTITIONS),
+        timeout_s=60,
+        what=f"every replica of {topic} in its ISR",
+    )
+
+
+def start_spark() -> SparkSession:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pykraft-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    register(spark)
+    return spark
+
+
+def pykraft_stream(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    return (
+        spark.readStream.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
+def parquet_stream(spark: SparkSession, path: Path) -> DataFrame:
+    schema = spark.read.parquet(str(path)).schema
+    return spark.readStream.schema(schema).parquet(str(path))
+
+
+def to_parquet(spark: SparkSession, bootstrap: str, topic: str, path: Path) -> None:
+    """Every record of `topic` (a batch read) as Parquet files under `path`; fails unless the
+    files hold as many rows as the topic."""
+    (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .write.parquet(str(path))
+    )
+    written, held = spark.read.parquet(str(path)).count(), records_in_topic(bootstrap, topic)
+    if written != held:
+        raise RuntimeError(f"{path} holds {written:,} rows, {topic} {held:,} records")
+
+
+def drain(stream: DataFrame, checkpoint: Path, records: int) -> float:
+    """Wall seconds of `stream` run to Spark's noop sink with the availableNow trigger
+    (everything there at start, then the query ends); fails unless Spark counted `records`
+    input rows."""
+    started = time.perf_counter()
+    query = (
+        stream.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    finished = query.awaitTermination(QUERY_TIMEOUT_S)
+    seconds = time.perf_counter() - started
+    if not finished:
+        query.stop()
+        raise RuntimeError(f"the query did not finish within {QUERY_TIMEOUT_S} s")
+    error = query.exception()
+    if error is not None:
+        raise RuntimeError(f"the query failed: {error}")
+    rows = sum(progress.numInputRows for progress in query.recentProgress)
+    if rows != records:
+        raise RuntimeError(f"Spark counted {rows:,} input rows, expected {records:,}")
+    return seconds
+
+
+def timed(name: str, stream: DataFrame, checkpoint: Path, records: int) -> float:
+    """Runs `stream` to its end, prints its figures and returns its records/s."""
+    seconds = drain(stream, checkpoint, records)
+    rate = records / seconds
+    print(f"{name}: {records:,} records in {seconds:,.1f} s, {rate:,.0f} records/s")
+    return rate
+
+
+def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path) -> None:
+    """Both timed query shapes once on a small topic: the JVM's code, the Python workers
+    (and their consumers) and Parquet's readers are warm before anything is timed."""
+    create_topic(quorum, bootstrap, WARMUP_TOPIC)
+    produce(bootstrap, WARMUP_TOPIC, WARMUP_RECORDS)
+    drain(
+        pykraft_stream(spark, bootstrap, WARMUP_TOPIC),
+        tmp / "checkpoint-warmup-pykraft",
+        WARMUP_RECORDS,
+    )
+    to_parquet(spark, bootstrap, WARMUP_TOPIC, tmp / "warmup.parquet")
+    drain(
+        parquet_stream(spark, tmp / "warmup.parquet"),
+        tmp / "checkpoint-warmup-parquet",
+        WARMUP_RECORDS,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    args = parser.parse_args()
+    with (
+        tempfile.TemporaryDirectory() as tmp_dir,
+        running_cluster(Path(tmp_dir), topic=TOPIC, partitions=PARTITIONS) as (quorum, brokers),
+    ):
+        tmp = Path(tmp_dir)
+        bootstrap = ",".join(b.address for b in brokers.values())
+        produce(bootstrap, TOPIC, args.records)
+        spark = start_spark()
+        try:
+            warm_up(spark, quorum, bootstrap, tmp)
+            parquet = tmp / "bench.parquet"
+            to_parquet(spark, bootstrap, TOPIC, parquet)
+            from_topic = timed(
+                f"pykraft, {PARTITIONS} partitions",
+                pykraft_stream(spark, bootstrap, TOPIC),
+                tmp / "checkpoint-pykraft",
+                args.records,
+            )
+            from_parquet = timed(
+                "parquet",
+                parquet_stream(spark, parquet),
+                tmp / "checkpoint-parquet",
+                args.records,
+            )
+        finally:
+            spark.stop()
+        print(
+            f"pykraft / parquet: {from_topic / from_parquet:.2f} "
+            f"(local[2], availableNow to noop; cores: {os.cpu_count()})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
