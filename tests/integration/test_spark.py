@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -342,3 +343,98 @@ def test_example_windowed_counts_pipeline(bootstrap: str, tmp_path: Path) -> Non
                 start = datetime.fromisoformat(value["window_start"].replace("Z", "+00:00"))
                 counted[(value["key"], int(start.timestamp() * 1000))] = value["count"]
     assert counted == expected
+
+
+def test_pattern_new_partitions_timestamps_and_limits_under_available_now(
+    spark: SparkSession, bootstrap: str, tmp_path: Path
+) -> None:
+    """§1.3 and §1.4: subscribePattern finds the topics; maxOffsetsPerTrigger bounds every
+    batch under availableNow too; a partition added while the query lives is read from its
+    earliest offset; startingTimestamp and assign pick where and what a query reads."""
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("metrics-a", 2, 3)
+        admin.create_topic("metrics-b", 1, 3)
+    first = {
+        **produce(bootstrap, "metrics-a", 300),
+        **{(p + 10, o): v for (p, o), v in produce(bootstrap, "metrics-b", 100).items()},
+    }
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    query = (
+        spark.readStream.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribePattern", "metrics-.*")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "120")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(sink))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S)
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 400 and max(sizes) <= 120 and len(sizes) >= 4, sizes
+    read = spark.read.parquet(str(sink)).select("topic", "partition", "offset").collect()
+    assert len({(r.topic, r.partition, r.offset) for r in read}) == len(first)
+
+    with AdminClient(bootstrap) as admin:
+        admin.create_partitions({"metrics-b": 2})
+    with Producer(bootstrap_servers=bootstrap) as producer:
+        for i in range(50):
+            producer.send("metrics-b", b"new-%d" % i, partition=1)
+        producer.flush(timeout=60)
+    run_available_now(
+        spark.readStream.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribePattern", "metrics-.*")
+        .load(),
+        sink,
+        checkpoint,
+    )
+    new = spark.read.parquet(str(sink)).where("topic = 'metrics-b' AND partition = 1")
+    assert sorted(r.offset for r in new.select("offset").collect()) == list(range(50))
+
+    cut_ms = int(time.time() * 1000)
+    time.sleep(0.01)
+    produce(bootstrap, "metrics-a", 20, start=300)
+    since = (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("assign", '{"metrics-a": [0, 1]}')
+        .option("startingTimestamp", str(cut_ms))
+        .load()
+    )
+    assert since.count() == 20
+
+
+def test_a_query_killed_mid_way_restarts_from_its_checkpoint_exactly_once(
+    spark: SparkSession, bootstrap: str, tmp_path: Path
+) -> None:
+    """§1.5: kill -9 of the Spark driver (and its JVM) in the middle of a streaming query;
+    restarted from the checkpoint, the sink holds every record exactly once."""
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("spark-crash", 3, 3)
+    acknowledged = produce(bootstrap, "spark-crash", 20_000)
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.spark_copy", bootstrap, "spark-crash",
+         str(sink), str(checkpoint)],
+        cwd=Path(__file__).resolve().parents[2], start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        cluster.wait_for(
+            lambda: (
+                len(list((checkpoint / "commits").glob("[0-9]*"))) >= 3
+                if (checkpoint / "commits").exists()
+                else None
+            ),
+            timeout_s=QUERY_TIMEOUT_S,
+            what="three committed micro-batches",
+        )
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    run_available_now(stream(spark, bootstrap, "spark-crash"), sink, checkpoint)
+    assert rows_of(spark, sink) == acknowledged
