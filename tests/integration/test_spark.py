@@ -380,6 +380,16 @@ def test_pattern_new_partitions_timestamps_and_limits_under_available_now(
 
     with AdminClient(bootstrap) as admin:
         admin.create_partitions({"metrics-b": 2})
+
+    def partitions_seen() -> bool:
+        """Every broker's metadata has the new partition (a producer may ask any of them)."""
+        for address in bootstrap.split(","):
+            with Consumer(bootstrap_servers=address) as consumer:
+                if len(consumer.partitions_for("metrics-b")) != 2:
+                    return False
+        return True
+
+    cluster.wait_for(partitions_seen, timeout_s=30, what="brokers knowing the new partition")
     with Producer(bootstrap_servers=bootstrap) as producer:
         for i in range(50):
             producer.send("metrics-b", b"new-%d" % i, partition=1)
