@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 from pykraft.client.admin_types import (
     BrokerInfo,
@@ -60,6 +59,12 @@ from pykraft.client.errors import (
     raise_for,
 )
 from pykraft.client.group_coordinator import CoordinatorClient
+from pykraft.client.group_offsets import (
+    commit_request,
+    fetch_request,
+    fetch_results,
+    partition_errors,
+)
 from pykraft.client.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -385,34 +390,15 @@ class AdminClient:
         wanted = None if partitions is None else list(partitions)
         if wanted is not None and not wanted:
             return {}  # an empty list on the wire would mean every partition
-        topics: dict[str, set[int]] = defaultdict(set)
-        for tp in wanted or ():
-            topics[tp.topic].add(tp.partition)
-        request = group_pb2.OffsetFetchRequest(
-            group_id=group_id,
-            topics=[
-                group_pb2.TopicPartitions(topic=t, partitions=sorted(ps))
-                for t, ps in sorted(topics.items())
-            ],
-        )
         response = self._coordinators().call(
             group_id,
             "OffsetFetch",
-            request,
+            fetch_request(group_id, wanted or ()),
             group_pb2.OffsetFetchResponse,
             self._request_timeout_ms,
-            item_errors=_offset_fetch_errors,
+            item_errors=partition_errors,
         )
-        return {
-            TopicPartition(t.topic, p.partition): OffsetAndMetadata(
-                p.committed_offset,
-                p.metadata,
-                p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
-            )
-            for t in response.topics
-            for p in t.partitions
-            if p.committed_offset >= 0
-        }
+        return {tp: o for tp, o in fetch_results(response).items() if o is not None}
 
     def alter_consumer_group_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
@@ -427,33 +413,13 @@ class AdminClient:
             raise ValueError(f"offsets must be >= 0; negative for {', '.join(negative)}")
         if not offsets:
             return
-        topics: dict[str, list[group_pb2.OffsetCommitPartition]] = defaultdict(list)
-        for tp, committed in sorted(offsets.items()):
-            topics[tp.topic].append(
-                group_pb2.OffsetCommitPartition(
-                    partition=tp.partition,
-                    committed_offset=committed.offset,
-                    committed_leader_epoch=(
-                        -1 if committed.leader_epoch is None else committed.leader_epoch
-                    ),
-                    committed_metadata=committed.metadata,
-                )
-            )
-        request = group_pb2.OffsetCommitRequest(
-            group_id=group_id,
-            member_id=ADMIN_MEMBER_ID,
-            member_epoch=ADMIN_MEMBER_EPOCH,
-            topics=[
-                group_pb2.OffsetCommitTopic(topic=t, partitions=ps) for t, ps in topics.items()
-            ],
-        )
         self._coordinators().call(
             group_id,
             "OffsetCommit",
-            request,
+            commit_request(group_id, ADMIN_MEMBER_ID, ADMIN_MEMBER_EPOCH, offsets),
             group_pb2.OffsetCommitResponse,
             self._request_timeout_ms,
-            item_errors=_offset_commit_errors,
+            item_errors=partition_errors,
         )
 
     def delete_consumer_groups(self, group_ids: str | Iterable[str]) -> None:
@@ -479,7 +445,7 @@ class AdminClient:
             group_pb2.ConsumerGroupDescribeRequest(group_ids=[group_id]),
             group_pb2.ConsumerGroupDescribeResponse,
             _left_ms(deadline_ms, f"describing group {group_id!r}"),
-            item_errors=_described_errors,
+            item_errors=lambda r: _group_errors(r.groups),
         )
         described = next((g for g in response.groups if g.group_id == group_id), None)
         if described is None:
@@ -496,7 +462,7 @@ class AdminClient:
             group_pb2.DeleteGroupsRequest(group_ids=[group_id]),
             group_pb2.DeleteGroupsResponse,
             _left_ms(deadline_ms, f"deleting group {group_id!r}"),
-            item_errors=_deleted_errors,
+            item_errors=lambda r: _group_errors(r.results),
         )
 
     def _list_groups_once(
@@ -662,39 +628,21 @@ def _group_states(states: Iterable[str] | None) -> frozenset[GroupState]:
     return frozenset(parsed.values())
 
 
-def _described_errors(
-    response: group_pb2.ConsumerGroupDescribeResponse,
-) -> list[tuple[int, str]]:
+class _GroupItem(Protocol):
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def error_message(self) -> str: ...
+
+
+def _group_errors(groups: Iterable[_GroupItem]) -> list[tuple[int, str]]:
+    """(code, message) of each group item that failed (ConsumerGroupDescribe, DeleteGroups)."""
     return [
         (g.error_code, g.error_message or f"group {g.group_id!r}")
-        for g in response.groups
+        for g in groups
         if g.error_code != common_pb2.NONE
-    ]
-
-
-def _deleted_errors(response: group_pb2.DeleteGroupsResponse) -> list[tuple[int, str]]:
-    return [
-        (r.error_code, r.error_message or f"group {r.group_id!r}")
-        for r in response.results
-        if r.error_code != common_pb2.NONE
-    ]
-
-
-def _offset_fetch_errors(response: group_pb2.OffsetFetchResponse) -> list[tuple[int, str]]:
-    return [
-        (p.error_code, p.error_message or f"offset of {t.topic}-{p.partition}")
-        for t in response.topics
-        for p in t.partitions
-        if p.error_code != common_pb2.NONE
-    ]
-
-
-def _offset_commit_errors(response: group_pb2.OffsetCommitResponse) -> list[tuple[int, str]]:
-    return [
-        (p.error_code, p.error_message or f"offset of {t.topic}-{p.partition}")
-        for t in response.topics
-        for p in t.partitions
-        if p.error_code != common_pb2.NONE
     ]
 
 

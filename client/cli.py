@@ -10,7 +10,6 @@ so this module depends on no other package of ours. A Kafka error prints
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -23,7 +22,7 @@ from pykraft.client.admin import AdminClient, OffsetSpec, ResourceType
 from pykraft.client.admin_types import TopicDescription
 from pykraft.client.cli_data import COMMANDS, bootstrap_callback
 from pykraft.client.cli_groups import groups
-from pykraft.client.cli_session import Session
+from pykraft.client.cli_session import Session, session_command
 from pykraft.client.dev_cli import dev
 from pykraft.client.errors import KafkaError, UnknownTopicOrPartitionError
 from pykraft.client.perf import perf
@@ -81,7 +80,7 @@ def _load_plugin(entry_point: EntryPoint) -> click.Command:
     )
 
 
-_SESSION_OPTIONS = [
+admin_command = session_command(
     click.option(
         "--bootstrap-controller",
         "--bootstrap-server",
@@ -91,34 +90,9 @@ _SESSION_OPTIONS = [
         callback=bootstrap_callback,
         metavar="HOST:PORT[,HOST:PORT...]",
         help="Controllers (or brokers) to contact first; env PYKRAFT_BOOTSTRAP.",
-    ),
-    click.option(
-        "--request-timeout-ms",
-        type=click.IntRange(min=1),
-        default=30000,
-        show_default=True,
-        help="Give up after this long, retries and redirects included.",
-    ),
-    click.option(
-        "--output",
-        type=click.Choice(["table", "json"]),
-        default="table",
-        show_default=True,
-        help="Aligned text for people, or JSON for scripts.",
-    ),
-]
-
-
-def admin_command(func: Callable[..., None]) -> Callable[..., None]:
-    """Adds the shared options to a command, which receives them as its first arg, a Session."""
-
-    @functools.wraps(func)
-    def run(bootstrap: list[str], request_timeout_ms: int, output: str, **kwargs: Any) -> None:
-        func(Session(bootstrap, request_timeout_ms, output), **kwargs)
-
-    for option in reversed(_SESSION_OPTIONS):
-        run = option(run)
-    return run
+    )
+)
+"""Adds the shared options to a command, which receives them as its first arg, a Session."""
 
 
 def parse_config(text: str) -> tuple[str, str]:

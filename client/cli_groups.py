@@ -20,13 +20,12 @@ KafkaError into that); bad or conflicting options are usage errors (exit 2).
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 
@@ -38,7 +37,7 @@ from pykraft.client.admin_types import (
     MemberDescription,
 )
 from pykraft.client.cli_data import bootstrap_server_option
-from pykraft.client.cli_session import Session
+from pykraft.client.cli_session import Session, session_command
 from pykraft.client.errors import (
     GroupIdNotFoundError,
     KafkaError,
@@ -60,34 +59,8 @@ _T = TypeVar("_T")
 # Shared options
 
 
-def _groups_command(func: Callable[..., None]) -> Callable[..., None]:
-    """Adds --bootstrap-server, --request-timeout-ms and --output; the command receives them
-    as its first argument, a Session."""
-
-    @functools.wraps(func)
-    def run(bootstrap: list[str], request_timeout_ms: int, output: str, **kwargs: Any) -> None:
-        func(Session(bootstrap, request_timeout_ms, output), **kwargs)
-
-    options = [
-        bootstrap_server_option,
-        click.option(
-            "--request-timeout-ms",
-            type=click.IntRange(min=1),
-            default=30000,
-            show_default=True,
-            help="Give up after this long, retries included.",
-        ),
-        click.option(
-            "--output",
-            type=click.Choice(["table", "json"]),
-            default="table",
-            show_default=True,
-            help="Aligned text for people, or JSON for scripts.",
-        ),
-    ]
-    for option in reversed(options):
-        run = option(run)
-    return run
+# --bootstrap-server only: groups live on brokers, not controllers.
+_groups_command = session_command(bootstrap_server_option)
 
 
 def _note(text: str) -> None:

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -34,3 +35,45 @@ class Session:
             text = to_table(value)
             if text:
                 click.echo(text)
+
+
+_COMMON_OPTIONS = [
+    click.option(
+        "--request-timeout-ms",
+        type=click.IntRange(min=1),
+        default=30000,
+        show_default=True,
+        help="Give up after this long, retries and redirects included.",
+    ),
+    click.option(
+        "--output",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help="Aligned text for people, or JSON for scripts.",
+    ),
+]
+
+
+def session_command(
+    bootstrap_option: Callable[[Callable[..., None]], Callable[..., None]],
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A decorator adding `bootstrap_option` (which must store `bootstrap`),
+    --request-timeout-ms and --output to a command, which gets them as its first argument, a
+    Session."""
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(func)
+        def run(bootstrap: list[str], request_timeout_ms: int, output: str, **kwargs: Any) -> None:
+            func(Session(bootstrap, request_timeout_ms, output), **kwargs)
+
+        command: Callable[..., None] = run
+        options: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
+            bootstrap_option,
+            *_COMMON_OPTIONS,
+        ]
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate

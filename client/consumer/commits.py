@@ -24,8 +24,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -40,6 +39,12 @@ from pykraft.client.errors import (
     error_for,
 )
 from pykraft.client.group_coordinator import RETRY_BACKOFF_MAX_MS, CoordinatorClient
+from pykraft.client.group_offsets import (
+    commit_request,
+    fetch_request,
+    fetch_results,
+    partition_errors,
+)
 from pykraft.client.types import OffsetAndMetadata, TopicPartition
 from pykraft.proto import common_pb2, group_pb2
 
@@ -259,33 +264,10 @@ class OffsetCommitter:
             fetch_request(self._group_id, partitions),
             group_pb2.OffsetFetchResponse,
             timeout_ms,
-            item_errors=_fetch_errors,
+            item_errors=partition_errors,
         )
         found = fetch_results(response)
         return {tp: found.get(tp) for tp in partitions}
-
-
-def commit_request(
-    group_id: str, member_id: str, epoch: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-) -> group_pb2.OffsetCommitRequest:
-    by_topic: dict[str, list[group_pb2.OffsetCommitPartition]] = defaultdict(list)
-    for tp, committed in sorted(offsets.items()):
-        by_topic[tp.topic].append(
-            group_pb2.OffsetCommitPartition(
-                partition=tp.partition,
-                committed_offset=committed.offset,
-                committed_leader_epoch=-1
-                if committed.leader_epoch is None
-                else committed.leader_epoch,
-                committed_metadata=committed.metadata,
-            )
-        )
-    return group_pb2.OffsetCommitRequest(
-        group_id=group_id,
-        member_id=member_id,
-        member_epoch=epoch,
-        topics=[group_pb2.OffsetCommitTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-    )
 
 
 def raise_partition_errors(response: group_pb2.OffsetCommitResponse) -> None:
@@ -307,43 +289,6 @@ def raise_partition_errors(response: group_pb2.OffsetCommitResponse) -> None:
     if others:
         message += f"; also failed: {others}"
     raise error_for(first.code, message)
-
-
-def fetch_request(
-    group_id: str, partitions: Iterable[TopicPartition]
-) -> group_pb2.OffsetFetchRequest:
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for tp in sorted(partitions):
-        by_topic[tp.topic].append(tp.partition)
-    return group_pb2.OffsetFetchRequest(
-        group_id=group_id,
-        topics=[group_pb2.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()],
-    )
-
-
-def fetch_results(
-    response: group_pb2.OffsetFetchResponse,
-) -> dict[TopicPartition, OffsetAndMetadata | None]:
-    """Each answered partition's committed offset, None where the group has none."""
-    return {
-        TopicPartition(topic.topic, p.partition): None
-        if p.committed_offset < 0
-        else OffsetAndMetadata(
-            p.committed_offset,
-            p.metadata,
-            None if p.committed_leader_epoch < 0 else p.committed_leader_epoch,
-        )
-        for topic in response.topics
-        for p in topic.partitions
-    }
-
-
-def _fetch_errors(response: group_pb2.OffsetFetchResponse) -> Iterable[tuple[int, str]]:
-    for topic in response.topics:
-        for p in topic.partitions:
-            if p.error_code != common_pb2.NONE:
-                tp = TopicPartition(topic.topic, p.partition)
-                yield p.error_code, f"committed offset of {tp}: {p.error_message or 'failed'}"
 
 
 def _names(offsets: Iterable[TopicPartition]) -> str:
