@@ -30,6 +30,7 @@ from pykraft.client import (
     Producer,
     TopicPartition,
 )
+from pykraft.proto import common_pb2, group_pb2
 
 from . import cluster
 from .cluster import BrokerProcess, wait_for
@@ -452,7 +453,7 @@ def test_describe_and_reset_offsets_match_what_was_produced_and_consumed(tmp_pat
     """§4.6: describe shows committed offsets, log end offsets and lag as counted here;
     reset-offsets moves them (dry run changes nothing) and refuses while members are active."""
     per_partition = 100
-    with group_cluster(tmp_path) as (_, _, bootstrap):
+    with group_cluster(tmp_path) as (_, brokers, bootstrap):
         with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
             for i in range(per_partition):
                 for p in range(PARTITIONS):
@@ -508,3 +509,46 @@ def test_describe_and_reset_offsets_match_what_was_produced_and_consumed(tmp_pat
         assert deleted.returncode == 0, deleted.stderr
         listed = groups_cli(bootstrap, "list")
         assert "reader" not in listed.stdout.split()
+        assert_bad_group_requests_get_kafka_codes(brokers)
+
+
+def assert_bad_group_requests_get_kafka_codes(brokers: dict[int, BrokerProcess]) -> None:
+    """Bad input to the group RPCs of a real broker: each answer carries Kafka's code and a
+    sentence, and the broker keeps serving."""
+    stub = next(iter(brokers.values())).stub()
+    found = stub.FindCoordinator(group_pb2.FindCoordinatorRequest(key="g", key_type=1), timeout=10)
+    assert found.header.error_code == common_pb2.INVALID_REQUEST and found.header.error_message
+    found = stub.FindCoordinator(group_pb2.FindCoordinatorRequest(key=""), timeout=10)
+    assert found.header.error_code == common_pb2.INVALID_GROUP_ID
+    found = stub.FindCoordinator(group_pb2.FindCoordinatorRequest(key="bad-input"), timeout=10)
+    assert found.header.error_code == common_pb2.NONE
+    coordinator = next(b for b in brokers.values() if b.port == found.port).stub()
+    beat = coordinator.ConsumerGroupHeartbeat(
+        group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id="bad-input", member_id="m", subscribed_topic_regex="(", rebalance_timeout_ms=1
+        ),
+        timeout=10,
+    )
+    assert beat.header.error_code == common_pb2.INVALID_REGULAR_EXPRESSION
+    commit = coordinator.OffsetCommit(
+        group_pb2.OffsetCommitRequest(
+            group_id="bad-input",
+            member_epoch=-1,
+            topics=[
+                group_pb2.OffsetCommitTopic(
+                    topic="no-such-topic",
+                    partitions=[group_pb2.OffsetCommitPartition(partition=0, committed_offset=1)],
+                )
+            ],
+        ),
+        timeout=10,
+    )
+    assert commit.topics[0].partitions[0].error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
+    described = coordinator.ConsumerGroupDescribe(
+        group_pb2.ConsumerGroupDescribeRequest(group_ids=["bad-input"]), timeout=10
+    )
+    assert described.groups[0].error_code == common_pb2.GROUP_ID_NOT_FOUND
+    deleted = coordinator.DeleteGroups(
+        group_pb2.DeleteGroupsRequest(group_ids=["bad-input"]), timeout=10
+    )
+    assert deleted.results[0].error_code == common_pb2.GROUP_ID_NOT_FOUND

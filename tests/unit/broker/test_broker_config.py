@@ -92,3 +92,36 @@ def test_the_test_hook_has_a_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     result = CliRunner().invoke(cli.run, [*flags, "--test-drop-produce-responses-every", "4"])
     assert result.exit_code == 0, result.output
     assert [config.test_drop_produce_responses_every for config in started] == [4]
+
+
+def test_group_and_log_maintenance_settings_take_kafkas_names() -> None:
+    config = config_from_mapping(
+        {
+            **BASE,
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.heartbeat.interval.ms": 500,
+            "offsets.retention.minutes": 2,
+            "group.consumer.assignors": "range,uniform",
+            "log.retention.check.interval.ms": 1000,
+        }
+    )
+    assert config.group.session_timeout_ms == 6000
+    assert config.group.heartbeat_interval_ms == 500
+    assert config.group.offsets_retention_ms == 120_000
+    assert config.group.assignors == ("range", "uniform")
+    assert config.log_retention_check_interval_ms == 1000
+    assert config.group.offsets_topic_partitions == 50, "Kafka's default where not set"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"group.consumer.heartbeat.interval.ms": 50_000}, "heartbeat.interval.ms must be shorter"),
+        ({"offsets.topic.num.partitions": 0}, "offsets_topic_partitions must be positive"),
+        ({"log.retention.check.interval.ms": 0}, "log.retention.check.interval.ms"),
+        ({"group.consumer.session.timeout.ms": "soon"}, "must be an integer"),
+    ],
+)
+def test_bad_group_settings_are_named(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_mapping({**BASE, **change})
