@@ -14,6 +14,7 @@ As follower: `append_as_follower` stores fetched batches and takes the leader's 
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,14 @@ class LeaderAppend(NamedTuple):
 
     info: AppendInfo
     leader_epoch: int
+
+
+class AckState(enum.Enum):
+    """Where an acks=all append stands (`Partition.ack_state`)."""
+
+    WAIT = "wait"  # still led in its epoch; the high-water mark has not reached it yet
+    DONE = "done"  # every in-sync replica has it: acknowledge
+    LOST = "lost"  # leadership moved or the replica went away: the records may be gone
 
 
 class Partition:
@@ -56,6 +65,8 @@ class Partition:
         self._leader_epoch_start_offset = log.log_end_offset
         # The partition epoch an AlterPartition was sent for; None when none is in flight.
         self._alter_in_flight: int | None = None
+        # Set once the replica manager dropped this replica (deleted, or the broker closing).
+        self._detached = False
 
     @property
     def local(self) -> LocalPartition:
@@ -156,6 +167,22 @@ class Partition:
         been truncated below it, and refilled by another leader)."""
         registration = self._local.registration
         return registration.leader == self._broker_id and registration.leader_epoch == leader_epoch
+
+    def ack_state(self, leader_epoch: int, end_offset: int) -> AckState:
+        """Decides, in one step, an acks=all append written in `leader_epoch` and ending at
+        `end_offset`: DONE only while this replica still leads in that epoch and the high-water
+        mark covers it. It reads under the lock under which `update` swaps the registration and
+        the leader moves the high-water mark, so a role change cannot fall between the two
+        reads (a follower's high-water mark may pass `end_offset` with other records)."""
+        with self._lock:
+            if self._detached or not self.leads_in(leader_epoch):
+                return AckState.LOST
+            return AckState.DONE if self.log.high_watermark >= end_offset else AckState.WAIT
+
+    def detach(self) -> None:
+        """The replica manager dropped this replica: every acks=all wait on it is LOST."""
+        with self._lock:
+            self._detached = True
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """As leader: the (epoch, end offset) a follower fetching at `fetch_offset` after a

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pykraft.broker.log import LogError
-from pykraft.broker.partition import Partition
+from pykraft.broker.partition import AckState, Partition
 from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
 
@@ -30,12 +30,8 @@ class _Pending:
     result: broker_pb2.ProducePartitionResult
     end_offset: int
 
-    def replicated(self) -> bool:
-        return self.partition.log.high_watermark >= self.end_offset
-
-    def lost(self, manager: ReplicaManager) -> bool:
-        """Leadership moved, or the partition is no longer hosted: the records may be gone."""
-        return not self.partition.leads_in(self.leader_epoch) or not manager.hosts(self.partition)
+    def state(self) -> AckState:
+        return self.partition.ack_state(self.leader_epoch, self.end_offset)
 
 
 def handle_produce(
@@ -80,7 +76,7 @@ def _produce_one(
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
     result.log_start_offset = partition.log.log_start_offset
-    if acks != -1 or partition.log.high_watermark > info.last_offset:
+    if acks != -1:
         return None
     return _Pending(partition, leader_epoch, result, info.last_offset + 1)
 
@@ -88,13 +84,20 @@ def _produce_one(
 def _await_high_watermark(
     manager: ReplicaManager, pending: list[_Pending], deadline_ms: int, clock_ms: Callable[[], int]
 ) -> None:
+    """Decides each wait once per wake-up (`Partition.ack_state`): LOST ends it with
+    NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on; REQUEST_TIMED_OUT
+    for those still waiting at the deadline."""
     lost: list[_Pending] = []
     with manager.changed:
         while True:
-            # Lost before replicated: a follower's high-water mark may pass `end_offset` again
-            # after truncation, with other records.
-            lost.extend(p for p in pending if p.lost(manager))
-            pending = [p for p in pending if not p.lost(manager) and not p.replicated()]
+            waiting_on: list[_Pending] = []
+            for waiting in pending:
+                state = waiting.state()
+                if state is AckState.LOST:
+                    lost.append(waiting)
+                elif state is AckState.WAIT:
+                    waiting_on.append(waiting)
+            pending = waiting_on
             left_ms = deadline_ms - clock_ms()
             if not pending or left_ms <= 0:
                 break

@@ -148,6 +148,7 @@ class ReplicaManager:
         if partition is None:
             return
         self.maintenance.untrack(partition.log)
+        partition.detach()
         partition.log.close()
         shutil.rmtree(partition.log.directory, ignore_errors=True)
         log.info("%s-%d: deleted", *key)
@@ -191,17 +192,13 @@ class ReplicaManager:
             )
         return partition
 
-    def hosts(self, partition: Partition) -> bool:
-        """Whether `partition` is still this broker's replica (not deleted, not closed)."""
-        with self._lock:
-            return self._partitions.get((partition.topic, partition.partition)) is partition
-
     def close(self) -> None:
         """Closes every log; requests still waiting (acks=all, long polls) are woken and see
         that their partitions are gone."""
         self.maintenance.stop()
         with self._lock:
             for partition in self._partitions.values():
+                partition.detach()
                 partition.log.close()
             self._partitions.clear()
         self.notify()

@@ -38,7 +38,7 @@ from pykraft.broker.group.records import (
 )
 from pykraft.broker.group.shard import Decision, GroupShard
 from pykraft.broker.log import LogError
-from pykraft.broker.partition import Partition
+from pykraft.broker.partition import AckState
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import common_pb2
@@ -297,17 +297,24 @@ class GroupCoordinator:
                 self._schedule_load(shard.index, shard.leader_epoch)
 
     def _await_replicated(self, shard: _Shard, end_offset: int) -> None:
+        """Waits until the high watermark covers `end_offset`, deciding each wake-up in one
+        step (`Partition.ack_state`) so a leader change cannot fall between the reads."""
         partition = self._manager.partition(OFFSETS_TOPIC, shard.index)
         deadline_ms = self._clock_ms() + self.config.commit_timeout_ms
         with self._manager.changed:
             while True:
-                if partition is None or not self._leads(partition, shard):
+                state = (
+                    AckState.LOST
+                    if partition is None
+                    else partition.ack_state(shard.leader_epoch, end_offset)
+                )
+                if state is AckState.LOST:
                     raise CoordinatorError(
                         common_pb2.NOT_COORDINATOR,
                         f"leadership of {OFFSETS_TOPIC}-{shard.index} moved before the group "
                         "state was replicated; find the coordinator again",
                     )
-                if partition.log.high_watermark >= end_offset:
+                if state is AckState.DONE:
                     return
                 left_ms = deadline_ms - self._clock_ms()
                 if left_ms <= 0:
@@ -317,9 +324,6 @@ class GroupCoordinator:
                         f"confirm the group state within {self.config.commit_timeout_ms} ms",
                     )
                 self._manager.changed.wait(left_ms / 1000)
-
-    def _leads(self, partition: Partition, shard: _Shard) -> bool:
-        return partition.leads_in(shard.leader_epoch) and self._manager.hosts(partition)
 
     # --- timers ---
 

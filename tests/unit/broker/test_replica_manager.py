@@ -27,11 +27,14 @@ from pykraft.proto.record_batch import build_batch, decode_batch, iter_batches
 from .images import ORDERS_ID, advance, cluster_image, topic_records
 
 # orders-0 led by 1 alone; orders-1 led by 1 with 2 in the ISR; orders-2 led by 2.
-ORDERS = topic_records("orders", ORDERS_ID, [(1,), (1, 2), (2, 1)])
+ASSIGNMENTS = [(1,), (1, 2), (2, 1)]
 
 
 class Harness:
-    def __init__(self, tmp_path: Path) -> None:
+    """Broker 1's replica manager, hosting `topic` (ORDERS_ID) with ASSIGNMENTS."""
+
+    def __init__(self, tmp_path: Path, *, topic: str = "orders") -> None:
+        self.topic = topic
         self.serving = True
         config = BrokerConfig(
             node_id=1,
@@ -42,7 +45,7 @@ class Harness:
         self.manager = ReplicaManager(config, lambda now_ms: self.serving)
         base = cluster_image()
         self.manager.on_metadata(None, base, now_ms=0)
-        delta, self.image = advance(base, ORDERS)
+        delta, self.image = advance(base, topic_records(topic, ORDERS_ID, ASSIGNMENTS))
         self.manager.on_metadata(delta, self.image, now_ms=0)
 
     def change(self, *records: object) -> None:

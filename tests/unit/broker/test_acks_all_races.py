@@ -1,0 +1,145 @@
+"""An acks=all append is acknowledged only if this broker still led the partition, in the epoch
+it was written in, when the high-water mark covered it: leadership moving at any point of the
+check (issue 12, §1 and §2.1) answers NOT_LEADER_OR_FOLLOWER, never NONE.
+
+The hooks below move leadership at the exact points where the metadata thread could: inside
+the broker's check of a wait, right after the append, and while the wait sleeps. Each runs on
+the producing thread, so the interleaving is the same on every run."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykraft.broker.controller_channel import monotonic_ms
+from pykraft.broker.group.config import OFFSETS_TOPIC, GroupConfig
+from pykraft.broker.group.coordinator import CoordinatorError, GroupCoordinator, _Shard
+from pykraft.broker.group.shard import GroupShard
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.metadata_log.records import PartitionChangeRecord
+from pykraft.proto import common_pb2
+from pykraft.proto.record_batch import build_batch
+
+from .images import ORDERS_ID
+from .test_replica_manager import Harness
+
+# orders-1 is led by broker 1 with broker 2 in the ISR: an acks=all append waits for broker 2.
+PARTITION = 1
+
+
+class _HookedCondition(threading.Condition):
+    """`changed` whose waits first run `before_wait` (the metadata thread's turn)."""
+
+    def __init__(self, before_wait: Callable[[], None]) -> None:
+        super().__init__()
+        self._before_wait = before_wait
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._before_wait()
+        return super().wait(timeout)
+
+
+class _LeadershipMove:
+    """Moves orders-1 to broker 2 once; as a follower refilled by broker 2, this broker's
+    high-water mark then passes the appended offsets."""
+
+    def __init__(self, harness: Harness) -> None:
+        self._harness = harness
+        self.done = False
+
+    def __call__(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        harness = self._harness
+        harness.change(PartitionChangeRecord(ORDERS_ID, PARTITION, leader=2))
+        partition = harness.manager.partition(harness.topic, PARTITION)
+        assert partition is not None and not partition.is_leader
+        partition.log.update_high_watermark(partition.log.log_end_offset)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(tmp_path)
+    yield harness
+    harness.manager.close()
+
+
+def _hook(
+    monkeypatch: pytest.MonkeyPatch, manager: ReplicaManager, name: str, move: _LeadershipMove
+) -> None:
+    """Runs `move` first whenever `manager.<name>` is called. The check of issue 12 §1 looked
+    leadership up through `manager.hosts()`, which the fixed check no longer calls: a missing
+    method is hooked all the same, and the wait's hook moves leadership instead."""
+    original: Callable[..., Any] | None = getattr(manager, name, None)
+
+    def hooked(*args: Any) -> Any:
+        move()
+        return None if original is None else original(*args)
+
+    monkeypatch.setattr(manager, name, hooked, raising=False)
+
+
+def test_leadership_moving_inside_the_check_is_never_acknowledged(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The defect of §1: the metadata apply finishes while the check looks leadership up."""
+    move = _LeadershipMove(harness)
+    _hook(monkeypatch, harness.manager, "hosts", move)
+    harness.manager.changed = _HookedCondition(move)
+    result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
+    assert move.done
+    assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result
+
+
+def test_leadership_moving_right_after_the_append_is_never_acknowledged(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§2.1: the fast path after the append must check the epoch too."""
+    move = _LeadershipMove(harness)
+    _hook(monkeypatch, harness.manager, "notify", move)
+    result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
+    assert move.done
+    assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result
+
+
+def test_a_replicated_append_is_acknowledged_with_its_offset(harness: Harness) -> None:
+    """The check still says DONE when the follower has the records and nothing moved."""
+    partition = harness.manager.partition("orders", PARTITION)
+    assert partition is not None
+
+    def follower_catches_up() -> None:
+        if partition.log.log_end_offset == 1:
+            harness.fetch({PARTITION: 1}, replica_id=2)
+
+    harness.manager.changed = _HookedCondition(follower_catches_up)
+    result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
+    assert (result.error_code, result.base_offset) == (common_pb2.NONE, 0)
+
+
+def test_group_state_is_not_confirmed_when_leadership_moves_inside_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coordinator's wait for its own writes had the same two reads as §1."""
+    harness = Harness(tmp_path, topic=OFFSETS_TOPIC)
+    try:
+        coordinator = GroupCoordinator(
+            harness.manager, GroupConfig(), clock_ms=monotonic_ms, wall_clock_ms=monotonic_ms
+        )
+        partition = harness.manager.partition(OFFSETS_TOPIC, PARTITION)
+        assert partition is not None
+        appended = partition.append_as_leader(build_batch([(0, b"k", b"v")]), acks=-1, now_ms=0)
+        move = _LeadershipMove(harness)
+        _hook(monkeypatch, harness.manager, "hosts", move)
+        harness.manager.changed = _HookedCondition(move)
+        shard = _Shard(PARTITION, appended.leader_epoch, GroupShard(coordinator.config))
+        with pytest.raises(CoordinatorError) as raised:
+            coordinator._await_replicated(shard, appended.info.last_offset + 1)
+        assert move.done
+        assert raised.value.code == common_pb2.NOT_COORDINATOR
+    finally:
+        harness.manager.close()
