@@ -204,11 +204,18 @@ def _not_controller_message(address: str, header: common_pb2.ResponseHeader) -> 
     return f"{address} is not the active controller; {where}{detail}"
 
 
+_CONNECTION_LOST = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
+
+
 def _rpc_error(address: str, error: grpc.RpcError) -> KafkaError:
-    """Maps a gRPC failure to our errors; only KafkaConnectionError is retried."""
+    """Maps a gRPC failure to our errors; only KafkaConnectionError is retried. A call the
+    server cancelled (it was stopping) is a lost connection too: its outcome is unknown, as
+    Kafka's clients treat a disconnect, and retrying it is safe with idempotence."""
     status = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = (error.details() if isinstance(error, grpc.Call) else None) or str(error)
-    if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    if status in _CONNECTION_LOST:
         return KafkaConnectionError(f"cannot reach {address}: {status.name}: {details}")
     classes: dict[grpc.StatusCode, type[KafkaError]] = {
         grpc.StatusCode.UNIMPLEMENTED: UnsupportedVersionError,

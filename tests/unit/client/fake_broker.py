@@ -5,7 +5,13 @@ each `FakeBroker` serves Produce, Fetch, ListOffsets and Metadata from that shar
 own 127.0.0.1 port, answering NOT_LEADER_OR_FOLLOWER for partitions it does not lead and
 FENCED_LEADER_EPOCH for a stale leader epoch. Tests script errors per partition
 (`produce_errors`, `fetch_script`), move leaders (`move_leader`), delete topics
-(`delete_topic`) and damage stored batches (`corrupt`).
+(`delete_topic`), damage stored batches (`corrupt`) and cut a log as an unclean election does
+(`truncate`, then `move_leader`).
+
+Batches are stamped with the partition's leader epoch when stored, and a Fetch that names a
+`last_fetched_epoch` is checked against them as the real broker does (KIP-320): if the leader's
+log parts from the fetcher's before the fetch offset, the answer is `diverging_epoch` and no
+records.
 
 Fetch follows the real broker's limits: `partition_max_bytes` per partition and `max_bytes` in
 all, except that the first batch found is returned whole; it long-polls up to `max_wait_ms`
@@ -58,12 +64,16 @@ class FakeCluster:
         self.log_start: dict[TopicPartition, int] = defaultdict(int)
         self.produce_errors: dict[TopicPartition, list[int]] = defaultdict(list)
         self.requests: dict[tuple[int, str], int] = defaultdict(int)  # (broker, method) -> count
+        # gRPC statuses the next calls of a method end with, one per call, before the handler.
+        self.rpc_aborts: dict[str, list[grpc.StatusCode]] = defaultdict(list)
         self.fetch_errors: list[int] = []  # every error code a Fetch answered, in order
         # Error codes the next Fetches of a partition answer, one per Fetch, before its data.
         self.fetch_script: dict[TopicPartition, list[int]] = defaultdict(list)
         # Every partition a Fetch asked for: (broker, tp, fetch_offset, request max_bytes).
         self.fetch_log: list[tuple[int, TopicPartition, int, int]] = []
         self.fetch_isolation_levels: set[int] = set()
+        # Every diverging_epoch a Fetch answered: (tp, last_fetched_epoch, (epoch, end_offset)).
+        self.diverging_answers: list[tuple[TopicPartition, int, tuple[int, int]]] = []
         self.fetches_in_flight: dict[int, int] = defaultdict(int)  # broker -> Fetches served now
         self.fetches_in_flight_max: dict[int, int] = defaultdict(int)
         self.stopped = False
@@ -110,11 +120,44 @@ class FakeCluster:
         next_offset = base
         for position, header in iter_batches(records):
             batch = bytearray(records[position : position + header.size_bytes])
-            rewrite_offsets(batch, 0, base_offset=next_offset, partition_leader_epoch=0)
+            rewrite_offsets(
+                batch, 0, base_offset=next_offset, partition_leader_epoch=self.epochs.get(tp, 0)
+            )
             self.logs[tp].append(batch)
             next_offset = BatchHeader.parse(batch).next_offset
         self.lock.notify_all()
         return base
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        """Drops every batch from the one holding `offset` on, as a leader elected uncleanly
+        (which never had them) would not have them."""
+        with self.lock:
+            self.logs[tp] = [b for b in self.logs[tp] if BatchHeader.parse(b).base_offset < offset]
+
+    def diverging_epoch(
+        self, tp: TopicPartition, last_fetched_epoch: int, fetch_offset: int
+    ) -> tuple[int, int] | None:
+        """The real leader's answer (broker/isr.py's diverging_epoch): the (epoch, end offset)
+        where this log parts from a fetcher whose last batch before `fetch_offset` had
+        `last_fetched_epoch`, or None when its log is a prefix of this one."""
+        if last_fetched_epoch < 0:
+            return None
+        starts: dict[int, int] = {}  # epoch -> its first offset, in the log's order
+        for batch in self.logs[tp]:
+            header = BatchHeader.parse(batch)
+            starts.setdefault(header.partition_leader_epoch, header.base_offset)
+        known = [e for e in starts if e <= last_fetched_epoch]
+        if known:
+            epoch = max(known)
+            later = [start for e, start in starts.items() if e > epoch]
+            end_offset = min(later) if later else self.end_offset(tp)
+        elif starts:
+            epoch, end_offset = max(starts), self.end_offset(tp)
+        else:
+            epoch, end_offset = -1, self.log_start[tp]
+        if epoch != last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
 
     def move_leader(self, tp: TopicPartition, leader_id: int) -> None:
         with self.lock:
@@ -166,6 +209,10 @@ class FakeBroker:
         def run(request: Any, context: Any) -> Any:
             with self.cluster.lock:
                 self.cluster.requests[(self.node_id, name)] += 1
+                aborts = self.cluster.rpc_aborts[name]
+                abort = aborts.pop(0) if aborts else None
+            if abort is not None:
+                context.abort(abort, f"{name} ended with {abort.name} by the test")
             return handler(request)
 
         return run
@@ -237,6 +284,22 @@ class FakeBroker:
                 end = self.cluster.end_offset(tp) if code == common_pb2.NONE else -1
                 if code == common_pb2.NONE and self.cluster.fetch_script[tp]:
                     code = self.cluster.fetch_script[tp].pop(0)
+                diverging = None
+                if code == common_pb2.NONE:
+                    diverging = self.cluster.diverging_epoch(
+                        tp, p.last_fetched_epoch, p.fetch_offset
+                    )
+                if diverging is not None:
+                    self.cluster.diverging_answers.append((tp, p.last_fetched_epoch, diverging))
+                    epoch, end_offset = diverging
+                    results.append(
+                        pb.FetchPartitionResult(
+                            partition=p.partition,
+                            high_watermark=end,
+                            diverging_epoch=pb.EpochEndOffset(epoch=epoch, end_offset=end_offset),
+                        )
+                    )
+                    continue
                 if code == common_pb2.NONE and not (
                     self.cluster.log_start[tp] <= p.fetch_offset <= end
                 ):
@@ -338,7 +401,11 @@ class FakeBroker:
 
 
 def _has_records(response: pb.FetchResponse) -> bool:
-    return any(p.records or p.error_code for t in response.topics for p in t.partitions)
+    return any(
+        p.records or p.error_code or p.HasField("diverging_epoch")
+        for t in response.topics
+        for p in t.partitions
+    )
 
 
 @contextmanager

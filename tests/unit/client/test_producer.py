@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import grpc
 import pytest
 
 from pykraft.client import (
@@ -271,6 +272,26 @@ def test_a_retried_batch_keeps_its_sequence() -> None:
         headers = _stored_headers(cluster, T0)
         assert [(h.base_sequence, h.record_count) for h in headers] == [(0, 1), (1, 1)]
         assert cluster.requests[(1, "Produce")] == 4  # a, then b three times
+
+
+@pytest.mark.parametrize("status", [grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE])
+def test_a_produce_cut_off_by_the_transport_is_retried_under_the_same_id(
+    status: grpc.StatusCode,
+) -> None:
+    """A broker stopping mid-request (CANCELLED) or a lost connection (UNAVAILABLE) leaves the
+    outcome unknown: the batch goes again with its sequence, which idempotence makes safe, and
+    neither fails nor costs the producer its id (issue 12 §2.2)."""
+    with (
+        running({"t": 1}) as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap, retry_backoff_ms=5) as producer,
+    ):
+        producer.send("t", b"a").result(WAIT_S)
+        cluster.rpc_aborts["Produce"] = [status, status]
+        assert producer.send("t", b"b").result(WAIT_S).offset == 1
+        first, second = _stored_headers(cluster, T0)
+        assert (first.producer_id, first.base_sequence) == (1001, 0)
+        assert (second.producer_id, second.base_sequence) == (1001, 1)
+        assert cluster.producer_ids_given == 1
 
 
 def test_unknown_producer_id_takes_a_new_id_and_sends_the_batch_again() -> None:
