@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +60,11 @@ def wait_for(condition: Callable[[], T | None], *, timeout_s: float, what: str) 
 
 
 class NodeProcess:
-    """A `python -m MODULE run ARGS` process with its output in `log_path`."""
+    """A `python -m MODULE run ARGS` process with its output in `log_path`.
+
+    `launcher` prefixes the command (for example `ip netns exec NS` to run the node in a network
+    namespace); it must exec the command so that signals reach the node itself.
+    """
 
     MODULE: ClassVar[str]
     KIND: ClassVar[str]
@@ -68,12 +72,13 @@ class NodeProcess:
     log_path: Path
     args: list[str]
     process: subprocess.Popen[bytes] | None
+    launcher: tuple[str, ...] = ()
 
     def start(self) -> None:
         assert self.process is None or self.process.poll() is not None
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", self.MODULE, "run", *self.args],
+                [*self.launcher, sys.executable, "-m", self.MODULE, "run", *self.args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -130,10 +135,11 @@ class ControllerProcess(NodeProcess):
     log_path: Path
     args: list[str]
     process: subprocess.Popen[bytes] | None = None
+    host: str = "127.0.0.1"
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"{self.host}:{self.grpc_port}"
 
 
 @dataclass
@@ -149,10 +155,11 @@ class BrokerProcess(NodeProcess):
     args: list[str]
     process: subprocess.Popen[bytes] | None = None
     channel: grpc.Channel | None = None
+    host: str = "127.0.0.1"
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def image_path(self) -> Path:
@@ -188,19 +195,22 @@ def make_broker(
     heartbeat_interval_ms: int = 300,
     session_timeout_ms: int = 3000,
     bootstrap: str | None = None,
+    host: str = "127.0.0.1",
 ) -> BrokerProcess:
     """A broker of `quorum` (not started), with short heartbeats so tests stay quick;
-    `bootstrap` (default: every controller) is its controller.quorum.bootstrap.servers."""
+    `bootstrap` (default: every controller) is its controller.quorum.bootstrap.servers and
+    `host` the address it listens on."""
     port = free_port()
     data_dir = tmp_path / f"broker-{node_id}"
     args = [
-        "--node-id", str(node_id), "--listeners", f"127.0.0.1:{port}",
+        "--node-id", str(node_id), "--listeners", f"{host}:{port}",
         "--log-dirs", str(data_dir), "--bootstrap-controllers", bootstrap or quorum.bootstrap,
         "--cluster-id", "test-cluster", "--rack", f"rack-{node_id}",
         "--heartbeat-interval-ms", str(heartbeat_interval_ms),
         "--session-timeout-ms", str(session_timeout_ms),
     ]  # fmt: skip
-    return BrokerProcess(node_id, port, data_dir, tmp_path / f"broker-{node_id}.log", args)
+    log_path = tmp_path / f"broker-{node_id}.log"
+    return BrokerProcess(node_id, port, data_dir, log_path, args, host=host)
 
 
 @dataclass
@@ -330,12 +340,21 @@ def fetch_image(
             return image
 
 
-def make_quorum(tmp_path: Path, *, size: int = 3, extra_args: tuple[str, ...] = ()) -> Quorum:
+def make_quorum(
+    tmp_path: Path,
+    *,
+    size: int = 3,
+    extra_args: tuple[str, ...] = (),
+    hosts: Mapping[int, str] | None = None,
+) -> Quorum:
+    """`size` controllers (not started); `hosts` maps a node id to the address it listens on
+    (127.0.0.1 for ids it does not name)."""
     ids = list(range(1, size + 1))
+    host = {i: (hosts or {}).get(i, "127.0.0.1") for i in ids}
     raft_ports = {i: free_port() for i in ids}
     grpc_ports = {i: free_port() for i in ids}
-    voters = ",".join(f"{i}@127.0.0.1:{raft_ports[i]}" for i in ids)
-    listeners = ",".join(f"{i}@127.0.0.1:{grpc_ports[i]}" for i in ids)
+    voters = ",".join(f"{i}@{host[i]}:{raft_ports[i]}" for i in ids)
+    listeners = ",".join(f"{i}@{host[i]}:{grpc_ports[i]}" for i in ids)
     controllers = []
     for i in ids:
         data_dir = tmp_path / f"controller-{i}"
@@ -345,7 +364,13 @@ def make_quorum(tmp_path: Path, *, size: int = 3, extra_args: tuple[str, ...] = 
         ]  # fmt: skip
         controllers.append(
             ControllerProcess(
-                i, grpc_ports[i], raft_ports[i], data_dir, tmp_path / f"controller-{i}.log", args
+                i,
+                grpc_ports[i],
+                raft_ports[i],
+                data_dir,
+                tmp_path / f"controller-{i}.log",
+                args,
+                host=host[i],
             )
         )
     return Quorum(controllers)

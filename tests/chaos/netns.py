@@ -1,0 +1,124 @@
+"""A test network: each node in its own network namespace, joined by veth pairs to one bridge.
+
+Addresses come from a private test subnet that exists only on that bridge (10.77.0.0/24): the
+bridge (and so the test process, the clients and the workload in the root namespace) is
+10.77.0.1, node i is 10.77.0.(10 + i). Nothing is routed beyond the bridge.
+
+Partitions cut node-to-node traffic with blackhole routes: in each namespace on one side, `ip
+route add blackhole ADDR/32` for every address on the other side. Both directions are cut, and
+the root namespace keeps reaching every node (clients are never partitioned). `heal` deletes
+every route it added.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+SUBNET = "10.77.0"
+BRIDGE = "pkc-br0"
+PREFIX = "pkc-"
+HOST_ADDRESS = f"{SUBNET}.1"
+
+
+def _ip(*args: str, namespace: str | None = None, check: bool = True) -> str:
+    command = ["ip", *args] if namespace is None else ["ip", "netns", "exec", namespace, "ip"]
+    if namespace is not None:
+        command += list(args)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=20)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def unavailable_reason() -> str | None:
+    """Why namespaces cannot be used here (None when they can)."""
+    if os.environ.get("PYKRAFT_CHAOS_NETNS", "1") == "0":
+        return "PYKRAFT_CHAOS_NETNS=0"
+    if os.geteuid() != 0:
+        return "not running as root (network namespaces need CAP_NET_ADMIN)"
+    if shutil.which("ip") is None:
+        return "the `ip` command (iproute2) is not installed"
+    probe = f"{PREFIX}probe-{os.getpid()}"
+    done = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"`ip netns add` failed: {done.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+@dataclass
+class TestNetwork:
+    """Namespaces for `nodes` (names like "c1", "b2"), created by `create`, removed by `destroy`."""
+
+    nodes: list[str]
+    addresses: dict[str, str] = field(default_factory=dict)
+    cuts: set[tuple[str, str]] = field(default_factory=set)
+
+    def namespace(self, node: str) -> str:
+        return f"{PREFIX}{node}"
+
+    def launcher(self, node: str) -> tuple[str, ...]:
+        return ("ip", "netns", "exec", self.namespace(node))
+
+    def create(self) -> None:
+        self._remove_leftovers()
+        _ip("link", "add", BRIDGE, "type", "bridge")
+        _ip("addr", "add", f"{HOST_ADDRESS}/24", "dev", BRIDGE)
+        _ip("link", "set", BRIDGE, "up")
+        for index, node in enumerate(self.nodes, start=1):
+            namespace = self.namespace(node)
+            address = f"{SUBNET}.{10 + index}"
+            veth = f"{PREFIX}v{index}"
+            _ip("netns", "add", namespace)
+            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+            _ip("link", "set", veth, "master", BRIDGE)
+            _ip("link", "set", veth, "up")
+            _ip("addr", "add", f"{address}/24", "dev", "eth0", namespace=namespace)
+            _ip("link", "set", "eth0", "up", namespace=namespace)
+            _ip("link", "set", "lo", "up", namespace=namespace)
+            self.addresses[node] = address
+
+    def _remove_leftovers(self) -> None:
+        """Removes this suite's namespaces and bridge left by a run that was killed."""
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+        for line in listed.stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith(PREFIX):
+                _ip("netns", "del", name, check=False)
+        _ip("link", "del", BRIDGE, check=False)
+
+    def destroy(self) -> None:
+        for node in self.nodes:
+            _ip("netns", "del", self.namespace(node), check=False)
+        _ip("link", "del", BRIDGE, check=False)
+        self.addresses.clear()
+        self.cuts.clear()
+
+    def cut(self, side_a: Iterable[str], side_b: Iterable[str]) -> None:
+        """Cuts every link between a node of `side_a` and a node of `side_b`, both ways."""
+        b_nodes = list(side_b)
+        for a in side_a:
+            for b in b_nodes:
+                if a == b:
+                    continue
+                for src, dst in ((a, b), (b, a)):
+                    if (src, dst) not in self.cuts:
+                        dst_address = f"{self.addresses[dst]}/32"
+                        route = ("route", "add", "blackhole", dst_address)
+                        _ip(*route, namespace=self.namespace(src))
+                        self.cuts.add((src, dst))
+
+    def heal(self) -> None:
+        for src, dst in sorted(self.cuts):
+            route = ("route", "del", "blackhole", f"{self.addresses[dst]}/32")
+            _ip(*route, namespace=self.namespace(src), check=False)
+        self.cuts.clear()
+
+    def reachable(self, src: str, dst: str) -> bool:
+        """Whether `src` has no blackhole route towards `dst` (as `ip route` lists them)."""
+        routes = _ip("route", "show", "type", "blackhole", namespace=self.namespace(src))
+        return self.addresses[dst] not in routes.split()
