@@ -1,7 +1,11 @@
 """Fetch on the leader, for consumers (replica_id -1: up to the high-water mark) and for
-followers (up to the log end; the fetch offset is the follower's log end). A follower whose last
-fetched epoch parts from the leader's history gets `diverging_epoch` and no records (KIP-320);
-one below the log start gets OFFSET_OUT_OF_RANGE with the leader's log start offset.
+followers (up to the log end; the fetch offset is the follower's log end). A fetcher whose last
+fetched epoch parts from the leader's history before its fetch offset gets `diverging_epoch` and
+no records (KIP-320), consumers as followers (Kafka's Partition.readRecords checks any fetch
+naming a last fetched epoch), and before the offset is checked against the log: a consumer that
+read records an unclean election lost must learn where the histories part, not be reset as if
+it had merely run past the end. A follower below the log start gets OFFSET_OUT_OF_RANGE with the
+leader's log start offset.
 
 Limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` in all, except that the
 first batch found is returned whole even if larger (so a consumer always makes progress). With
@@ -82,19 +86,17 @@ def _read_one(
     # Set before reading: a follower answered OFFSET_OUT_OF_RANGE restarts at the log start.
     result.log_start_offset = log_.log_start_offset
     result.high_watermark = log_.high_watermark
-    if replica_id == CONSUMER_REPLICA_ID:
-        upper_offset: int | None = log_.high_watermark
-    else:
-        if item.fetch_offset < log_.log_start_offset:
-            raise LogError(
-                common_pb2.OFFSET_OUT_OF_RANGE,
-                f"offset {item.fetch_offset} is below the log start {log_.log_start_offset}",
-            )
-        diverging = partition.diverging_epoch(item.last_fetched_epoch, item.fetch_offset)
-        if diverging is not None:
-            result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
-            return b""
-        upper_offset = None
+    consumer = replica_id == CONSUMER_REPLICA_ID
+    if not consumer and item.fetch_offset < log_.log_start_offset:
+        raise LogError(
+            common_pb2.OFFSET_OUT_OF_RANGE,
+            f"offset {item.fetch_offset} is below the log start {log_.log_start_offset}",
+        )
+    diverging = partition.diverging_epoch(item.last_fetched_epoch, item.fetch_offset)
+    if diverging is not None:
+        result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
+        return b""
+    upper_offset = log_.high_watermark if consumer else None
     read = log_.read(
         item.fetch_offset, max_bytes=max(item.partition_max_bytes, 0), upper_offset=upper_offset
     )
@@ -102,8 +104,6 @@ def _read_one(
     result.last_stable_offset = read.high_watermark
     result.log_start_offset = read.log_start_offset
     # Only an offset the leader holds tells it what the follower has (the read checked it).
-    if replica_id != CONSUMER_REPLICA_ID and partition.on_follower_fetch(
-        replica_id, item.fetch_offset, now_ms
-    ):
+    if not consumer and partition.on_follower_fetch(replica_id, item.fetch_offset, now_ms):
         manager.notify()
     return read.data

@@ -81,6 +81,7 @@ class Harness:
                 partition=partition,
                 fetch_offset=offset,
                 current_leader_epoch=epoch,
+                last_fetched_epoch=-1,  # none: proto3's default 0 would name epoch 0
                 partition_max_bytes=1 << 20,
             )
         response = handle_fetch(self.manager, request, monotonic_ms)
