@@ -37,7 +37,8 @@ retriable errors until their timeout, so one that reaches a caller means the con
     │   └── OffsetNotAvailableError                    78
     ├── UnknownServerError                             -1
     ├── OffsetOutOfRangeError                          1
-    │   └── NoOffsetForPartitionError                  1 (consumer: no position, no reset)
+    │   ├── NoOffsetForPartitionError                  1 (consumer: no position, no reset)
+    │   └── LogTruncationError                         1 (consumer: the leader's log was cut)
     ├── InvalidFetchSizeError                          4
     ├── BrokerNotAvailableError                        8
     ├── MessageTooLargeError                           10
@@ -94,8 +95,10 @@ code and its name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
+from pykraft.client.types import OffsetAndMetadata, TopicPartition
 from pykraft.proto.common_pb2 import ErrorCode
 
 _BY_CODE: dict[int, type[KafkaError]] = {}
@@ -159,6 +162,28 @@ class OffsetOutOfRangeError(KafkaError):
     with auto_offset_reset "earliest" or "latest"."""
 
     code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The consumer read records that the partition's current leader does not have: the log
+    was truncated (an unclean leader election) and other records may now stand at those
+    offsets. Raised only with auto_offset_reset "none" (Kafka's LogTruncationException);
+    `fetch_offsets` holds the positions the consumer had and `divergent_offsets` the first
+    offset, with its leader epoch, known to differ from what it read (none when the leader
+    could not say). Seek there to read the new history, or elsewhere."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        fetch_offsets: Mapping[TopicPartition, int] | None = None,
+        divergent_offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.fetch_offsets: dict[TopicPartition, int] = dict(fetch_offsets or {})
+        self.divergent_offsets: dict[TopicPartition, OffsetAndMetadata] = dict(
+            divergent_offsets or {}
+        )
 
 
 class CorruptMessageError(RetriableError):

@@ -23,7 +23,8 @@ handed out once, in offset order per partition. Without a position (just assigne
 seek_to_beginning/seek_to_end, or after OFFSET_OUT_OF_RANGE) the consumer looks one up by
 `auto_offset_reset`: "earliest", "latest", or "none", which raises NoOffsetForPartitionError
 instead; for a partition a group gives the consumer, only when the group has no committed
-offset for it.
+offset for it. A leader whose log was cut below the position (an unclean election) moves it
+back to where the histories part, or raises LogTruncationError with "none" (`truncation`).
 
 A background thread (`fetcher.Fetcher`) fetches ahead of `poll` into a buffer of at most
 `fetch_buffer_bytes_max` bytes, kept as raw batches that `poll` decodes one batch at a time.
@@ -68,6 +69,7 @@ from pykraft.client.consumer.subscription import (
     PartitionState,
     SubscriptionState,
 )
+from pykraft.client.consumer.truncation import diverging_fetch, handle_divergence
 from pykraft.client.errors import (
     InvalidGroupIdError,
     InvalidRegularExpressionError,
@@ -399,13 +401,7 @@ class Consumer:
 
     def _move(self, state: PartitionState, position: int | None, reset: int | None) -> None:
         """Sets a new position (None: look one up by `reset`); call with the lock held."""
-        subscription = self._subscription
-        subscription.invalidate(state)
-        state.position = position
-        state.position_epoch = None
-        state.fetch_offset = 0 if position is None else position
-        state.reset_timestamp = reset
-        subscription.changed()
+        self._subscription.move(state, position, reset)
 
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record poll would hand out. Waits (up to
@@ -539,9 +535,10 @@ class Consumer:
         with subscription.lock:
             self._check_fetcher()
             ready = []
-            for state in subscription.partitions.values():
+            for state in list(subscription.partitions.values()):
                 self._check_reset_possible(state)
                 if state.fetches and not state.paused:
+                    self._check_divergence(state)
                     ready.append(state)
         out: list[ConsumerRecord] = []
         for state in ready:
@@ -600,6 +597,9 @@ class Consumer:
                     self._check_reset_possible(state)
                     if not state.fetches or state.paused:
                         continue
+                    self._check_divergence(state)
+                    if not state.fetches:
+                        continue
                     if state.fetches[0].error is None:
                         return state, state.fetches[0]
                     self._raise_queued_error(state)
@@ -615,6 +615,8 @@ class Consumer:
                 return
             if fetch.exhausted and state.fetches and state.fetches[0] is fetch:
                 state.position = fetch.position
+                if fetch.leader_epoch is not None:
+                    state.position_epoch = fetch.leader_epoch
                 subscription.pop(state)
                 subscription.rotate(state.tp)
         self._fetcher.wakeup()
@@ -625,6 +627,9 @@ class Consumer:
         fetch = state.fetches[0]
         error = fetch.error
         assert error is not None
+        if fetch.diverging is not None:
+            self._check_divergence(state)
+            return
         self._subscription.pop(state)
         self._fetcher.wakeup()
         policy = self._config.auto_offset_reset
@@ -637,6 +642,14 @@ class Consumer:
             self._move(state, None, RESET_TIMESTAMPS[policy])
             return
         raise error
+
+    def _check_divergence(self, state: PartitionState) -> None:
+        """Settles the leader's diverging answer, if one waits for `state`, before any more of
+        its records go out: reset, re-fetch, or LogTruncationError (see `truncation`). Call
+        with the lock held."""
+        if diverging_fetch(state) is not None:
+            handle_divergence(self._subscription, state, self._config.auto_offset_reset)
+            self._fetcher.wakeup()
 
     def _check_reset_possible(self, state: PartitionState) -> None:
         if state.position is None and state.reset_timestamp is None:

@@ -13,13 +13,18 @@ hand out, past skipped control batches and compacted gaps, and `leader_epoch` th
 batch the records being handed out come from. A batch that fails to decode stops
 the fetch there for good: every later `take` raises the same error (as Kafka's consumer keeps
 raising until the application seeks past the batch).
+
+`last_epoch` is the leader epoch of the answer's last batch: the next Fetch sends it as
+`last_fetched_epoch`, so the leader can tell whether its log still holds what was fetched
+(KIP-320). A leader that says it does not answers `diverging_epoch`, which becomes a
+`CompletedFetch.diverged` in the partition's queue (see `truncation`).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from pykraft.client.errors import KafkaError, error_for
+from pykraft.client.errors import KafkaError, LogTruncationError, error_for
 from pykraft.client.types import ConsumerRecord, TopicPartition
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import BatchError, BatchHeader, Record, decode_batch, iter_batches
@@ -39,8 +44,10 @@ class CompletedFetch:
         "_error",
         "_index",
         "_records",
+        "diverging",
         "error",
         "fetch_offset",
+        "last_epoch",
         "leader_epoch",
         "next_offset",
         "position",
@@ -58,15 +65,20 @@ class CompletedFetch:
         next_offset: int,
         check_crcs: bool,
         error: KafkaError | None = None,
+        last_epoch: int | None = None,
+        diverging: tuple[int, int] | None = None,
     ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.next_offset = next_offset  # the offset to fetch after this answer
+        self.last_epoch = last_epoch  # the leader epoch of the last batch (None: unknown)
         self.position = fetch_offset  # the next offset to hand out
         # The partition leader epoch of the batch whose records are being handed out.
         self.leader_epoch: int | None = None
         self.size_bytes = len(data)
         self.error = error  # an answer that is an error, not data
+        # The leader's (epoch, end offset) where its log parts from what was fetched.
+        self.diverging = diverging
         self._data = data
         self._end = end  # the byte after the last whole batch
         self._check_crcs = check_crcs
@@ -82,16 +94,25 @@ class CompletedFetch:
     ) -> CompletedFetch | None:
         """The fetch of `data`, or None when it holds no whole batch past `fetch_offset` (an
         empty answer). Raises CorruptMessageError when a batch's length or magic is wrong."""
-        end, next_offset = 0, fetch_offset
+        end, next_offset, last_epoch = 0, fetch_offset, -1
         try:
             for position, header in iter_batches(data, verify=False):
                 end = position + header.size_bytes
                 next_offset = max(next_offset, header.next_offset)
+                last_epoch = header.partition_leader_epoch
         except BatchError as e:
             raise error_for(e.error_code, f"{tp} at offset {fetch_offset}: {e}") from None
         if next_offset == fetch_offset:
             return None
-        return cls(tp, fetch_offset, data, end=end, next_offset=next_offset, check_crcs=check_crcs)
+        return cls(
+            tp,
+            fetch_offset,
+            data,
+            end=end,
+            next_offset=next_offset,
+            check_crcs=check_crcs,
+            last_epoch=last_epoch if last_epoch >= 0 else None,
+        )
 
     @classmethod
     def failed(cls, tp: TopicPartition, fetch_offset: int, error: KafkaError) -> CompletedFetch:
@@ -99,6 +120,21 @@ class CompletedFetch:
         return cls(
             tp, fetch_offset, b"", end=0, next_offset=fetch_offset, check_crcs=False, error=error
         )
+
+    @classmethod
+    def diverged(
+        cls, tp: TopicPartition, fetch_offset: int, epoch: int, end_offset: int
+    ) -> CompletedFetch:
+        """The leader's answer that its log parts from what was fetched at `end_offset`
+        (the end of `epoch` in its log); an error entry, so nothing more is fetched until the
+        consumer's thread has dealt with it."""
+        error = LogTruncationError(
+            f"{tp}: the leader's log parts from what was fetched below offset {fetch_offset} "
+            f"at offset {end_offset} (the end of its leader epoch {epoch})"
+        )
+        fetch = cls.failed(tp, fetch_offset, error)
+        fetch.diverging = (epoch, end_offset)
+        return fetch
 
     @property
     def exhausted(self) -> bool:
@@ -151,6 +187,9 @@ class CompletedFetch:
             header = BatchHeader.parse(data, self._cursor)
             if header.is_control or header.next_offset <= self.position:
                 self._cursor += header.size_bytes
+                if header.next_offset > self.position:
+                    # Past a batch with nothing to hand out: its epoch is the position's.
+                    self.leader_epoch = header.partition_leader_epoch
                 self.position = max(self.position, header.next_offset)
                 continue
             try:
@@ -162,8 +201,8 @@ class CompletedFetch:
             self._records = _consumer_records(self.tp, header, decoded, self.position)
             self._index = 0
             self._batch_next_offset = header.next_offset
+            self.leader_epoch = header.partition_leader_epoch
             if self._records:
-                self.leader_epoch = header.partition_leader_epoch
                 return True
             self.position = max(self.position, header.next_offset)
         self.position = max(self.position, self.next_offset)

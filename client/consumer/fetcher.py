@@ -24,6 +24,9 @@ thread decodes them. Errors, as Kafka's consumer treats them:
   quietly, as Kafka's consumer does for an assignment.
 - OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE and every non-retriable error: queued after the data
   fetched before it, for poll to handle (reset by policy) or raise.
+- A `diverging_epoch` answer (the leader's log parts from what was fetched: truncated by an
+  unclean election; each Fetch sends the epoch of the last batch fetched) is queued the same
+  way, and the consumer's thread settles it before handing out more (see `truncation`).
 - Other retriable errors: retried after retry_backoff_ms.
 
 `close` returns once the thread has stopped or `join_ms` passed; in-flight requests are left
@@ -68,11 +71,13 @@ _IDLE_WAIT_MS_MAX: Final = 1000
 @dataclass(frozen=True, slots=True)
 class _Sent:
     """A partition in a request: its state, the generation it was sent under, and what was
-    asked: the fetch offset (Fetch) or the timestamp to look up (ListOffsets)."""
+    asked: the fetch offset (Fetch) or the timestamp to look up (ListOffsets), and for a Fetch
+    the epoch of the last batch fetched."""
 
     state: PartitionState
     generation: int
     at: int
+    epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +236,7 @@ class Fetcher:
                 continue
             if leader.address in self._fetching_addresses:
                 continue
-            asked = _Sent(state, state.generation, state.fetch_offset)
+            asked = _Sent(state, state.generation, state.fetch_offset, state.fetch_epoch)
             by_address[leader.address][state.tp] = asked
         planned: dict[str, _Planned] = {}
         # The starved partition's broker first, then the least recently asked: when the buffer
@@ -273,7 +278,7 @@ class Fetcher:
             if state.paused and state.fetches and not state.blocked_by_error:
                 assert state.position is not None, "only a partition with a position fetches"
                 subscription.invalidate(state)
-                state.fetch_offset = state.position
+                state.fetch_offset, state.fetch_epoch = state.position, state.position_epoch
 
     def _check_deleted_topics(self) -> None:
         """Queues UnknownTopicOrPartitionError for partitions whose topic the metadata knew
@@ -325,7 +330,7 @@ class Fetcher:
                     partition=tp.partition,
                     current_leader_epoch=-1 if leader is None else leader.leader_epoch,
                     fetch_offset=s.at,
-                    last_fetched_epoch=-1,
+                    last_fetched_epoch=-1 if s.epoch is None or s.epoch < 0 else s.epoch,
                     log_start_offset=-1,
                     partition_max_bytes=min(self._config.max_partition_fetch_bytes, max_bytes),
                 )
@@ -400,6 +405,12 @@ class Fetcher:
                 elif answer.error_code != common_pb2.NONE:
                     message = answer.error_message or f"fetching {tp} at offset {sent.at}"
                     self._on_error(sent.state, error_for(answer.error_code, message), now_ms)
+                elif answer.HasField("diverging_epoch"):
+                    diverging = answer.diverging_epoch
+                    fetch = CompletedFetch.diverged(
+                        tp, sent.at, diverging.epoch, diverging.end_offset
+                    )
+                    subscription.append(sent.state, fetch)
                 else:
                     self._on_records(sent.state, answer.records, now_ms)
 
@@ -420,7 +431,7 @@ class Fetcher:
             if self._starved is None or self._starved[1] < fetch.size_bytes:
                 self._starved = (state, fetch.size_bytes)
             return  # dropped: fetched again, first, once there is room
-        state.fetch_offset = fetch.next_offset
+        state.fetch_offset, state.fetch_epoch = fetch.next_offset, fetch.last_epoch
         subscription.append(state, fetch)
 
     def _on_error(self, state: PartitionState, error: KafkaError, now_ms: int) -> None:

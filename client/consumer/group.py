@@ -223,7 +223,8 @@ class ConsumerGroup:
                 found = committed.get(tp)
                 if found is not None:
                     state.position = state.fetch_offset = found.offset
-                    state.position_epoch = found.leader_epoch
+                    # The leader checks the committed epoch on the first Fetch (KIP-320).
+                    state.position_epoch = state.fetch_epoch = found.leader_epoch
                 subscription.partitions[tp] = state
             subscription.changed()
         self._metadata.add_topics({tp.topic for tp in added})

@@ -50,6 +50,9 @@ class PartitionState:
     position_epoch: int | None = None
     reset_timestamp: int | None = None
     fetch_offset: int = 0  # the offset the next Fetch asks for (meaningful with a position)
+    # The leader epoch of the last batch fetched below `fetch_offset` (None: unknown), sent as
+    # the Fetch's last_fetched_epoch so the leader can tell whether its log was cut since.
+    fetch_epoch: int | None = None
     generation: int = 0
     paused: bool = False
     fetch_in_flight: bool = False
@@ -113,6 +116,24 @@ class SubscriptionState:
         state.fetches.clear()
         state.generation += 1
         state.retry_at_ms = 0
+
+    def move(
+        self,
+        state: PartitionState,
+        position: int | None,
+        reset: int | None,
+        *,
+        epoch: int | None = None,
+    ) -> None:
+        """Sets a new position (None: look one up by `reset`) whose last record was written
+        in leader `epoch` (None: unknown, no truncation check until a batch is fetched);
+        forgets what was fetched for the old one. Call with `lock` held."""
+        self.invalidate(state)
+        state.position = position
+        state.position_epoch = state.fetch_epoch = epoch
+        state.fetch_offset = 0 if position is None else position
+        state.reset_timestamp = reset
+        self.changed()
 
     def rotate(self, tp: TopicPartition) -> None:
         """Moves `tp` to the back, so the next poll and fetch serve the others first."""

@@ -73,6 +73,7 @@ PUBLIC_NAMES = [
     "KafkaStorageError",
     "LeaderNotAvailableError",
     "ListOffsetsResult",
+    "LogTruncationError",
     "MemberDescription",
     "MessageTooLargeError",
     "NetworkError",
