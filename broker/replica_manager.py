@@ -192,13 +192,22 @@ class ReplicaManager:
             )
         return partition
 
-    def close(self) -> None:
-        """Closes every log; requests still waiting (acks=all, long polls) are woken and see
-        that their partitions are gone."""
-        self.maintenance.stop()
+    def stop_acknowledging(self) -> None:
+        """The broker is about to close its listener: every acks=all wait (and coordinator
+        write) on any partition ends now as LOST, answered NOT_LEADER_OR_FOLLOWER while the
+        answer can still reach the client, and none starts to wait from here on."""
         with self._lock:
             for partition in self._partitions.values():
                 partition.detach()
+        self.notify()
+
+    def close(self) -> None:
+        """Closes every log; requests still waiting (acks=all, long polls) are woken and see
+        that their partitions are gone."""
+        self.stop_acknowledging()
+        self.maintenance.stop()
+        with self._lock:
+            for partition in self._partitions.values():
                 partition.log.close()
             self._partitions.clear()
         self.notify()

@@ -3,8 +3,10 @@
 Start: open the metadata image kept on disk and the logs it names, serve gRPC (fenced, so every
 partition answers NOT_LEADER_OR_FOLLOWER), register, then heartbeat and fetch metadata; the
 heartbeats move the broker to RECOVERY once caught up and to RUNNING once unfenced. Stop: a
-controlled shutdown first (leaderships move away while the broker still serves), bounded by
-CONTROLLED_SHUTDOWN_TIMEOUT_MS, then the server, the threads and the logs close.
+controlled shutdown first (leaderships move away while the broker still serves, and the
+controller lets it go once every live broker's metadata has the moves), bounded by
+CONTROLLED_SHUTDOWN_TIMEOUT_MS; then acks=all waits still open end NOT_LEADER_OR_FOLLOWER while
+the listener still answers, and the server, the threads and the logs close.
 """
 
 from __future__ import annotations
@@ -151,6 +153,7 @@ class Broker:
             else:
                 log.warning("controlled shutdown did not finish; stopping anyway")
         self.lifecycle.transition(BrokerState.SHUTTING_DOWN)
+        self.replica_manager.stop_acknowledging()
         if self._server is not None:
             self._server.stop(grace=SERVER_STOP_GRACE_S).wait()
         self.metadata.stop()

@@ -132,10 +132,9 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         self, request: controller_pb2.BrokerHeartbeatRequest, context: grpc.ServicerContext
     ) -> controller_pb2.BrokerHeartbeatResponse:
         def decide(ctx: DecideContext) -> ControllerResult[controller_pb2.BrokerHeartbeatResponse]:
-            result = cluster.heartbeat(ctx.image, request)
-            if result.response.header.error_code == 0:
-                ctx.heartbeats.touch(request.broker_id, ctx.now_ms)
-            return result
+            return cluster.heartbeat(
+                ctx.image, request, ctx.heartbeats, now_ms=ctx.now_ms, next_offset=ctx.next_offset
+            )
 
         return self._controller.write(
             decide, controller_pb2.BrokerHeartbeatResponse, self._timeout_ms

@@ -9,9 +9,9 @@ new, waiting to lead nothing at all). What a heartbeat does in each:
 - FENCED: want_shut_down -> may shut down now; else caught up and not want_fence -> unfence.
 - UNFENCED: want_fence -> fence; want_shut_down -> controlled shutdown while it leads
   partitions, else fenced and told to shut down.
-- CONTROLLED_SHUTDOWN: once it leads nothing -> fenced and told to shut down.
-Kafka also waits for every broker to replicate past the shutdown point; the controller has no
-such view here, so a broker is let go as soon as its leaderships have moved.
+- CONTROLLED_SHUTDOWN: once it leads nothing and every live broker has replayed the records
+  that moved its leaderships (`HeartbeatTracker.shutdown_replicated`, as Kafka) -> fenced and
+  told to shut down.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pykraft.metadata_log.image import BrokerRegistration, MetadataImage
 from pykraft.metadata_log.records import Endpoint, Record, RegisterBrokerRecord
 from pykraft.proto import common_pb2, controller_pb2
 from pykraft.quorum.controller.guards import check_broker_epoch, parse_uuid
+from pykraft.quorum.controller.heartbeats import HeartbeatTracker
 from pykraft.quorum.controller.leadership import (
     leads_any_partition,
     records_for_controlled_shutdown,
@@ -118,7 +119,11 @@ def _heartbeat_transition(
     image: MetadataImage,
     broker: BrokerRegistration,
     request: controller_pb2.BrokerHeartbeatRequest,
+    sessions: HeartbeatTracker,
+    *,
     caught_up: bool,
+    now_ms: int,
+    next_offset: int,
 ) -> tuple[list[Record], bool, bool]:
     """(records, fenced after them, should shut down) by the state table of the module."""
     broker_id = broker.broker_id
@@ -132,16 +137,28 @@ def _heartbeat_transition(
         return records_to_fence_broker(image, broker_id), True, False
     if broker.in_controlled_shutdown or request.want_shut_down:
         if leads_any_partition(image, broker_id):
-            return records_for_controlled_shutdown(image, broker_id), False, False
+            records = records_for_controlled_shutdown(image, broker_id)
+            if records:
+                sessions.shutdown_offset(broker_id, next_offset + len(records) - 1)
+            return records, False, False
+        if not sessions.shutdown_replicated(image, broker_id, now_ms):
+            return [], False, False
         return records_to_fence_broker(image, broker_id), True, True
     return [], False, False
 
 
 def heartbeat(
-    image: MetadataImage, request: controller_pb2.BrokerHeartbeatRequest
+    image: MetadataImage,
+    request: controller_pb2.BrokerHeartbeatRequest,
+    sessions: HeartbeatTracker,
+    *,
+    now_ms: int,
+    next_offset: int,
 ) -> ControllerResult[controller_pb2.BrokerHeartbeatResponse]:
     """Moves the broker through the states of the module docstring; the response tells it its
-    state as it will be once the returned records commit.
+    state as it will be once the returned records commit. A valid heartbeat renews the
+    broker's session in `sessions` with the metadata offset it reports; `next_offset` is the
+    offset the first returned record will get.
 
     `is_caught_up` means the broker has replayed the log up to its own registration.
     """
@@ -153,8 +170,17 @@ def heartbeat(
         return ControllerResult((), response)
     broker = image.cluster.broker(request.broker_id)
     assert broker is not None
+    sessions.touch(request.broker_id, now_ms, request.current_metadata_offset)
     caught_up = request.current_metadata_offset >= broker.broker_epoch
-    records, fenced, shut_down = _heartbeat_transition(image, broker, request, caught_up)
+    records, fenced, shut_down = _heartbeat_transition(
+        image,
+        broker,
+        request,
+        sessions,
+        caught_up=caught_up,
+        now_ms=now_ms,
+        next_offset=next_offset,
+    )
     response = controller_pb2.BrokerHeartbeatResponse(
         header=ok_header(), is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down
     )

@@ -6,6 +6,11 @@ active controller; a broker that is really gone then expires one timeout later.
 
 A broker is alive while its last contact is at most `session_timeout_ms` old. Time is passed in
 (`now_ms`, monotonic); contacts never move back in time.
+
+Controlled shutdown (Kafka's controlledShutdownOffset): the offset of the last record that moved
+a shutting broker's leaderships away is noted, and the broker is let go only once every live,
+unfenced broker (itself included) has reported metadata up to it, so no broker still believes the
+leaving one leads when it stops.
 """
 
 from __future__ import annotations
@@ -21,11 +26,32 @@ class HeartbeatTracker:
         assert session_timeout_ms > 0
         self.session_timeout_ms = session_timeout_ms
         self._last_contact_ms: dict[int, int] = {}
+        # The highest metadata offset each broker reported having replayed.
+        self._metadata_offsets: dict[int, int] = {}
+        # Per broker in controlled shutdown: the offset every live broker must reach first.
+        self._shutdown_offsets: dict[int, int] = {}
 
-    def touch(self, broker_id: int, now_ms: int) -> None:
-        """The broker was heard from (registration or heartbeat) at `now_ms`."""
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int = -1) -> None:
+        """The broker was heard from (registration or heartbeat) at `now_ms`, having replayed
+        the metadata log up to `metadata_offset` (-1: not said)."""
         previous = self._last_contact_ms.get(broker_id)
         self._last_contact_ms[broker_id] = now_ms if previous is None else max(previous, now_ms)
+        offset = self._metadata_offsets.get(broker_id, -1)
+        self._metadata_offsets[broker_id] = max(offset, metadata_offset)
+
+    def shutdown_offset(self, broker_id: int, offset: int) -> None:
+        """Records written up to `offset` moved the shutting `broker_id`'s leaderships."""
+        self._shutdown_offsets[broker_id] = max(self._shutdown_offsets.get(broker_id, -1), offset)
+
+    def shutdown_replicated(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
+        """Whether every live, unfenced broker of `image` has reported metadata up to the
+        shutdown offset of `broker_id` (True when none was noted)."""
+        needed = self._shutdown_offsets.get(broker_id, -1)
+        return all(
+            self._metadata_offsets.get(other, -1) >= needed
+            for other, registration in image.cluster.brokers.items()
+            if not registration.fenced and self.is_alive(other, now_ms)
+        )
 
     def is_alive(self, broker_id: int, now_ms: int) -> bool:
         last_ms = self._last_contact_ms.get(broker_id)
@@ -41,8 +67,18 @@ class HeartbeatTracker:
         )
 
     def reset(self, image: MetadataImage, now_ms: int) -> None:
-        """Forgets all sessions and starts a fresh one for every broker registered in `image`."""
+        """Forgets all sessions and starts a fresh one for every broker registered in `image`.
+        A broker already in controlled shutdown waits for the whole of `image` to reach every
+        live broker, since the offset its leaderships moved at is not known here."""
         self._last_contact_ms = dict.fromkeys(image.cluster.brokers, now_ms)
+        self._metadata_offsets = {}
+        self._shutdown_offsets = {
+            broker_id: image.offset
+            for broker_id, registration in image.cluster.brokers.items()
+            if registration.in_controlled_shutdown
+        }
 
     def remove(self, broker_id: int) -> None:
         self._last_contact_ms.pop(broker_id, None)
+        self._metadata_offsets.pop(broker_id, None)
+        self._shutdown_offsets.pop(broker_id, None)

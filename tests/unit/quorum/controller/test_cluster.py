@@ -128,7 +128,10 @@ def beat(
     epoch: int | None = None,
     want_fence: bool = False,
     want_shut_down: bool = False,
+    sessions: HeartbeatTracker | None = None,
 ) -> tuple[controller_pb2.BrokerHeartbeatResponse, MetadataImage, int]:
+    """One heartbeat of `broker_id` at `offset`, decided against `sessions` (a fresh tracker
+    where every broker of `image` is alive but has reported no metadata offset, by default)."""
     request = controller_pb2.BrokerHeartbeatRequest(
         broker_id=broker_id,
         broker_epoch=broker_epoch(broker_id) if epoch is None else epoch,
@@ -136,7 +139,10 @@ def beat(
         want_fence=want_fence,
         want_shut_down=want_shut_down,
     )
-    result = heartbeat(image, request)
+    if sessions is None:
+        sessions = HeartbeatTracker(session_timeout_ms=1000)
+        sessions.reset(image, now_ms=0)
+    result = heartbeat(image, request, sessions, now_ms=0, next_offset=image.offset + 1)
     return result.response, after(image, result), len(result.records)
 
 
@@ -183,17 +189,73 @@ def test_unfenced_broker_asking_to_be_fenced_is_fenced_and_leaves_isrs() -> None
 
 def test_controlled_shutdown_moves_leadership_then_lets_the_broker_go() -> None:
     image = image_with(*brokers(1, 2), *topic("t", T, [(1, 2), (2, 1)]))
+    sessions = HeartbeatTracker(session_timeout_ms=1000)
+    sessions.reset(image, now_ms=0)
 
-    first, shutting, records = beat(image, 1, want_shut_down=True)
+    first, shutting, records = beat(image, 1, want_shut_down=True, sessions=sessions)
     assert (first.is_fenced, first.should_shut_down) == (False, False) and records > 0
     registered = shutting.cluster.broker(1)
     assert registered is not None and registered.in_controlled_shutdown
     assert {p.leader for p in shutting.topics.by_id[T].partitions.values()} == {2}
 
-    second, gone, _ = beat(shutting, 1, want_shut_down=True)
+    beat(shutting, 2, offset=shutting.offset, sessions=sessions)
+    second, gone, _ = beat(
+        shutting, 1, offset=shutting.offset, want_shut_down=True, sessions=sessions
+    )
     assert (second.is_fenced, second.should_shut_down) == (True, True)
     registered = gone.cluster.broker(1)
     assert registered is not None and registered.fenced
+
+
+def test_controlled_shutdown_waits_until_every_live_broker_has_the_leader_changes() -> None:
+    """Kafka lets a broker go only once every live broker's metadata has reached the records
+    that moved its leaderships: until then the old leader may not know it lost them, and a
+    broker that has not seen them may still send to it (issue 12 §2.3)."""
+    image = image_with(*brokers(1, 2, 3), *topic("t", T, [(1, 2, 3)]))
+    sessions = HeartbeatTracker(session_timeout_ms=1000)
+    sessions.reset(image, now_ms=0)
+    _, shutting, records = beat(
+        image, 1, offset=image.offset, want_shut_down=True, sessions=sessions
+    )
+    assert records > 0 and shutting.topics.by_id[T].partitions[0].leader != 1
+    moved_at = shutting.offset
+
+    beat(shutting, 2, offset=moved_at, sessions=sessions)
+    beat(shutting, 3, offset=moved_at - 1, sessions=sessions)  # broker 3 is behind
+    waiting, _, records = beat(shutting, 1, offset=moved_at, want_shut_down=True, sessions=sessions)
+    assert (waiting.is_fenced, waiting.should_shut_down, records) == (False, False, 0)
+    beat(shutting, 3, offset=moved_at, sessions=sessions)
+    done, _, _ = beat(shutting, 1, offset=moved_at, want_shut_down=True, sessions=sessions)
+    assert (done.is_fenced, done.should_shut_down) == (True, True)
+
+
+def test_controlled_shutdown_waits_for_the_shutting_broker_itself_too() -> None:
+    image = image_with(*brokers(1, 2), *topic("t", T, [(1, 2)]))
+    sessions = HeartbeatTracker(session_timeout_ms=1000)
+    sessions.reset(image, now_ms=0)
+    _, shutting, _ = beat(image, 1, offset=image.offset, want_shut_down=True, sessions=sessions)
+    beat(shutting, 2, offset=shutting.offset, sessions=sessions)
+    behind, _, _ = beat(
+        shutting, 1, offset=shutting.offset - 1, want_shut_down=True, sessions=sessions
+    )
+    assert not behind.should_shut_down
+
+
+def test_a_new_active_controller_waits_for_the_offset_it_took_over_at() -> None:
+    """Its sessions know nothing of earlier shutdown offsets: a broker already in controlled
+    shutdown waits until every live broker has the whole image the controller started from."""
+    image = image_with(*brokers(1, 2), *topic("t", T, [(2, 1)]))
+    image = image_with(
+        BrokerRegistrationChangeRecord(1, broker_epoch(1), in_controlled_shutdown=True), base=image
+    )
+    sessions = HeartbeatTracker(session_timeout_ms=1000)
+    sessions.reset(image, now_ms=0)
+    beat(image, 2, offset=image.offset - 1, sessions=sessions)
+    waiting, _, _ = beat(image, 1, offset=image.offset, want_shut_down=True, sessions=sessions)
+    assert not waiting.should_shut_down
+    beat(image, 2, offset=image.offset, sessions=sessions)
+    done, _, _ = beat(image, 1, offset=image.offset, want_shut_down=True, sessions=sessions)
+    assert done.should_shut_down
 
 
 def test_broker_leading_nothing_shuts_down_at_once_and_is_fenced() -> None:
@@ -231,10 +293,14 @@ def test_tracker_sessions_expire_after_the_timeout_and_reset_on_activation() -> 
 
 
 def test_fence_record_carries_the_registration_epoch() -> None:
+    sessions = HeartbeatTracker(session_timeout_ms=1000)
     result = heartbeat(
         FENCED,
         controller_pb2.BrokerHeartbeatRequest(
             broker_id=2, broker_epoch=broker_epoch(2), want_fence=True
         ),
+        sessions,
+        now_ms=0,
+        next_offset=FENCED.offset + 1,
     )
     assert result.records[-1] == BrokerRegistrationChangeRecord(2, broker_epoch(2), fenced=True)
