@@ -52,15 +52,17 @@ def high_watermark_candidate(
     isr: Iterable[int],
     followers: Mapping[int, FollowerState],
     min_insync_replicas: int,
+    joining: Iterable[int] = (),
 ) -> int | None:
-    """The smallest log end offset over the ISR (the leader's own for itself), or None while the
-    ISR is smaller than min.insync.replicas (strict min ISR, KIP-966). The caller keeps the
-    high-water mark from moving back."""
-    members = list(isr)
+    """The smallest log end offset over the maximal ISR (KIP-497: the ISR and the replicas
+    `joining` it by an AlterPartition in flight, which may lead once it commits; the leader's
+    own end for itself), or None while the ISR is smaller than min.insync.replicas (strict min
+    ISR, KIP-966). The caller keeps the high-water mark from moving back."""
+    members = set(isr)
     if len(members) < min_insync_replicas:
         return None
     candidate = leader_end_offset
-    for replica in members:
+    for replica in members | set(joining):
         if replica != leader_id:
             state = followers.get(replica)
             candidate = min(candidate, UNDEFINED_OFFSET if state is None else state.log_end_offset)

@@ -65,6 +65,9 @@ class Partition:
         self._leader_epoch_start_offset = log.log_end_offset
         # The partition epoch an AlterPartition was sent for; None when none is in flight.
         self._alter_in_flight: int | None = None
+        # The replicas that AlterPartition asks to add (KIP-497's maximal ISR is the ISR plus
+        # these): the high-water mark waits for them until the answer arrives.
+        self._joining: frozenset[int] = frozenset()
         # Set once the replica manager dropped this replica (deleted, or the broker closing).
         self._detached = False
 
@@ -114,6 +117,7 @@ class Partition:
                 self._leader_epoch_start_offset = self.log.log_end_offset
             if self._alter_in_flight is not None and new.partition_epoch > self._alter_in_flight:
                 self._alter_in_flight = None
+                self._joining = frozenset()
             self._local = local
             self._min_insync_replicas = min_insync_replicas
         self.maybe_advance_high_watermark()
@@ -215,8 +219,9 @@ class Partition:
             return dict(self._followers)
 
     def maybe_advance_high_watermark(self) -> bool:
-        """Raises the high-water mark to the smallest log end offset over the ISR (only as
-        leader, and only with at least min.insync.replicas in it); says whether it moved."""
+        """Raises the high-water mark to the smallest log end offset over the maximal ISR (the
+        ISR and the replicas an AlterPartition in flight adds; only as leader, and only with
+        at least min.insync.replicas in the ISR); says whether it moved."""
         with self._lock:
             if not self.is_leader:
                 return False
@@ -224,6 +229,7 @@ class Partition:
                 leader_id=self._broker_id,
                 leader_end_offset=self.log.log_end_offset,
                 isr=self.isr,
+                joining=self._joining,
                 followers=self._followers,
                 min_insync_replicas=self._min_insync_replicas,
             )
@@ -263,6 +269,7 @@ class Partition:
             if not lagging and not joining:
                 return None
             self._alter_in_flight = registration.partition_epoch
+            self._joining = frozenset(joining)
             allowed = set(eligible) | {self._broker_id}
             return tuple(sorted(((set(registration.isr) - lagging) | joining) & allowed))
 
@@ -270,6 +277,7 @@ class Partition:
         """The AlterPartition in flight got no usable answer: a later check may send again."""
         with self._lock:
             self._alter_in_flight = None
+            self._joining = frozenset()
 
     @contextmanager
     def following(self, leader_id: int, leader_epoch: int) -> Iterator[bool]:

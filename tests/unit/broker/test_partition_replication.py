@@ -117,3 +117,37 @@ def test_a_follower_refuses_leader_appends_and_no_longer_leads_its_old_epoch(
         _append(partition, 1, acks=1)
     assert refused.value.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
     assert partition.log.log_end_offset == 1
+
+
+def test_a_joiner_in_flight_holds_the_high_watermark_back(log: PartitionLog) -> None:
+    """KIP-497's maximal ISR: once the leader asks to add a replica, the high-water mark waits
+    for it too, so when the controller commits the larger ISR (and the joiner may be elected)
+    it holds every record below the mark (issue 12 §2.4)."""
+    partition = _partition(log, (1, 2))
+    _append(partition, 5)
+    partition.on_follower_fetch(2, 5, now_ms=1)
+    partition.on_follower_fetch(3, 5, now_ms=1)  # caught up: may join
+    assert partition.log.high_watermark == 5
+    proposal = partition.propose_isr(now_ms=2, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    assert proposal == (1, 2, 3)
+    _append(partition, 5)
+    partition.on_follower_fetch(2, 10, now_ms=3)
+    assert partition.log.high_watermark == 5  # 3 has only 5 of the 10
+    partition.on_follower_fetch(3, 8, now_ms=3)
+    assert partition.log.high_watermark == 8
+    partition.alter_failed()  # refused: the committed ISR alone counts again
+    partition.on_follower_fetch(2, 10, now_ms=4)
+    assert partition.log.high_watermark == 10
+
+
+def test_a_shrink_in_flight_still_waits_for_the_leaving_replica(log: PartitionLog) -> None:
+    """Until the controller commits the smaller ISR the leaving replica may still be elected,
+    so the high-water mark keeps counting it."""
+    partition = _partition(log, (1, 2, 3))
+    _append(partition, 5)
+    partition.on_follower_fetch(2, 5, now_ms=LAG_MS + 1)
+    proposal = partition.propose_isr(now_ms=LAG_MS + 1, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    assert proposal == (1, 2)
+    assert partition.log.high_watermark == 0
+    partition.update(_local((1, 2), pe=1), min_insync_replicas=2, now_ms=LAG_MS + 2)
+    assert partition.log.high_watermark == 5
