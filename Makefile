@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := proto quorum broker metadata_log client spark
 TYPECHECK_TREE := build/typecheck/pykraft
 
-.PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean
+.PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
+	chaos chaos-tools
 
 # Creates .venv and installs pykraft (editable) with its development tools.
 $(STAMP): pyproject.toml setup.py
@@ -23,8 +24,23 @@ run: $(STAMP)
 	$(BIN)/python deploy/local_cluster.py$(if $(SPARK_EXAMPLE), --spark-example)
 
 # The whole suite: generated code fresh, lint and types clean, then every test.
-test: proto-check lint
+test: proto-check lint chaos-tools
 	$(BIN)/python -m pytest -q
+
+# The Debian package the chaos suite's network partitions need (iproute2: `ip netns`, routes),
+# installed only when missing and only as root; elsewhere partitions are skipped, with the reason.
+chaos-tools:
+	@if command -v ip >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2; \
+	else echo "chaos-tools: no iproute2 and cannot install it: partition faults will be skipped"; fi
+
+# Long Jepsen-style runs (tests/chaos/): `make chaos SECONDS=600 SEEDS=3`; PYKRAFT_SEED=N replays
+# from seed N. Run it under `flock /tmp/pykraft-cluster.lock` where clusters share the machine.
+SECONDS ?= 600
+SEEDS ?= 1
+chaos: $(STAMP) chaos-tools
+	$(BIN)/python -m tests.chaos.runner --seconds $(SECONDS) --seeds $(SEEDS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m 'not integration'
