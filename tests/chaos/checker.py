@@ -15,6 +15,8 @@ Anomalies carry the names of Jepsen's Kafka checker (jepsen.tests.kafka):
 - `aborted-read`: a send that certainly failed was read (Jepsen's G1a);
 - `phantom`: a value nobody sent was read;
 - `committed-backwards`: a group's committed offset for a partition went down;
+- `committed-unread` (ours; Jepsen has no groups): a record below the group's last committed
+  offset that no member ever polled, although members commit only what they processed;
 - `replica-divergence`: after healing, two replicas differ below the high-water mark.
 
 Which of them fail the run depends on what the producer promised (Kafka's model):
@@ -264,6 +266,25 @@ def _check_commits(ops: list[Op], result: CheckResult) -> None:
                            time=op["time"])  # fmt: skip
 
 
+def _check_group_reads(ops: list[Op], result: CheckResult) -> None:
+    members = {op["process"] for op in ops if op["f"] == "commit"}
+    committed: dict[int, int] = {}
+    for op in ops:
+        if op["f"] == "committed" and op["type"] == "ok":
+            committed.update({int(p): int(o) for p, o in op["offsets"].items()})
+    polled: set[tuple[int, int]] = set()
+    final: set[tuple[int, int]] = set()
+    for op in ops:
+        if op["f"] == "poll" and op["type"] == "ok":
+            target = final if op.get("final") else polled if op["process"] in members else None
+            if target is not None:
+                target.update((p, o) for p, o, _ in op["records"])
+    missed = sorted((p, o) for p, o in final - polled if members and o < committed.get(p, -1))
+    for partition, offset in missed:
+        result.add("committed-unread", FAILURE, partition=partition, offset=offset,
+                   committed=committed[partition])  # fmt: skip
+
+
 def check(ops: list[Op], replica_divergence: Iterable[dict[str, Any]] = ()) -> CheckResult:
     """Checks a history (ordered by time); `replica_divergence` is what check_replicas found."""
     result = CheckResult()
@@ -275,6 +296,7 @@ def check(ops: list[Op], replica_divergence: Iterable[dict[str, Any]] = ()) -> C
     _check_send_order(sends, kinds, result)
     _check_poll_order(ops, reads, result)
     _check_commits(ops, result)
+    _check_group_reads(ops, result)
     for item in replica_divergence:
         result.add("replica-divergence", FAILURE, **item)
     return result

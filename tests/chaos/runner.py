@@ -20,13 +20,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pykraft.client import Consumer, TopicPartition
+from pykraft.client import AdminClient, Consumer, KafkaError, TopicPartition
 from pykraft.proto.record_batch import decode_batch, iter_batches
 from tests.chaos import checker, history, timeline
 from tests.chaos.nemesis import FAULT_KINDS, PARTITION_KINDS, Cluster, Nemesis, schedule
@@ -168,8 +169,11 @@ def chaos_cluster(directory: Path, network: TestNetwork | None) -> Iterator[Clus
 
 
 def final_read(bootstrap: str, out: history.HistoryWriter) -> dict[int, int]:
-    """Reads every partition from the beginning to its high-water mark (returned)."""
+    """Reads every partition from the beginning to its high-water mark (returned). The
+    records go into the history only once the read is complete, so that a read cut short
+    never makes records look unseen."""
     consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    read: list[tuple[int, int, str]] = []
     try:
         tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
@@ -177,14 +181,15 @@ def final_read(bootstrap: str, out: history.HistoryWriter) -> dict[int, int]:
 
         def done() -> bool:
             polled = consumer.poll(timeout_ms=500)
-            records = [(r.partition, r.offset, (r.value or b"").decode()) for r in polled]
-            out.write("ok", "poll", records=records, final=True)
+            read.extend((r.partition, r.offset, (r.value or b"").decode()) for r in polled)
             return all(consumer.position(tp) >= ends[tp.partition] for tp in tps)
 
         wait_for(done, timeout_s=60, what="the final read to reach every high-water mark")
-        return ends
     finally:
         consumer.close()
+    for start in range(0, len(read), 1000):
+        out.write("ok", "poll", records=read[start : start + 1000], final=True)
+    return ends
 
 
 def read_replicas(
@@ -245,6 +250,7 @@ def run(config: RunConfig) -> dict[str, Any]:
     result = checker.check(ops, summary.pop("replica_divergence"))
     summary["check"] = result.summary()
     summary["valid"] = result.valid and not summary["problems"]
+    summary["fault_counts"] = dict(Counter(w["kind"] for w in summary["faults"]))
     (directory / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     timeline.draw(ops, summary["faults"], summary["began"], directory / "timeline.png")
     _print_summary(summary)
@@ -275,10 +281,17 @@ def _exercise(
     finally:
         workload.kill_all()
     final = history.HistoryWriter(directory / "final.jsonl", "final")
+    ends: dict[int, int] = {}
     try:
         ends = final_read(bootstrap, final)
+    except (AssertionError, KafkaError) as error:
+        problems.append(f"final read: {error}")
+    try:
         for broker in cluster.brokers.values():
-            broker.stop(timeout_s=30)
+            try:
+                broker.stop(timeout_s=30)
+            except AssertionError as error:
+                problems.append(f"stopping broker {broker.node_id}: {error}")
         logs = read_replicas(cluster.brokers, ends, final)
     finally:
         final.close()
@@ -293,8 +306,6 @@ def _exercise(
 
 def _wait_consumers_caught_up(cluster: Cluster, bootstrap: str) -> None:
     """Gives the group time to commit up to the end (not an error if it does not)."""
-    from pykraft.client import AdminClient
-
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     with AdminClient(cluster.quorum.bootstrap, request_timeout_ms=5000) as admin:
         ends = {tp: r.offset for tp, r in admin.list_offsets(dict.fromkeys(tps, "latest")).items()}
@@ -314,7 +325,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     stats = check["stats"]
     print(
         f"chaos: seed {summary['seed']}: {'VALID' if summary['valid'] else 'INVALID'}; "
-        f"{stats['ops']} ops, {len(summary['faults'])} faults, "
+        f"{stats['ops']} ops, faults {summary['fault_counts']}, "
         f"{stats['acknowledged_checked']} acknowledged sends checked "
         f"({stats['acknowledged_all_checked']} with acks=all)",
         flush=True,

@@ -187,3 +187,13 @@ def test_replicas_that_differ_below_the_high_watermark_diverge() -> None:
     assert [f["brokers"] for f in found] == [[1, 2], [1, 3]]
     assert [f["first_difference"] for f in found] == [3, 3]
     assert "replica-divergence" in check([], found).failures
+
+
+def test_committed_but_never_read_by_the_group() -> None:
+    h = History().producer("p0").send("p0", "a", 0, 0).send("p0", "b", 0, 1)
+    h.op("c", "ok", "assign", partitions=[0]).poll("c", (0, 1, "b"))
+    h.op("c", "ok", "commit", offsets={"0": 2}).op("m", "ok", "committed", offsets={"0": 2})
+    h.poll("final", (0, 0, "a"), (0, 1, "b"), final=True)
+    result = check(h.ops)
+    assert set(result.failures) == {"committed-unread"}
+    assert result.failures["committed-unread"][0]["offset"] == 0
