@@ -19,6 +19,7 @@ from typing import Final
 from uuid import UUID
 
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
+from pykraft.broker.isr import UNDEFINED_BROKER_EPOCH
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import common_pb2, controller_pb2
@@ -83,7 +84,8 @@ class IsrUpdater:
         now_ms = self._clock_ms()
         if not self._may_serve(now_ms):
             return
-        eligible = self._manager.image.cluster.unfenced_broker_ids()
+        cluster = self._manager.image.cluster
+        eligible = {b: cluster.brokers[b].broker_epoch for b in cluster.unfenced_broker_ids()}
         proposals: list[tuple[Partition, tuple[int, ...]]] = []
         for partition in self._manager.partitions():
             new_isr = partition.propose_isr(
@@ -117,7 +119,7 @@ class IsrUpdater:
                 partition=partition.partition,
                 leader_epoch=registration.leader_epoch,
                 partition_epoch=registration.partition_epoch,
-                new_isr=new_isr,
+                new_isr_with_epochs=self._with_epochs(partition, new_isr),
             )
             sent[(str(topic_id), partition.partition)] = partition
         try:
@@ -132,6 +134,20 @@ class IsrUpdater:
                 partition.alter_failed()
             raise
         self._apply(response, sent)
+
+    def _with_epochs(
+        self, partition: Partition, new_isr: tuple[int, ...]
+    ) -> list[controller_pb2.BrokerState]:
+        """Each member with the broker epoch its fetches carried (this broker's own for
+        itself), so the controller refuses a member that has restarted since (KIP-903)."""
+        epochs = {b: state.broker_epoch for b, state in partition.follower_states().items()}
+        epochs[self._broker_id] = self._broker_epoch()
+        return [
+            controller_pb2.BrokerState(
+                broker_id=member, broker_epoch=epochs.get(member, UNDEFINED_BROKER_EPOCH)
+            )
+            for member in new_isr
+        ]
 
     def _apply(
         self,

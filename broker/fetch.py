@@ -52,7 +52,7 @@ def _read_all(
             )
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
-                data = _read_one(manager, request.replica_id, topic.topic, item, result, now_ms)
+                data = _read_one(manager, request, topic.topic, item, result, now_ms)
             except LogError as error:
                 result.error_code = error.error_code  # type: ignore[assignment]
                 result.error_message = str(error)
@@ -72,12 +72,13 @@ def _read_all(
 
 def _read_one(
     manager: ReplicaManager,
-    replica_id: int,
+    request: broker_pb2.FetchRequest,
     topic: str,
     item: broker_pb2.FetchPartition,
     result: broker_pb2.FetchPartitionResult,
     now_ms: int,
 ) -> bytes:
+    replica_id = request.replica_id
     partition = manager.leader(topic, item.partition, now_ms)
     epoch_error = partition.epoch_error(item.current_leader_epoch)
     if epoch_error is not None:
@@ -104,6 +105,8 @@ def _read_one(
     result.last_stable_offset = read.high_watermark
     result.log_start_offset = read.log_start_offset
     # Only an offset the leader holds tells it what the follower has (the read checked it).
-    if not consumer and partition.on_follower_fetch(replica_id, item.fetch_offset, now_ms):
+    if not consumer and partition.on_follower_fetch(
+        replica_id, item.fetch_offset, now_ms, request.replica_epoch
+    ):
         manager.notify()
     return read.data

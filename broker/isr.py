@@ -13,6 +13,7 @@ from typing import Final
 
 UNDEFINED_EPOCH: Final = -1
 UNDEFINED_OFFSET: Final = -1
+UNDEFINED_BROKER_EPOCH: Final = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +26,16 @@ class FollowerState:
     last_caught_up_ms: int = 0
     leader_end_at_last_fetch: int = UNDEFINED_OFFSET
     last_fetch_ms: int = 0
+    # The broker epoch of the incarnation that sent the last fetch (KIP-903); -1: not said.
+    broker_epoch: int = UNDEFINED_BROKER_EPOCH
 
-    def after_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> FollowerState:
+    def after_fetch(
+        self,
+        fetch_offset: int,
+        leader_end_offset: int,
+        now_ms: int,
+        broker_epoch: int = UNDEFINED_BROKER_EPOCH,
+    ) -> FollowerState:
         """The state after a fetch at `fetch_offset` while the leader's log ends at
         `leader_end_offset`: caught up now if it reached that end, or as of its previous fetch if
         it reached the end the leader had then (so a busy leader does not shrink a keeping-up
@@ -42,6 +51,7 @@ class FollowerState:
             last_caught_up_ms=caught_up_ms,
             leader_end_at_last_fetch=leader_end_offset,
             last_fetch_ms=now_ms,
+            broker_epoch=broker_epoch,
         )
 
 
@@ -97,19 +107,23 @@ def replicas_to_add(
     followers: Mapping[int, FollowerState],
     high_watermark: int,
     leader_epoch_start_offset: int,
-    eligible: Iterable[int],
+    eligible: Mapping[int, int],
     now_ms: int,
     lag_time_max_ms: int,
 ) -> set[int]:
     """Assigned replicas outside the ISR whose log end reached the high-water mark and the start
     of the current leader epoch (so they hold this epoch's history), that were caught up within
     `lag_time_max_ms` (so a stopped follower is not taken back only to be dropped again), among
-    `eligible` brokers (registered and unfenced)."""
-    in_sync, allowed = set(isr), set(eligible)
+    `eligible` brokers (registered and unfenced, with their broker epochs), fetching as the
+    incarnation registered now (KIP-903: a fetch from one that restarted since tells nothing of
+    what the new one holds)."""
+    in_sync = set(isr)
     joining: set[int] = set()
     for replica in replicas:
         state = followers.get(replica)
-        if replica in in_sync or replica not in allowed or state is None:
+        if replica in in_sync or replica not in eligible or state is None:
+            continue
+        if state.broker_epoch not in (UNDEFINED_BROKER_EPOCH, eligible[replica]):
             continue
         recent = now_ms - state.last_caught_up_ms <= lag_time_max_ms
         if recent and state.log_end_offset >= max(high_watermark, leader_epoch_start_offset):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -201,16 +201,19 @@ class Partition:
             leader_start_offset=log_.log_start_offset,
         )
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """As leader: follower `replica_id` asked for `fetch_offset`, so it holds everything
-        below it (and was caught up if that is the log end); fetches by brokers that are not
-        replicas are ignored. Says whether the high-water mark advanced."""
+    def on_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+    ) -> bool:
+        """As leader: follower `replica_id` (the incarnation of `broker_epoch`) asked for
+        `fetch_offset`, so it holds everything below it (and was caught up if that is the log
+        end); fetches by brokers that are not replicas are ignored. Says whether the
+        high-water mark advanced."""
         with self._lock:
             if replica_id not in self._local.registration.replicas:
                 return False
             state = self._followers.get(replica_id, FollowerState(last_caught_up_ms=now_ms))
             self._followers[replica_id] = state.after_fetch(
-                fetch_offset, self.log.log_end_offset, now_ms
+                fetch_offset, self.log.log_end_offset, now_ms, broker_epoch
             )
         return self.maybe_advance_high_watermark()
 
@@ -239,12 +242,12 @@ class Partition:
             return True
 
     def propose_isr(
-        self, *, now_ms: int, lag_time_max_ms: int, eligible: Iterable[int]
+        self, *, now_ms: int, lag_time_max_ms: int, eligible: Mapping[int, int]
     ) -> tuple[int, ...] | None:
         """As leader with no AlterPartition in flight: the ISR to ask for (lagging followers
-        out, caught-up ones in), marking it in flight; None when nothing should change. The
-        caller sends it and calls `alter_failed` if the controller refused or did not answer."""
-        eligible = set(eligible)
+        out, caught-up ones in, among the `eligible` brokers: id -> registered broker epoch),
+        marking it in flight; None when nothing should change. The caller sends it and calls
+        `alter_failed` if the controller refused or did not answer."""
         with self._lock:
             if not self.is_leader or self._alter_in_flight is not None:
                 return None

@@ -69,17 +69,25 @@ class BrokerHeartbeatResponse(_message.Message):
     should_shut_down: bool
     def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., should_shut_down: _Optional[bool] = ...) -> None: ...
 
+class BrokerState(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
 class AlterPartitionItem(_message.Message):
-    __slots__ = ("partition", "leader_epoch", "partition_epoch", "new_isr")
+    __slots__ = ("partition", "leader_epoch", "partition_epoch", "new_isr_with_epochs")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
-    NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+    NEW_ISR_WITH_EPOCHS_FIELD_NUMBER: _ClassVar[int]
     partition: int
     leader_epoch: int
     partition_epoch: int
-    new_isr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    new_isr_with_epochs: _containers.RepeatedCompositeFieldContainer[BrokerState]
+    def __init__(self, partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr_with_epochs: _Optional[_Iterable[_Union[BrokerState, _Mapping]]] = ...) -> None: ...
 
 class AlterPartitionTopic(_message.Message):
     __slots__ = ("topic_id", "partitions")

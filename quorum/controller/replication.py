@@ -5,11 +5,15 @@ per partition the leader epoch (an older one means the sender was deposed: FENCE
 a newer one means this image is behind: UNKNOWN_LEADER_EPOCH), that the sender leads it, the
 partition epoch (a concurrent change won: INVALID_UPDATE_VERSION), and the new ISR: the leader
 in it, only replicas, no repeats (INVALID_REQUEST), and only brokers that are registered, unfenced
-and not shutting down (INELIGIBLE_REPLICA). Each partition succeeds or fails on its own.
+and not shutting down, each with the broker epoch it is registered with now where the leader
+names one (KIP-903: a fetch from an incarnation that has since restarted, and may have lost
+unflushed records, cannot put the new one in the ISR) (INELIGIBLE_REPLICA). Each partition
+succeeds or fails on its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
 from pykraft.metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
@@ -30,8 +34,11 @@ _Outcome = tuple[PartitionRegistration, PartitionChangeRecord | None]
 
 
 def _check_new_isr(
-    image: MetadataImage, partition: PartitionRegistration, new_isr: tuple[int, ...]
+    image: MetadataImage,
+    partition: PartitionRegistration,
+    members: Sequence[controller_pb2.BrokerState],
 ) -> ApiError | None:
+    new_isr = tuple(member.broker_id for member in members)
     if len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(partition.replicas):
         return ApiError(
             common_pb2.INVALID_REQUEST,
@@ -49,6 +56,19 @@ def _check_new_isr(
             common_pb2.INELIGIBLE_REPLICA,
             f"Brokers {ineligible} are fenced, shutting down or unregistered and cannot be in the "
             "ISR.",
+        )
+    stale = [
+        f"broker {member.broker_id} fetched with epoch {member.broker_epoch}, registered "
+        f"as {registered.broker_epoch}"
+        for member in members
+        if member.broker_epoch != -1
+        and (registered := image.cluster.broker(member.broker_id)) is not None
+        and registered.broker_epoch != member.broker_epoch
+    ]
+    if stale:
+        return ApiError(
+            common_pb2.INELIGIBLE_REPLICA,
+            f"Stale broker epochs cannot be in the ISR: {'; '.join(stale)}.",
         )
     return None
 
@@ -88,10 +108,10 @@ def _isr_change(
             f"Partition epoch {item.partition_epoch} does not match the current "
             f"{partition.partition_epoch}.",
         )
-    new_isr = tuple(item.new_isr)
-    error = _check_new_isr(image, partition, new_isr)
+    error = _check_new_isr(image, partition, item.new_isr_with_epochs)
     if error is not None:
         return error
+    new_isr = tuple(member.broker_id for member in item.new_isr_with_epochs)
     if new_isr == partition.isr:
         return partition, None
     change = PartitionChangeRecord(topic.topic_id, item.partition, isr=new_isr)

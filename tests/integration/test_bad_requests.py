@@ -85,7 +85,8 @@ def test_bad_requests_get_their_error_and_change_nothing(tmp_path: Path) -> None
                     topic_id=str(topic.topic_id),
                     partitions=[controller_pb2.AlterPartitionItem(
                         partition=0, leader_epoch=partition.leader_epoch - 1,
-                        partition_epoch=partition.partition_epoch, new_isr=[partition.leader],
+                        partition_epoch=partition.partition_epoch,
+                        new_isr_with_epochs=[controller_pb2.BrokerState(broker_id=partition.leader)],
                     )],
                 )],
             ),

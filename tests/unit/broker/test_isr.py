@@ -109,7 +109,7 @@ def test_replicas_to_add(
         followers={2: _at(10), 3: _at(follower_end, caught_up_ms)},
         high_watermark=high_watermark,
         leader_epoch_start_offset=epoch_start,
-        eligible=eligible,
+        eligible={b: b for b in eligible},
         now_ms=1000,
         lag_time_max_ms=500,
     )

@@ -20,6 +20,8 @@ from pykraft.proto.record_batch import build_batch
 
 TOPIC_ID = uuid.UUID(int=7)
 LAG_MS = 1000
+# Unfenced brokers and their registered broker epochs.
+ELIGIBLE = {1: 1, 2: 2, 3: 3}
 
 
 def _local(isr: tuple[int, ...], *, leader: int = 1, epoch: int = 0, pe: int = 0) -> LocalPartition:
@@ -68,16 +70,16 @@ def test_isr_proposals_one_in_flight(log: PartitionLog) -> None:
     partition = _partition(log, (1, 2, 3))
     _append(partition, 5)
     partition.on_follower_fetch(2, 5, now_ms=LAG_MS + 1)
-    proposal = partition.propose_isr(now_ms=LAG_MS + 1, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    proposal = partition.propose_isr(now_ms=LAG_MS + 1, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
     assert proposal == (1, 2)  # 3 never caught up since the partition was created at 0
-    again = partition.propose_isr(now_ms=LAG_MS + 2, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    again = partition.propose_isr(now_ms=LAG_MS + 2, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
     assert again is None  # in flight until the metadata answers
     partition.update(_local((1, 2), pe=1), min_insync_replicas=2, now_ms=LAG_MS + 2)
     partition.on_follower_fetch(3, 5, now_ms=LAG_MS + 3)
-    expand = partition.propose_isr(now_ms=LAG_MS + 3, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    expand = partition.propose_isr(now_ms=LAG_MS + 3, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
     assert expand == (1, 2, 3)
     partition.alter_failed()
-    retry = partition.propose_isr(now_ms=LAG_MS + 4, lag_time_max_ms=LAG_MS, eligible=(1, 2))
+    retry = partition.propose_isr(now_ms=LAG_MS + 4, lag_time_max_ms=LAG_MS, eligible={1: 1, 2: 2})
     assert retry is None  # 3 is fenced now: nothing to ask for
 
 
@@ -128,7 +130,7 @@ def test_a_joiner_in_flight_holds_the_high_watermark_back(log: PartitionLog) -> 
     partition.on_follower_fetch(2, 5, now_ms=1)
     partition.on_follower_fetch(3, 5, now_ms=1)  # caught up: may join
     assert partition.log.high_watermark == 5
-    proposal = partition.propose_isr(now_ms=2, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    proposal = partition.propose_isr(now_ms=2, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
     assert proposal == (1, 2, 3)
     _append(partition, 5)
     partition.on_follower_fetch(2, 10, now_ms=3)
@@ -146,8 +148,24 @@ def test_a_shrink_in_flight_still_waits_for_the_leaving_replica(log: PartitionLo
     partition = _partition(log, (1, 2, 3))
     _append(partition, 5)
     partition.on_follower_fetch(2, 5, now_ms=LAG_MS + 1)
-    proposal = partition.propose_isr(now_ms=LAG_MS + 1, lag_time_max_ms=LAG_MS, eligible=(1, 2, 3))
+    proposal = partition.propose_isr(now_ms=LAG_MS + 1, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
     assert proposal == (1, 2)
     assert partition.log.high_watermark == 0
     partition.update(_local((1, 2), pe=1), min_insync_replicas=2, now_ms=LAG_MS + 2)
     assert partition.log.high_watermark == 5
+
+
+def test_a_fetch_from_a_previous_incarnation_does_not_bring_a_replica_back(
+    log: PartitionLog,
+) -> None:
+    """KIP-903: broker 3 restarted (now registered with epoch 30) after losing unflushed
+    records; a fetch its old incarnation (epoch 3) sent before it died says nothing of what the
+    new one holds."""
+    partition = _partition(log, (1, 2))
+    _append(partition, 5)
+    partition.on_follower_fetch(2, 5, now_ms=1, broker_epoch=2)
+    partition.on_follower_fetch(3, 5, now_ms=1, broker_epoch=3)
+    restarted = {1: 1, 2: 2, 3: 30}
+    assert partition.propose_isr(now_ms=2, lag_time_max_ms=LAG_MS, eligible=restarted) is None
+    partition.on_follower_fetch(3, 5, now_ms=3, broker_epoch=30)
+    assert partition.propose_isr(now_ms=3, lag_time_max_ms=LAG_MS, eligible=restarted) == (1, 2, 3)

@@ -37,13 +37,23 @@ def request(
 
 
 def item(
-    new_isr: tuple[int, ...], *, partition: int = 0, leader_epoch: int = 4, partition_epoch: int = 7
+    new_isr: tuple[int, ...],
+    *,
+    partition: int = 0,
+    leader_epoch: int = 4,
+    partition_epoch: int = 7,
+    broker_epochs: dict[int, int] | None = None,
 ) -> controller_pb2.AlterPartitionItem:
+    """`new_isr` with each member's registered broker epoch, or the given `broker_epochs`."""
+    epochs = broker_epochs or {}
     return controller_pb2.AlterPartitionItem(
         partition=partition,
         leader_epoch=leader_epoch,
         partition_epoch=partition_epoch,
-        new_isr=new_isr,
+        new_isr_with_epochs=[
+            controller_pb2.BrokerState(broker_id=b, broker_epoch=epochs.get(b, broker_epoch(b)))
+            for b in new_isr
+        ],
     )
 
 
@@ -131,3 +141,19 @@ def test_unknown_topic_id_and_duplicate_partition() -> None:
     twice = alter_partition(IMAGE, request(item((1, 2)), item((1, 3))))
     assert [p.error_code for p in twice.response.partitions] == [0, common_pb2.INVALID_REQUEST]
     assert twice.records == (PartitionChangeRecord(TOPIC_ID, 0, isr=(1, 2)),)
+
+
+def test_a_member_with_a_stale_broker_epoch_is_ineligible() -> None:
+    """KIP-903: a fetch from a previous incarnation of broker 3 (which may have lost what it had
+    not flushed) cannot bring the new incarnation into the ISR."""
+    shrunk = image_with(PartitionChangeRecord(TOPIC_ID, 0, isr=(1, 2)), base=IMAGE)
+    stale = alter_partition(
+        shrunk, request(item((1, 2, 3), partition_epoch=8, broker_epochs={3: broker_epoch(3) - 1}))
+    )
+    (answer,) = stale.response.partitions
+    assert answer.error_code == common_pb2.INELIGIBLE_REPLICA and not stale.records
+    assert "broker 3 fetched with epoch" in answer.error_message
+    unknown = alter_partition(
+        shrunk, request(item((1, 2, 3), partition_epoch=8, broker_epochs={3: -1}))
+    )
+    assert unknown.response.partitions[0].error_code == common_pb2.NONE  # -1: not checked
