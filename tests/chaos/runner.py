@@ -49,6 +49,7 @@ GROUP = "chaos"
 # name, acks, idempotent: the producers of the workload.
 PRODUCERS = (("p0", "all", 1), ("p1", "all", 1), ("p2", "all", 0), ("p3", "1", 0))
 CONSUMERS = ("c0", "c1")
+READERS = ("r0", "r1")
 SEND_RATE = 15.0  # per producer, per second
 BROKER_ARGS = (
     "--override", "group.consumer.session.timeout.ms=6000",
@@ -100,7 +101,8 @@ class Workload:
             )  # fmt: skip
         for name in CONSUMERS:
             self.spawn("consumer", name)
-        self.spawn("reader", "r0")
+        for name in READERS:
+            self.spawn("reader", name)
         self.spawn("monitor", "m0")
 
     def stop(self, names: list[str]) -> list[str]:
