@@ -310,7 +310,12 @@ def _wait_consumers_caught_up(cluster: Cluster, bootstrap: str) -> None:
     """Gives the group time to commit up to the end (not an error if it does not)."""
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     with AdminClient(cluster.quorum.bootstrap, request_timeout_ms=5000) as admin:
-        ends = {tp: r.offset for tp, r in admin.list_offsets(dict.fromkeys(tps, "latest")).items()}
+        try:
+            latest = admin.list_offsets(dict.fromkeys(tps, "latest"))
+        except KafkaError as error:
+            print(f"chaos: no end offsets for the group's catch-up: {error}", flush=True)
+            return
+        ends = {tp: result.offset for tp, result in latest.items()}
 
         def caught_up() -> bool:
             committed = admin.list_consumer_group_offsets(GROUP, tps)
@@ -318,7 +323,7 @@ def _wait_consumers_caught_up(cluster: Cluster, bootstrap: str) -> None:
 
         try:
             wait_for(caught_up, timeout_s=20, what="the group to commit up to the end")
-        except AssertionError as error:
+        except (AssertionError, KafkaError) as error:
             print(f"chaos: {error}", flush=True)
 
 
