@@ -66,6 +66,9 @@ def draw(ops: list[Op], windows: list[dict[str, Any]], began: float, path: Path)
         rates.text(start, 1.0, window["kind"], transform=rates.get_xaxis_transform(),
                    rotation=90, va="top", fontsize=7, color=color)  # fmt: skip
         labelled.add(window["kind"])
-    rates.set_title(f"{path.parent.name}: {len(ops)} operations, faults: {sorted(labelled)}")
+    rates.set_title(
+        f"{path.parent.name}: {len(ops)} operations, {len(windows)} faults of "
+        f"{len(labelled)} kinds (shaded, named at their start)"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=100)
