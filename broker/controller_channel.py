@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -125,11 +125,13 @@ class ControllerChannel:
         lifecycle: BrokerLifecycle,
         applied_offset: Callable[[], int],
         clock_ms: Callable[[], int] = monotonic_ms,
+        offline_replicas: Callable[[], Mapping[uuid.UUID, Sequence[int]]] = dict,
     ) -> None:
         self._config = config
         self._caller = caller
         self._lifecycle = lifecycle
         self._applied_offset = applied_offset
+        self._offline_replicas = offline_replicas
         self._clock_ms = clock_ms
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
@@ -218,6 +220,10 @@ class ControllerChannel:
             broker_epoch=self.broker_epoch,
             current_metadata_offset=self._applied_offset(),
             want_shut_down=self._want_shut_down,
+            offline_replicas=[
+                controller_pb2.OfflineReplicas(topic_id=str(topic_id), partitions=partitions)
+                for topic_id, partitions in self._offline_replicas().items()
+            ],
         )
         sent_ms = self._clock_ms()
         response = self._caller.call(

@@ -5,26 +5,35 @@ Produce, Fetch and ListOffsets (Kafka's ReplicaManager).
 exactly the partitions `local_changes` names, under `<log dir>/<topic>-<partition>`, with the
 topic's LogConfig (broker defaults, then cluster-wide broker overrides, then topic overrides).
 
+A storage error while a log is opened takes its log directory offline (`log_dirs`): the
+replicas in it are closed and listed by `offline_replicas`, which the heartbeat sends so the
+controller moves their leadership and ISR; the broker serves the rest, and fails (`failure`)
+only once every directory has.
+
 Every request goes through `leader`: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION;
 a broker that may not serve (fenced, or no heartbeat within the session timeout) or a partition it
-does not lead -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry.
+does not lead -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry;
+an offline replica -> KAFKA_STORAGE_ERROR.
 Fetch long polls wait on one condition variable, signalled on every append, high-water mark move
 and metadata change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
+from uuid import UUID
 
 from pykraft.broker.config import BrokerConfig
-from pykraft.broker.local_changes import LocalChanges, local_changes
+from pykraft.broker.local_changes import LocalChanges, LocalPartition, local_changes
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
+from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
 from pykraft.metadata_log import BROKER_SYNONYMS, MetadataDelta, MetadataImage
@@ -53,6 +62,11 @@ class ReplicaManager:
         self._may_serve = may_serve
         self._image = MetadataImage.EMPTY
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self._log_dirs = LogDirs(config.log_dirs, on_failure=self._take_offline)
+        # Replicas of this broker whose log directory failed: their registration and why.
+        self._offline: dict[tuple[str, int], tuple[LocalPartition, str]] = {}
+        # Set when every log directory has failed: the broker can serve nothing and must stop.
+        self.failure: StorageError | None = None
         self._lock = threading.Lock()
         # Signalled on appends, high-water mark moves and metadata changes (fetch long polls).
         self.changed = threading.Condition()
@@ -97,22 +111,75 @@ class ReplicaManager:
             min_insync = int(configs.get("min.insync.replicas", "1"))
             existing = self._partitions.get((local.topic, local.partition))
             if existing is None:
-                path = self._log_dir_for(local.directory_name) / local.directory_name
-                log_ = PartitionLog.open(path, LogConfig.from_topic_configs(configs), now_ms=now_ms)
-                self.maintenance.track(log_)
-                existing = Partition(
-                    local,
-                    log_,
-                    broker_id=self._broker_id,
-                    min_insync_replicas=min_insync,
-                    now_ms=now_ms,
-                )
-                self._partitions[(local.topic, local.partition)] = existing
+                existing = self._open(local, configs, min_insync, now_ms)
+                if existing is None:
+                    continue
             existing.update(local, min_insync_replicas=min_insync, now_ms=now_ms)
             leader = "this broker" if existing.is_leader else f"broker {existing.leader_id}"
             log.info(
                 "%s: led by %s in epoch %d", local.directory_name, leader, existing.leader_epoch
             )
+
+    def _open(
+        self, local: LocalPartition, configs: dict[str, str], min_insync: int, now_ms: int
+    ) -> Partition | None:
+        """Opens (or creates) the partition's log; None, with the replica offline, if its log
+        directory is offline or fails now (which takes the whole directory offline)."""
+        key = (local.topic, local.partition)
+        if key in self._offline:
+            self._offline[key] = (local, self._offline[key][1])
+            return None
+        try:
+            log_dir = self._log_dirs.dir_for(local.directory_name)
+        except StorageError as error:
+            self._offline[key] = (local, str(error))
+            return None
+        try:
+            log_ = PartitionLog.open(
+                log_dir / local.directory_name, LogConfig.from_topic_configs(configs), now_ms=now_ms
+            )
+        except (OSError, LogError) as error:
+            if isinstance(error, LogError) and error.error_code != common_pb2.KAFKA_STORAGE_ERROR:
+                raise
+            self._offline[key] = (local, self._log_dirs.fail(log_dir, error))
+            return None
+        self.maintenance.track(log_)
+        partition = Partition(
+            local, log_, broker_id=self._broker_id, min_insync_replicas=min_insync, now_ms=now_ms
+        )
+        self._partitions[key] = partition
+        return partition
+
+    def _take_offline(self, log_dir: Path, reason: str) -> None:
+        """`log_dir` failed: every replica in it goes offline (their waits end LOST, nothing
+        more is read or acknowledged from them). Called with `_lock` held."""
+        for key, partition in list(self._partitions.items()):
+            if partition.log.directory.parent != log_dir:
+                continue
+            del self._partitions[key]
+            self.maintenance.untrack(partition.log)
+            partition.detach()
+            with contextlib.suppress(OSError, LogError):
+                partition.log.close()
+            self._offline[key] = (partition.local, reason)
+        if self._log_dirs.all_offline:
+            self.failure = StorageError(
+                f"every log directory has failed: {self._log_dirs.reasons()}"
+            )
+
+    def offline_replicas(self) -> dict[UUID, list[int]]:
+        """This broker's replicas that cannot be served (their log directory failed), by topic
+        id, for the heartbeat that has the controller move their leadership and ISR. A log
+        that went offline by itself (a write failed and could not be undone) takes its
+        directory offline here first, as Kafka's log dir failure channel does."""
+        with self._lock:
+            for partition in list(self._partitions.values()):
+                if partition.log.failure is not None:
+                    self._log_dirs.fail(partition.log.directory.parent, partition.log.failure)
+            found: dict[UUID, list[int]] = {}
+            for local, _ in self._offline.values():
+                found.setdefault(local.topic_id, []).append(local.partition)
+            return {topic_id: sorted(partitions) for topic_id, partitions in found.items()}
 
     def _reconfigure(self, image: MetadataImage, changes: LocalChanges, now_ms: int) -> None:
         """Applies changed topic or broker configs to partitions the change did not touch."""
@@ -135,15 +202,8 @@ class ReplicaManager:
         configs.update(image.configs.get(ConfigResourceType.TOPIC, topic))
         return configs
 
-    def _log_dir_for(self, directory_name: str) -> Path:
-        """The log dir already holding the partition, else the one holding the fewest."""
-        for log_dir in self._config.log_dirs:
-            if (log_dir / directory_name).exists():
-                return log_dir
-        counts = {d: sum(1 for _ in _children(d)) for d in self._config.log_dirs}
-        return min(self._config.log_dirs, key=lambda d: counts[d])
-
     def _delete(self, key: tuple[str, int]) -> None:
+        self._offline.pop(key, None)
         partition = self._partitions.pop(key, None)
         if partition is None:
             return
@@ -182,7 +242,16 @@ class ReplicaManager:
                 leader if leader != self._broker_id else _NO_LEADER,
                 epoch,
             )
-        partition = self.partition(topic, partition_id)
+        with self._lock:
+            partition = self._partitions.get((topic, partition_id))
+            offline = self._offline.get((topic, partition_id))
+        if offline is not None:
+            raise LeaderError(
+                common_pb2.KAFKA_STORAGE_ERROR,
+                f"{topic}-{partition_id} is offline on broker {self._broker_id}: {offline[1]}",
+                leader if leader != self._broker_id else _NO_LEADER,
+                epoch,
+            )
         if partition is None or not partition.is_leader:
             raise LeaderError(
                 common_pb2.NOT_LEADER_OR_FOLLOWER,
@@ -223,7 +292,3 @@ class LeaderError(LogError):
         self.current_leader = broker_pb2.LeaderIdAndEpoch(
             leader_id=leader_id, leader_epoch=leader_epoch
         )
-
-
-def _children(directory: Path) -> Iterator[Path]:
-    return directory.iterdir() if directory.exists() else iter(())

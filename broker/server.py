@@ -55,7 +55,11 @@ class Broker:
             request_timeout_ms=config.request_timeout_ms,
         )
         self.channel = ControllerChannel(
-            config, self._caller, self.lifecycle, lambda: self.metadata.applied_offset
+            config,
+            self._caller,
+            self.lifecycle,
+            lambda: self.metadata.applied_offset,
+            offline_replicas=self.replica_manager.offline_replicas,
         )
         self.fetchers = ReplicaFetcherManager(
             self.replica_manager,
@@ -138,8 +142,9 @@ class Broker:
 
     @property
     def failure(self) -> BaseException | None:
-        """Why the broker must stop on its own (its metadata could not be applied), if so."""
-        return self.metadata.failure
+        """Why the broker must stop on its own (its metadata could not be applied, or every
+        log directory failed), if so."""
+        return self.metadata.failure or self.replica_manager.failure
 
     def stop(self) -> None:
         """Controlled shutdown (bounded), then closes everything; idempotent once stopped."""

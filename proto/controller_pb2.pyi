@@ -44,18 +44,28 @@ class BrokerRegistrationResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shut_down")
+    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shut_down", "offline_replicas")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     CURRENT_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WANT_FENCE_FIELD_NUMBER: _ClassVar[int]
     WANT_SHUT_DOWN_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     broker_epoch: int
     current_metadata_offset: int
     want_fence: bool
     want_shut_down: bool
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shut_down: _Optional[bool] = ...) -> None: ...
+    offline_replicas: _containers.RepeatedCompositeFieldContainer[OfflineReplicas]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shut_down: _Optional[bool] = ..., offline_replicas: _Optional[_Iterable[_Union[OfflineReplicas, _Mapping]]] = ...) -> None: ...
+
+class OfflineReplicas(_message.Message):
+    __slots__ = ("topic_id", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
     __slots__ = ("header", "is_caught_up", "is_fenced", "should_shut_down")

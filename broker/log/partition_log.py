@@ -346,6 +346,11 @@ class PartitionLog:
         self._unflushed_messages += sum(header.record_count for _, header in batches)
         self._maybe_flush(now_ms)
 
+    @property
+    def failure(self) -> str | None:
+        """Why this log went offline after a storage error it could not undo, else None."""
+        return self._failure
+
     def _undo(self, what: str, error: OSError, undo: Callable[[], None]) -> None:
         """Runs `undo` exclusively, then raises KAFKA_STORAGE_ERROR for `error`; if `undo`
         fails too, the log goes offline."""

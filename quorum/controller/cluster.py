@@ -8,7 +8,8 @@ The states, from the image: FENCED; UNFENCED; CONTROLLED_SHUTDOWN (unfenced, lea
 new, waiting to lead nothing at all). What a heartbeat does in each:
 - FENCED: want_shut_down -> may shut down now; else caught up and not want_fence -> unfence.
 - UNFENCED: want_fence -> fence; want_shut_down -> controlled shutdown while it leads
-  partitions, else fenced and told to shut down.
+  partitions, else fenced and told to shut down; otherwise it leaves the ISR and leadership of
+  the replicas it reports offline (a failed log directory).
 - CONTROLLED_SHUTDOWN: once it leads nothing and every live broker has replayed the records
   that moved its leaderships (`HeartbeatTracker.shutdown_replicated`, as Kafka) -> fenced and
   told to shut down.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Final
+from uuid import UUID
 
 from pykraft.metadata_log.image import BrokerRegistration, MetadataImage
 from pykraft.metadata_log.records import Endpoint, Record, RegisterBrokerRecord
@@ -27,6 +29,7 @@ from pykraft.quorum.controller.heartbeats import HeartbeatTracker
 from pykraft.quorum.controller.leadership import (
     leads_any_partition,
     records_for_controlled_shutdown,
+    records_for_offline_replicas,
     records_to_fence_broker,
     records_to_fence_brokers,
     records_to_remove_from_isrs,
@@ -144,7 +147,17 @@ def _heartbeat_transition(
         if not sessions.shutdown_replicated(image, broker_id, now_ms):
             return [], False, False
         return records_to_fence_broker(image, broker_id), True, True
-    return [], False, False
+    return records_for_offline_replicas(image, broker_id, _offline(request)), False, False
+
+
+def _offline(request: controller_pb2.BrokerHeartbeatRequest) -> dict[UUID, set[int]]:
+    """The replicas the broker reports offline, by topic id (unparsable ids are skipped)."""
+    offline: dict[UUID, set[int]] = {}
+    for item in request.offline_replicas:
+        topic_id = parse_uuid(item.topic_id)
+        if topic_id is not None:
+            offline.setdefault(topic_id, set()).update(item.partitions)
+    return offline
 
 
 def heartbeat(

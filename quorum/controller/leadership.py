@@ -19,8 +19,9 @@ so the records are deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Final
+from uuid import UUID
 
 from pykraft.metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
 from pykraft.metadata_log.records import (
@@ -109,6 +110,29 @@ def records_to_remove_from_isrs(
             partition,
             leaving=broker_ids,
             can_lead=can_lead,
+            unclean=topic_flag(image, topic.name, UNCLEAN_LEADER_ELECTION),
+        )
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def records_for_offline_replicas(
+    image: MetadataImage, broker_id: int, offline: Mapping[UUID, Collection[int]]
+) -> list[Record]:
+    """Takes `broker_id` out of the ISR and leadership of the replicas it cannot serve (their
+    log directory failed), by the rules above; its other partitions stay as they are."""
+    usable = set(image.cluster.unfenced_broker_ids()) - {broker_id}
+    changes: list[Record] = []
+    for topic, partition_id, partition in partitions_in_order(image):
+        if broker_id not in partition.isr or partition_id not in offline.get(topic.topic_id, ()):
+            continue
+        change = partition_change(
+            topic,
+            partition_id,
+            partition,
+            leaving=(broker_id,),
+            can_lead=usable.__contains__,
             unclean=topic_flag(image, topic.name, UNCLEAN_LEADER_ELECTION),
         )
         if change is not None:

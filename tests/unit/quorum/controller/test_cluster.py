@@ -258,6 +258,31 @@ def test_a_new_active_controller_waits_for_the_offset_it_took_over_at() -> None:
     assert done.should_shut_down
 
 
+def test_offline_replicas_leave_their_isr_and_leadership() -> None:
+    """A broker whose log directory failed names the replicas it cannot serve; the controller
+    takes it out of their ISRs and elects other leaders, and leaves its other partitions
+    alone (issue 12 §2.7)."""
+    image = image_with(*brokers(1, 2, 3), *topic("t", T, [(1, 2, 3), (2, 1, 3), (1, 3, 2)]))
+    request = controller_pb2.BrokerHeartbeatRequest(
+        broker_id=1,
+        broker_epoch=broker_epoch(1),
+        current_metadata_offset=image.offset,
+        offline_replicas=[controller_pb2.OfflineReplicas(topic_id=str(T), partitions=[0, 1, 7])],
+    )
+    sessions = HeartbeatTracker(session_timeout_ms=1000)
+    result = heartbeat(image, request, sessions, now_ms=0, next_offset=image.offset + 1)
+    assert not result.response.is_fenced
+    partitions = after(image, result).topics.by_id[T].partitions
+    assert [(p.leader, p.isr) for p in partitions.values()] == [
+        (2, (2, 3)),
+        (2, (2, 3)),
+        (1, (1, 3, 2)),
+    ]
+    moved = after(image, result)
+    again = heartbeat(moved, request, sessions, now_ms=1, next_offset=moved.offset + 1)
+    assert again.records == ()  # nothing left to move: steady heartbeats write nothing
+
+
 def test_broker_leading_nothing_shuts_down_at_once_and_is_fenced() -> None:
     image = image_with(*brokers(1, 2), *topic("t", T, [(2, 1)]))
     response, gone, records = beat(image, 1, want_shut_down=True)
