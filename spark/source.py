@@ -50,6 +50,7 @@ from pykraft.client import (
     Consumer,
     ConsumerRecord,
     KafkaError,
+    LogTruncationError,
     OffsetAndMetadata,
     OffsetOutOfRangeError,
     TopicPartition,
@@ -310,8 +311,9 @@ def _consumer(bootstrap: str) -> Consumer:
 def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Records [start, end) of one partition as Arrow batches of the source schema (one per
     poll: Spark takes Arrow without converting row by row). Records deleted by retention
-    before they were read fail the task (failOnDataLoss=true, the default) or are skipped with
-    a warning."""
+    before they were read, or a log truncated by an unclean leader election, fail the task
+    (failOnDataLoss=true, the default) or are skipped with a warning; no record is yielded
+    twice."""
     if task.end <= task.start:
         return
     consumer = _consumer(options.bootstrap_servers)
@@ -323,8 +325,8 @@ def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordB
     while position < task.end:
         try:
             records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
-        except OffsetOutOfRangeError:
-            position = _data_lost(consumer, tp, task, options.fail_on_data_loss)
+        except OffsetOutOfRangeError as error:
+            position = _recover(consumer, error, task, position, options.fail_on_data_loss)
             continue
         if not records:
             stalled_ms += POLL_TIMEOUT_MS
@@ -363,18 +365,63 @@ def _arrow_batch(records: list[ConsumerRecord], include_headers: bool) -> pa.Rec
     return pa.RecordBatch.from_arrays(columns, names=names)
 
 
-def _data_lost(consumer: Consumer, tp: TopicPartition, task: OffsetRange, fail: bool) -> int:
-    start = consumer.beginning_offsets([tp])[tp]
+def _recover(
+    consumer: Consumer, error: OffsetOutOfRangeError, task: OffsetRange, position: int, fail: bool
+) -> int:
+    """Where the task reads on after its consumer could not fetch `position` (never below it:
+    what was yielded stays yielded); raises instead when `fail` (failOnDataLoss)."""
+    tp = TopicPartition(task.topic, task.partition)
+    if isinstance(error, LogTruncationError):
+        _truncated(tp, position, error, fail)
+    else:
+        position = _data_lost(consumer, tp, task, position, fail)
+    consumer.seek(tp, position)  # also ends the consumer's truncation error
+    return position
+
+
+def _truncated(tp: TopicPartition, position: int, error: LogTruncationError, fail: bool) -> None:
+    """The leader's log parts from what the task read (KIP-320): records it yielded may not
+    be in the partition any more, and others may stand at their offsets."""
+    divergent = error.divergent_offsets.get(tp)
+    where = "an offset the leader could not name" if divergent is None else divergent.offset
     message = (
-        f"{tp}: offsets {task.start} to {min(start, task.end) - 1} were deleted (retention) "
-        "before the query read them"
+        f"{tp}: the log was truncated (an unclean leader election) while the query read "
+        f"offset {position}: records from offset {where} on may differ from those the query "
+        "planned"
     )
+    if fail:
+        raise RuntimeError(
+            f"{message}; set failOnDataLoss=false to go on reading the new records from "
+            f"offset {position}."
+        ) from error
+    log.warning("%s; reading on from offset %d (failOnDataLoss=false)", message, position)
+
+
+def _data_lost(
+    consumer: Consumer, tp: TopicPartition, task: OffsetRange, position: int, fail: bool
+) -> int:
+    """As Spark's Kafka source: skip to the log start when retention deleted the records at
+    `position`, or to the task's end when the log holds nothing of [position, end)."""
+    earliest = consumer.beginning_offsets([tp])[tp]
+    latest = consumer.end_offsets([tp])[tp]
+    if position >= latest or earliest >= task.end:
+        message = (
+            f"{tp}: offsets {position} to {task.end - 1} are not in the log (it holds "
+            f"{earliest} to {latest - 1})"
+        )
+        resume = task.end
+    elif earliest > position:
+        message = (
+            f"{tp}: offsets {position} to {earliest - 1} were deleted (retention) before the "
+            "query read them"
+        )
+        resume = earliest
+    else:
+        return position  # in the log again (a leader change): fetch it anew
     if fail:
         raise RuntimeError(
             f"{message}. Some data may have been lost; set failOnDataLoss=false to skip "
             "such records and go on."
         )
     log.warning("%s; skipped (failOnDataLoss=false)", message)
-    position = min(start, task.end)
-    consumer.seek(tp, position)
-    return position
+    return resume
