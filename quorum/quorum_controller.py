@@ -169,9 +169,14 @@ class QuorumController:
         )
         return self._submit(event, response_cls, timeout_ms, park_ms=wait_ms)
 
-    def _submit(self, event: _Event, response_cls: type[M], timeout_ms: int, park_ms: int = 0) -> M:
+    def _submit(
+        self, event: _Event, response_cls: type[M], timeout_ms: int, park_ms: int | None = None
+    ) -> M:
+        """Queues `event` and waits for its answer. A fetch is parked up to `park_ms` (0: it
+        is answered at once, with nothing when there is nothing after its offset)."""
         now_ms = _monotonic_ms()
-        event.deadline_ms = now_ms + (park_ms or timeout_ms)
+        event.deadline_ms = now_ms + (timeout_ms if park_ms is None else park_ms)
+        park_ms = park_ms or 0
         if self._failure is not None:
             return _error(response_cls, common_pb2.UNKNOWN_SERVER_ERROR, "controller failed")
         try:
