@@ -25,6 +25,7 @@ from pykraft.broker.producer_ids import ProducerIdAllocator, handle_init_produce
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import admin_pb2_grpc, broker_pb2, broker_pb2_grpc, group_pb2
 from pykraft.proto.record_batch import BatchError, iter_batches
+from pykraft.proto.unparsable_requests import RefuseUnparsableRequests
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ def serve(
             ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
             ("grpc.so_reuseport", 0),
         ],
+        interceptors=[RefuseUnparsableRequests()],
     )
     broker_pb2_grpc.add_BrokerServiceServicer_to_server(  # type: ignore[no-untyped-call]
         service, server

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
+from pykraft.proto.unparsable_requests import RefuseUnparsableRequests
 from pykraft.quorum import describe
 from pykraft.quorum.controller import cluster, configs, elections, producer_ids, reads, topics
 from pykraft.quorum.controller.result import ControllerResult
@@ -182,6 +183,7 @@ def serve(controller: QuorumController, address: str, workers_max: int) -> grpc.
             ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
             ("grpc.so_reuseport", 0),
         ],
+        interceptors=[RefuseUnparsableRequests()],
     )
     # The generated registration functions carry no annotations.
     admin_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]

@@ -1,0 +1,78 @@
+"""RefuseUnparsableRequests: bytes that are no request answer INVALID_ARGUMENT with a sentence,
+and the handler never runs; well-formed requests pass through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+
+from pykraft.proto import admin_pb2, admin_pb2_grpc
+from pykraft.proto.unparsable_requests import RefuseUnparsableRequests
+
+PATH = "/pykraft.AdminService/DescribeTopics"
+
+
+class Topics(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def DescribeTopics(
+        self, request: admin_pb2.DescribeTopicsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DescribeTopicsResponse:
+        self.calls += 1
+        return admin_pb2.DescribeTopicsResponse(
+            topics=[admin_pb2.TopicDescription(name=name) for name in request.names]
+        )
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[grpc.Channel, Topics]]:
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=2), interceptors=[RefuseUnparsableRequests()]
+    )
+    servicer = Topics()
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield channel, servicer
+    finally:
+        channel.close()
+        server.stop(grace=None)
+
+
+def _raw(channel: grpc.Channel, payload: bytes) -> bytes:
+    call = channel.unary_unary(PATH, request_serializer=None, response_deserializer=None)
+    answer = call(payload, timeout=5)
+    assert isinstance(answer, bytes)
+    return answer
+
+
+@pytest.mark.parametrize("payload", [b"\x00", b"\x0a\x05ab", b"\x0a\x02\xff\xfe", b"\xff" * 11])
+def test_bytes_that_do_not_parse_are_invalid_argument(
+    served: tuple[grpc.Channel, Topics], payload: bytes
+) -> None:
+    channel, servicer = served
+    with pytest.raises(grpc.RpcError) as raised:
+        _raw(channel, payload)
+    error = raised.value
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = str(error.details())
+    assert "DescribeTopics" in details
+    assert "not a valid protobuf message" in details
+    assert servicer.calls == 0
+
+
+def test_well_formed_requests_reach_the_handler(served: tuple[grpc.Channel, Topics]) -> None:
+    channel, servicer = served
+    request = admin_pb2.DescribeTopicsRequest(names=["a", "b"])
+    for _ in range(2):  # the second call takes the cached wrapper
+        answer = admin_pb2.DescribeTopicsResponse.FromString(
+            _raw(channel, request.SerializeToString())
+        )
+        assert [t.name for t in answer.topics] == ["a", "b"]
+    assert servicer.calls == 2
