@@ -1,6 +1,7 @@
 """Produce on the leader: acks 0 and 1 answer once the leader's log has the batches; acks=all
 (-1) waits, up to the request's timeout, until the high-water mark covers them (every in-sync
-replica has them), else REQUEST_TIMED_OUT. Other acks values: INVALID_REQUIRED_ACKS.
+replica has them), else REQUEST_TIMED_OUT. Other acks values: INVALID_REQUIRED_ACKS. Clients
+may not write the internal `__consumer_offsets`: INVALID_TOPIC_EXCEPTION, as Kafka.
 
 An acks=all append counts only while this broker still leads the partition in the epoch it was
 written in: once leadership moves (or the partition or broker goes away) the wait ends with
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
 from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
@@ -64,6 +66,11 @@ def _produce_one(
     try:
         if acks not in VALID_ACKS:
             raise LogError(common_pb2.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}")
+        if topic == OFFSETS_TOPIC:
+            raise LogError(
+                common_pb2.INVALID_TOPIC_EXCEPTION,
+                f"{topic} is an internal topic: only the group coordinator writes it",
+            )
         partition = manager.leader(topic, item.partition, now_ms)
         info, leader_epoch = partition.append_as_leader(item.records, acks=acks, now_ms=now_ms)
     except LogError as error:

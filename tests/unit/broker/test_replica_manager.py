@@ -11,6 +11,7 @@ import pytest
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import monotonic_ms
 from pykraft.broker.fetch import handle_fetch
+from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.broker.produce import handle_produce
 from pykraft.broker.replica_manager import ReplicaManager
@@ -58,7 +59,7 @@ class Harness:
     ) -> broker_pb2.ProducePartitionResult:
         batch = build_batch([(1_000 + i, None, v) for i, v in enumerate(values)])
         request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
-        topic = request.topics.add(topic="orders")
+        topic = request.topics.add(topic=self.topic)
         topic.partitions.add(partition=partition, records=batch)
         return handle_produce(self.manager, request, monotonic_ms).topics[0].partitions[0]
 
@@ -259,3 +260,17 @@ def test_deleting_a_topic_removes_its_logs(harness: Harness, tmp_path: Path) -> 
     assert harness.manager.partitions() == []
     assert [p for d in ("a", "b") for p in (tmp_path / d).iterdir()] == []
     assert harness.produce(0, [b"x"]).error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_clients_cannot_write_to_the_internal_offsets_topic(tmp_path: Path) -> None:
+    """Only the group coordinator writes `__consumer_offsets` (records it must be able to load
+    again); a client's Produce is refused as Kafka refuses it, and nothing is appended."""
+    harness = Harness(tmp_path, topic=OFFSETS_TOPIC)
+    try:
+        result = harness.produce(0, [b"not a group record"])
+        assert result.error_code == common_pb2.INVALID_TOPIC_EXCEPTION, result
+        assert "internal topic" in result.error_message
+        partition = harness.manager.partition(OFFSETS_TOPIC, 0)
+        assert partition is not None and partition.log.log_end_offset == 0
+    finally:
+        harness.manager.close()
