@@ -9,7 +9,7 @@ the producing thread, so the interleaving is the same on every run."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import build_batch
 
 from .images import ORDERS_ID
-from .test_replica_manager import Harness
+from .replica_harness import Harness
 
 # orders-1 is led by broker 1 with broker 2 in the ISR: an acks=all append waits for broker 2.
 PARTITION = 1
@@ -60,13 +60,6 @@ class _LeadershipMove:
         partition = harness.manager.partition(harness.topic, PARTITION)
         assert partition is not None and not partition.is_leader
         partition.log.update_high_watermark(partition.log.log_end_offset)
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    yield harness
-    harness.manager.close()
 
 
 def _hook(

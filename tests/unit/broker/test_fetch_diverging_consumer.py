@@ -3,25 +3,13 @@ follower's does (KIP-320), before its offset is checked against the high-water m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from pykraft.broker.controller_channel import monotonic_ms
 from pykraft.broker.fetch import handle_fetch
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import broker_pb2, common_pb2
 
 from .images import ORDERS_ID
-from .test_replica_manager import Harness
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    yield harness
-    harness.manager.close()
+from .replica_harness import Harness
 
 
 def _consumer_fetch(

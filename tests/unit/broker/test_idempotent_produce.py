@@ -6,7 +6,6 @@ responses processes the request first."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -22,17 +21,10 @@ from pykraft.broker.service import DROPPED_RESPONSE_MESSAGE, BrokerService, Prod
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
 
+from .replica_harness import Harness, record_values
 from .test_producer_ids import FakeContext, FakeController, _Aborted
-from .test_replica_manager import Harness, _values
 
 DEADLINE_S = 10.0
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    yield harness
-    harness.manager.close()
 
 
 def produce_request(
@@ -59,10 +51,10 @@ def send(harness: Harness, request: broker_pb2.ProduceRequest) -> broker_pb2.Pro
     return handle_produce(harness.manager, request, monotonic_ms).topics[0].partitions[0]
 
 
-def stored_values(harness: Harness, partition: int) -> list[tuple[int, bytes | None]]:
+def storedrecord_values(harness: Harness, partition: int) -> list[tuple[int, bytes | None]]:
     partition_ = harness.manager.partition("orders", partition)
     assert partition_ is not None
-    return _values(partition_.log.read(0, max_bytes=1 << 20).data)
+    return record_values(partition_.log.read(0, max_bytes=1 << 20).data)
 
 
 def test_a_retry_is_answered_with_the_original_offset(harness: Harness) -> None:
@@ -70,7 +62,7 @@ def test_a_retry_is_answered_with_the_original_offset(harness: Harness) -> None:
     assert send(harness, produce_request(0, 2, [b"c"])).base_offset == 2
     again = send(harness, produce_request(0, 2, [b"c"]))
     assert (again.error_code, again.base_offset) == (common_pb2.NONE, 2)
-    assert stored_values(harness, 0) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert storedrecord_values(harness, 0) == [(0, b"a"), (1, b"b"), (2, b"c")]
 
 
 def test_a_refused_sequence_is_a_partition_error(harness: Harness) -> None:
@@ -81,7 +73,7 @@ def test_a_refused_sequence_is_a_partition_error(harness: Harness) -> None:
     assert result.base_offset == -1
     unknown = send(harness, produce_request(0, 3, [b"c"], producer_id=6))
     assert unknown.error_code == common_pb2.UNKNOWN_PRODUCER_ID
-    assert stored_values(harness, 0) == [(0, b"a")]
+    assert storedrecord_values(harness, 0) == [(0, b"a")]
 
 
 def test_an_acks_all_retry_waits_until_the_original_is_replicated(harness: Harness) -> None:
@@ -161,6 +153,6 @@ def test_a_dropped_response_was_processed_and_its_retry_is_deduplicated(
         call(produce_request(0, 1, [b"b"]), dropped)
     assert dropped.aborted == (grpc.StatusCode.UNAVAILABLE, DROPPED_RESPONSE_MESSAGE)
     assert sum(DROPPED_RESPONSE_MESSAGE in r.getMessage() for r in caplog.records) == 1
-    assert stored_values(harness, 0) == [(0, b"a"), (1, b"b")], "appended before dropping"
+    assert storedrecord_values(harness, 0) == [(0, b"a"), (1, b"b")], "appended before dropping"
     assert call(produce_request(0, 1, [b"b"]), FakeContext()) == 1, "the retry: a duplicate"
-    assert stored_values(harness, 0) == [(0, b"a"), (1, b"b")]
+    assert storedrecord_values(harness, 0) == [(0, b"a"), (1, b"b")]

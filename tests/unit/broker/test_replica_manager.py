@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import monotonic_ms
-from pykraft.broker.fetch import handle_fetch
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
-from pykraft.broker.produce import handle_produce
-from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -23,81 +16,9 @@ from pykraft.metadata_log.records import (
     RemoveTopicRecord,
 )
 from pykraft.proto import broker_pb2, common_pb2
-from pykraft.proto.record_batch import build_batch, decode_batch, iter_batches
 
-from .images import ORDERS_ID, advance, cluster_image, topic_records
-
-# orders-0 led by 1 alone; orders-1 led by 1 with 2 in the ISR; orders-2 led by 2.
-ASSIGNMENTS = [(1,), (1, 2), (2, 1)]
-
-
-class Harness:
-    """Broker 1's replica manager, hosting `topic` (ORDERS_ID) with ASSIGNMENTS."""
-
-    def __init__(self, tmp_path: Path, *, topic: str = "orders") -> None:
-        self.topic = topic
-        self.serving = True
-        config = BrokerConfig(
-            node_id=1,
-            listener="127.0.0.1:9191",
-            log_dirs=(tmp_path / "a", tmp_path / "b"),
-            controller_bootstrap_servers=("127.0.0.1:9091",),
-        )
-        self.manager = ReplicaManager(config, lambda now_ms: self.serving)
-        base = cluster_image()
-        self.manager.on_metadata(None, base, now_ms=0)
-        delta, self.image = advance(base, topic_records(topic, ORDERS_ID, ASSIGNMENTS))
-        self.manager.on_metadata(delta, self.image, now_ms=0)
-
-    def change(self, *records: object) -> None:
-        delta, image = advance(self.image, list(records))  # type: ignore[arg-type]
-        self.manager.on_metadata(delta, image, now_ms=0)
-        self.image = image
-
-    def produce(
-        self, partition: int, values: list[bytes], *, acks: int = 1, timeout_ms: int = 200
-    ) -> broker_pb2.ProducePartitionResult:
-        batch = build_batch([(1_000 + i, None, v) for i, v in enumerate(values)])
-        request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
-        topic = request.topics.add(topic=self.topic)
-        topic.partitions.add(partition=partition, records=batch)
-        return handle_produce(self.manager, request, monotonic_ms).topics[0].partitions[0]
-
-    def fetch(
-        self,
-        offsets: dict[int, int],
-        *,
-        epoch: int = -1,
-        wait_ms: int = 0,
-        min_bytes: int = 0,
-        max_bytes: int = 1 << 20,
-        replica_id: int = -1,
-    ) -> dict[int, broker_pb2.FetchPartitionResult]:
-        request = broker_pb2.FetchRequest(
-            replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=max_bytes
-        )
-        topic = request.topics.add(topic="orders")
-        for partition, offset in offsets.items():
-            topic.partitions.add(
-                partition=partition,
-                fetch_offset=offset,
-                current_leader_epoch=epoch,
-                last_fetched_epoch=-1,  # none: proto3's default 0 would name epoch 0
-                partition_max_bytes=1 << 20,
-            )
-        response = handle_fetch(self.manager, request, monotonic_ms)
-        return {p.partition: p for p in response.topics[0].partitions}
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    yield harness
-    harness.manager.close()
-
-
-def _values(data: bytes) -> list[tuple[int, bytes | None]]:
-    return [(r.offset, r.value) for pos, _ in iter_batches(data) for r in decode_batch(data, pos)]
+from .images import ORDERS_ID
+from .replica_harness import Harness, record_values
 
 
 def test_logs_are_created_for_hosted_partitions_only(harness: Harness, tmp_path: Path) -> None:
@@ -113,7 +34,7 @@ def test_produce_then_fetch_in_order_up_to_the_high_watermark(harness: Harness) 
     assert (result.error_code, result.base_offset) == (common_pb2.NONE, 2)
     fetched = harness.fetch({0: 0})[0]
     assert fetched.high_watermark == 3
-    assert _values(fetched.records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert record_values(fetched.records) == [(0, b"a"), (1, b"b"), (2, b"c")]
     assert harness.fetch({0: 4})[0].error_code == common_pb2.OFFSET_OUT_OF_RANGE
 
 
@@ -215,7 +136,7 @@ def test_fetch_long_poll_wakes_on_append(harness: Harness) -> None:
     timer.start()
     fetched = harness.fetch({0: 0}, wait_ms=5000, min_bytes=1)[0]
     timer.join()
-    assert _values(fetched.records) == [(0, b"late")]
+    assert record_values(fetched.records) == [(0, b"late")]
     assert monotonic_ms() - started < 4000
 
 
@@ -224,7 +145,7 @@ def test_fetch_max_bytes_in_all_lets_only_the_first_batch_exceed(harness: Harnes
     harness.produce(1, [b"y" * 100])
     harness.fetch({1: 1}, replica_id=2)
     fetched = harness.fetch({0: 0, 1: 0}, max_bytes=10)
-    assert _values(fetched[0].records) == [(0, b"x" * 100)]
+    assert record_values(fetched[0].records) == [(0, b"x" * 100)]
     assert fetched[1].records == b"" and fetched[1].error_code == common_pb2.NONE
 
 

@@ -2,13 +2,15 @@
 (issue 12 §2.7): its partitions answer KAFKA_STORAGE_ERROR, the heartbeat names them so the
 controller moves their leadership, the broker keeps serving the partitions of its other
 directories, and later metadata still applies. Nothing is acknowledged from a log that could not
-be opened."""
+be opened.
+
+The harness's broker has log directories a and b: orders-0 and orders-2 are placed in a,
+orders-1 in b (each new partition goes to the directory holding the fewest)."""
 
 from __future__ import annotations
 
 import errno
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +21,9 @@ from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import common_pb2
 
 from .images import EVENTS_ID, ORDERS_ID, topic_records
-from .test_replica_manager import Harness
+from .replica_harness import Harness
 
 MORE_ID = uuid.UUID(int=3)
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)  # orders-0 and orders-2 in a, orders-1 in b
-    yield harness
-    harness.manager.close()
 
 
 def _fail_opens_in(monkeypatch: pytest.MonkeyPatch, *failing: Path) -> None:

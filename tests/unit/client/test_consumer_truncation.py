@@ -11,32 +11,21 @@ or raises LogTruncationError (an OffsetOutOfRangeError) with "none".
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pykraft.client import (
     Consumer,
-    ConsumerRecord,
     LogTruncationError,
     OffsetAndMetadata,
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running, wait_until
+from tests.unit.client.fake_broker import FakeCluster, running, wait_until
+from tests.unit.client.test_consumer import poll_until
 
 T0 = TopicPartition("t", 0)
 OLD = [b"a%d" % i for i in range(10)]
 NEW = [b"b%d" % i for i in range(6, 12)]
-
-
-def poll_until(consumer: Consumer, count: int, **kwargs: int) -> list[ConsumerRecord]:
-    records: list[ConsumerRecord] = []
-    deadline = time.monotonic() + WAIT_S
-    while len(records) < count:
-        assert time.monotonic() < deadline, f"only {len(records)} of {count} records"
-        records += consumer.poll(timeout_ms=100, **kwargs)
-    return records
 
 
 def unclean_election(cluster: FakeCluster) -> None:
