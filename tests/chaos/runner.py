@@ -35,10 +35,10 @@ from tests.chaos.netns import TestNetwork, unavailable_reason
 from tests.integration.cluster import (
     BROKER_IDS,
     BrokerProcess,
-    full_isr,
+    create_topic,
     make_broker,
     make_quorum,
-    run_cli,
+    start_brokers,
     wait_for,
 )
 
@@ -150,18 +150,8 @@ def chaos_cluster(directory: Path, network: TestNetwork | None) -> Iterator[Clus
         quorum.wait_active(timeout_s=30)
         for broker in brokers.values():
             broker.args += list(BROKER_ARGS)
-            broker.start()
-        wait_for(
-            lambda: len(quorum.image().cluster.unfenced_broker_ids()) == len(BROKER_IDS),
-            timeout_s=40,
-            what="every broker unfenced",
-        )
-        created = run_cli(
-            quorum, "topics", "create", "--topic", TOPIC, "--partitions", str(PARTITIONS),
-            "--replication-factor", "3", "--config", "min.insync.replicas=2",
-        )  # fmt: skip
-        assert created.returncode == 0, created.stderr
-        wait_for(lambda: full_isr(quorum, TOPIC, PARTITIONS), timeout_s=30, what="full ISR")
+        start_brokers(quorum, brokers, timeout_s=40)
+        create_topic(quorum, TOPIC, PARTITIONS, "--config", "min.insync.replicas=2")
         yield Cluster(quorum, brokers, TOPIC, PARTITIONS, network)
     finally:
         for broker in brokers.values():

@@ -92,9 +92,18 @@ def _reporter(history: HistoryWriter, value: str) -> RecordCallback:
     return report
 
 
-def _poll_op(history: HistoryWriter, records: list[tuple[int, int, str]]) -> None:
+def _poll(consumer: Consumer, history: HistoryWriter) -> list[tuple[int, int, str]]:
+    """One poll, written to the history as (partition, offset, value) records; an error is an
+    `info` poll and no records."""
+    try:
+        polled = consumer.poll(timeout_ms=300)
+    except KafkaError as error:
+        history.write("info", "poll", error=_error(error))
+        return []
+    records = [(r.partition, r.offset, (r.value or b"").decode()) for r in polled]
     if records:
         history.write("ok", "poll", records=records)
+    return records
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -123,13 +132,7 @@ def run_consumer(args: argparse.Namespace, history: HistoryWriter) -> None:
     try:
         consumer.subscribe([args.topic], listener=_Listener(history))
         while not STOP.is_set():
-            try:
-                polled = consumer.poll(timeout_ms=300)
-            except KafkaError as error:
-                history.write("info", "poll", error=_error(error))
-                continue
-            records = [(r.partition, r.offset, (r.value or b"").decode()) for r in polled]
-            _poll_op(history, records)
+            records = _poll(consumer, history)
             if not records:
                 continue
             offsets: dict[int, int] = {}
@@ -169,12 +172,7 @@ def run_reader(args: argparse.Namespace, history: HistoryWriter) -> None:
         consumer.assign([TopicPartition(args.topic, p) for p in range(args.partitions)])
         history.write("ok", "assign", partitions=list(range(args.partitions)))
         while not STOP.is_set():
-            try:
-                polled = consumer.poll(timeout_ms=300)
-            except KafkaError as error:
-                history.write("info", "poll", error=_error(error))
-                continue
-            _poll_op(history, [(r.partition, r.offset, (r.value or b"").decode()) for r in polled])
+            _poll(consumer, history)
     finally:
         consumer.close(timeout_ms=5000)
 

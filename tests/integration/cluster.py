@@ -492,6 +492,34 @@ def full_isr(quorum: Quorum, topic: str, partitions: int) -> bool:
     )
 
 
+def start_brokers(
+    quorum: Quorum, brokers: dict[int, BrokerProcess], *, timeout_s: float = 30
+) -> None:
+    """Starts `brokers` and waits until the quorum's image has every one of them unfenced."""
+    for broker in brokers.values():
+        broker.start()
+    wait_for(
+        lambda: set(brokers) <= set(quorum.image().cluster.unfenced_broker_ids()),
+        timeout_s=timeout_s,
+        what="every broker unfenced",
+    )
+
+
+def create_topic(quorum: Quorum, topic: str, partitions: int, *topic_args: str) -> None:
+    """`pykraft topics create` with replication factor 3 and `topic_args`, then waits until
+    every replica of `topic` is in its ISR."""
+    created = run_cli(
+        quorum, "topics", "create", "--topic", topic, "--partitions", str(partitions),
+        "--replication-factor", "3", *topic_args,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    wait_for(
+        lambda: full_isr(quorum, topic, partitions),
+        timeout_s=30,
+        what=f"every replica of {topic} in its ISR",
+    )
+
+
 @contextmanager
 def running_cluster(
     tmp_path: Path,
@@ -509,22 +537,8 @@ def running_cluster(
         try:
             for broker in brokers.values():
                 broker.args += list(broker_args)
-                broker.start()
-            wait_for(
-                lambda: len(quorum.image().cluster.unfenced_broker_ids()) == len(BROKER_IDS),
-                timeout_s=30,
-                what="every broker unfenced",
-            )
-            created = run_cli(
-                quorum, "topics", "create", "--topic", topic, "--partitions", str(partitions),
-                "--replication-factor", "3", *topic_args,
-            )  # fmt: skip
-            assert created.returncode == 0, created.stderr
-            wait_for(
-                lambda: full_isr(quorum, topic, partitions),
-                timeout_s=30,
-                what=f"every replica of {topic} in its ISR",
-            )
+            start_brokers(quorum, brokers)
+            create_topic(quorum, topic, partitions, *topic_args)
             yield quorum, brokers
         finally:
             for broker in brokers.values():

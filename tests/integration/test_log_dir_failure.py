@@ -19,13 +19,12 @@ from pykraft.proto import common_pb2
 
 from .cluster import (
     BROKER_IDS,
-    Quorum,
-    full_isr,
+    create_topic,
     make_broker,
     produce_raw,
     registrations,
-    run_cli,
     running_quorum,
+    start_brokers,
     wait_for,
 )
 
@@ -34,15 +33,7 @@ pytestmark = pytest.mark.integration
 BEFORE, AFTER = "before", "after"
 PARTITIONS = 6
 RECORDS = 600
-
-
-def _create(quorum: Quorum, topic: str) -> None:
-    created = run_cli(
-        quorum,
-        "topics", "create", "--topic", topic, "--partitions", str(PARTITIONS),
-        "--replication-factor", "3", "--config", "min.insync.replicas=2",
-    )  # fmt: skip
-    assert created.returncode == 0, created.stderr
+TOPIC_ARGS = ("--config", "min.insync.replicas=2")
 
 
 def test_a_failed_log_dir_takes_its_partitions_offline_and_the_broker_serves_the_rest(
@@ -54,29 +45,21 @@ def test_a_failed_log_dir_takes_its_partitions_offline_and_the_broker_serves_the
         index = brokers[1].args.index("--log-dirs") + 1
         brokers[1].args[index] = f"{first},{second}"
         try:
-            for broker in brokers.values():
-                broker.start()
-            wait_for(
-                lambda: len(quorum.image().cluster.unfenced_broker_ids()) == 3,
-                timeout_s=30,
-                what="every broker unfenced",
-            )
-            _create(quorum, BEFORE)
-            wait_for(lambda: full_isr(quorum, BEFORE, PARTITIONS), timeout_s=30, what="full ISR")
+            start_brokers(quorum, brokers)
+            create_topic(quorum, BEFORE, PARTITIONS, *TOPIC_ARGS)
             failed = {int(p.name.rsplit("-", 1)[1]) for p in second.glob(f"{BEFORE}-*")}
             kept = set(range(PARTITIONS)) - failed
             assert failed and kept, (failed, kept)
 
             second.rename(brokers[1].data_dir / "b.gone")
             second.write_text("not a directory any more\n")
-            _create(quorum, AFTER)
+            create_topic(quorum, AFTER, PARTITIONS, *TOPIC_ARGS)
 
             def moved() -> bool:
                 found = registrations(quorum, BEFORE)
                 return all(1 not in found[p].isr and found[p].leader != 1 for p in failed)
 
             wait_for(moved, timeout_s=30, what="broker 1 out of the failed replicas' ISRs")
-            wait_for(lambda: full_isr(quorum, AFTER, PARTITIONS), timeout_s=30, what="after ISR")
             found = registrations(quorum, BEFORE)
             assert all(1 in found[p].isr for p in kept), found
             offline = produce_raw(brokers[1], BEFORE, min(failed), [b"x"], acks=-1)
