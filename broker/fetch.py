@@ -21,12 +21,21 @@ from pykraft.broker.replica_manager import LeaderError, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
 
 CONSUMER_REPLICA_ID = -1
+# The longest a Fetch may wait for records (Kafka's default request.timeout.ms: a client waiting
+# longer would have given up).
+FETCH_WAIT_MS_MAX = 30_000
 
 
 def handle_fetch(
-    manager: ReplicaManager, request: broker_pb2.FetchRequest, clock_ms: Callable[[], int]
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    clock_ms: Callable[[], int],
+    wait_ms_max: int = FETCH_WAIT_MS_MAX,
 ) -> broker_pb2.FetchResponse:
-    deadline_ms = clock_ms() + max(request.max_wait_ms, 0)
+    """Reads at once, or waits up to `max_wait_ms` for `min_bytes`, but never longer than
+    `wait_ms_max` (the caller's deadline): a waiting Fetch holds one of the broker's request
+    threads."""
+    deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     while True:
         version = manager.version
         response, size_bytes, failed = _read_all(manager, request, clock_ms())

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from pykraft.broker.config import GRPC_MESSAGE_BYTES_MAX, BrokerConfig
-from pykraft.broker.fetch import handle_fetch
+from pykraft.broker.fetch import FETCH_WAIT_MS_MAX, handle_fetch
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.broker.produce import handle_produce
@@ -146,7 +146,11 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
     def Fetch(
         self, request: broker_pb2.FetchRequest, context: grpc.ServicerContext
     ) -> broker_pb2.FetchResponse:
-        return handle_fetch(self._manager, request, self._clock_ms)
+        remaining_s = context.time_remaining()
+        wait_ms_max = FETCH_WAIT_MS_MAX
+        if remaining_s is not None:
+            wait_ms_max = min(wait_ms_max, max(int(remaining_s * 1000), 0))
+        return handle_fetch(self._manager, request, self._clock_ms, wait_ms_max)
 
     def ListOffsets(
         self, request: broker_pb2.ListOffsetsRequest, context: grpc.ServicerContext

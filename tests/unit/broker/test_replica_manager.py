@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 from pykraft.broker.controller_channel import monotonic_ms
+from pykraft.broker.fetch import FETCH_WAIT_MS_MAX, handle_fetch
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.metadata_log.records import (
@@ -138,6 +139,26 @@ def test_fetch_long_poll_wakes_on_append(harness: Harness) -> None:
     timer.join()
     assert record_values(fetched.records) == [(0, b"late")]
     assert monotonic_ms() - started < 4000
+
+
+def test_a_fetch_waits_no_longer_than_the_broker_allows(harness: Harness) -> None:
+    """A Fetch asking to wait for days holds one of the broker's request threads only up to
+    `wait_ms_max` (the caller's deadline, capped by FETCH_WAIT_MS_MAX), so such requests cannot
+    tie up every thread."""
+    assert 0 < FETCH_WAIT_MS_MAX <= 60_000
+    request = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=2**31 - 1, min_bytes=1)
+    request.topics.add(topic="orders").partitions.add(
+        partition=0, fetch_offset=0, last_fetched_epoch=-1, partition_max_bytes=1 << 20
+    )
+    answered: list[broker_pb2.FetchResponse] = []
+    waiter = threading.Thread(
+        target=lambda: answered.append(
+            handle_fetch(harness.manager, request, monotonic_ms, wait_ms_max=100)
+        )
+    )
+    waiter.start()
+    waiter.join(timeout=10)
+    assert answered and answered[0].topics[0].partitions[0].records == b""
 
 
 def test_fetch_max_bytes_in_all_lets_only_the_first_batch_exceed(harness: Harness) -> None:
