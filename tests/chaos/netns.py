@@ -65,7 +65,15 @@ class TestNetwork:
         return ("ip", "netns", "exec", self.namespace(node))
 
     def create(self) -> None:
+        """Makes the bridge and a namespace per node; on failure removes what it made."""
         self._remove_leftovers()
+        try:
+            self._create()
+        except BaseException:
+            self.destroy()
+            raise
+
+    def _create(self) -> None:
         _ip("link", "add", BRIDGE, "type", "bridge")
         _ip("addr", "add", f"{HOST_ADDRESS}/24", "dev", BRIDGE)
         _ip("link", "set", BRIDGE, "up")
@@ -83,12 +91,21 @@ class TestNetwork:
             self.addresses[node] = address
 
     def _remove_leftovers(self) -> None:
-        """Removes this suite's namespaces and bridge left by a run that was killed."""
+        """Removes this suite's namespaces, veth pairs and bridge left by an earlier run. A
+        namespace deleted while a process still runs in it (or that the kernel has not torn
+        down yet) lives on unnamed with its veth pair, whose root end keeps our name: deleting
+        that end removes the pair at once."""
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
         for line in listed.stdout.splitlines():
             name = line.split()[0] if line.split() else ""
             if name.startswith(PREFIX):
                 _ip("netns", "del", name, check=False)
+        links = _ip("-o", "link", "show", check=False)
+        for line in links.splitlines():
+            fields = line.split(":")
+            name = fields[1].strip().split("@")[0] if len(fields) > 1 else ""
+            if name.startswith(PREFIX) and name != BRIDGE:
+                _ip("link", "del", name, check=False)
         _ip("link", "del", BRIDGE, check=False)
 
     def destroy(self) -> None:
