@@ -11,7 +11,9 @@ Fault kinds:
 - `partition-majority`: a random minority of two nodes cut from the other four;
 - `partition-isolate-leader`: the broker leading most partitions, or the active controller,
   cut from every other node;
-- `partition-bridge`: two halves cut from each other but for one node that sees both.
+- `partition-bridge`: two halves cut from each other but for one node that sees both;
+- `partition-link-down`: the link of the broker leading most partitions, or of the active
+  controller, set down: it is cut from every node and every client (a pulled cable).
 
 Partitions need the namespaces of netns.py; clients in the root namespace always see every node.
 """
@@ -43,7 +45,12 @@ PROCESS_KINDS = (
     "kill-controller",
     "kill-all-controllers",
 )
-PARTITION_KINDS = ("partition-majority", "partition-isolate-leader", "partition-bridge")
+PARTITION_KINDS = (
+    "partition-majority",
+    "partition-isolate-leader",
+    "partition-bridge",
+    "partition-link-down",
+)
 FAULT_KINDS = PROCESS_KINDS + PARTITION_KINDS
 # How long each fault holds (s), and about how long it takes beyond that (restarts, waits).
 HOLD_S = {
@@ -55,6 +62,7 @@ HOLD_S = {
     "partition-majority": (5.0, 10.0),
     "partition-isolate-leader": (5.0, 10.0),
     "partition-bridge": (5.0, 10.0),
+    "partition-link-down": (5.0, 10.0),
 }
 OVERHEAD_S = {"rolling-restart": 25.0}
 QUIET_S = (3.0, 6.0)
@@ -257,6 +265,12 @@ class Nemesis:
         assert network is not None, "partition faults need the test network"
         names = sorted(cluster.nodes())
         rng.shuffle(names)
+        if fault.kind == "partition-link-down":
+            node = self._leader(rng)
+            network.link_down(node)
+            self._hold(fault)
+            network.heal()
+            return [f"{node} link down"]
         if fault.kind == "partition-majority":
             side_a, side_b = names[:2], names[2:]
         elif fault.kind == "partition-bridge":

@@ -6,8 +6,9 @@ bridge (and so the test process, the clients and the workload in the root namesp
 
 Partitions cut node-to-node traffic with blackhole routes: in each namespace on one side, `ip
 route add blackhole ADDR/32` for every address on the other side. Both directions are cut, and
-the root namespace keeps reaching every node (clients are never partitioned). `heal` deletes
-every route it added.
+the root namespace keeps reaching every node. `link_down` sets a node's link down instead: it
+is cut from everyone, clients included. `heal` deletes every route it added and brings every
+link back up.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class TestNetwork:
     nodes: list[str]
     addresses: dict[str, str] = field(default_factory=dict)
     cuts: set[tuple[str, str]] = field(default_factory=set)
+    links_down: set[str] = field(default_factory=set)
 
     def namespace(self, node: str) -> str:
         return f"{PREFIX}{node}"
@@ -129,11 +131,21 @@ class TestNetwork:
                         _ip(*route, namespace=self.namespace(src))
                         self.cuts.add((src, dst))
 
+    def link_down(self, node: str) -> None:
+        """Takes `node`'s link down: it reaches nobody and nobody reaches it, clients included
+        (a pulled cable)."""
+        _ip("link", "set", "eth0", "down", namespace=self.namespace(node))
+        self.links_down.add(node)
+
     def heal(self) -> None:
+        """Deletes every cut and brings every link taken down back up."""
         for src, dst in sorted(self.cuts):
             route = ("route", "del", "blackhole", f"{self.addresses[dst]}/32")
             _ip(*route, namespace=self.namespace(src), check=False)
         self.cuts.clear()
+        for node in sorted(self.links_down):
+            _ip("link", "set", "eth0", "up", namespace=self.namespace(node), check=False)
+        self.links_down.clear()
 
     def reachable(self, src: str, dst: str) -> bool:
         """Whether `src` has no blackhole route towards `dst` (as `ip route` lists them)."""

@@ -22,7 +22,7 @@ SECONDS = 55.0
 SHORT_RUNS = (
     ("kill-broker", "pause-broker", "partition-majority", "partition-bridge"),
     ("rolling-restart", "partition-isolate-leader", "kill-broker"),
-    ("kill-controller", "kill-all-controllers", "partition-isolate-leader"),
+    ("kill-controller", "kill-all-controllers", "partition-isolate-leader", "partition-link-down"),
 )
 
 
