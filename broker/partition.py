@@ -202,7 +202,11 @@ class Partition:
         )
 
     def on_follower_fetch(
-        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        now_ms: int,
+        broker_epoch: int = isr_rules.UNDEFINED_BROKER_EPOCH,
     ) -> bool:
         """As leader: follower `replica_id` (the incarnation of `broker_epoch`) asked for
         `fetch_offset`, so it holds everything below it (and was caught up if that is the log
