@@ -20,8 +20,15 @@ from pathlib import Path
 from typing import Final
 
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
-from pykraft.metadata_log import MetadataDelta, MetadataImage, decode_records, encode_records
+from pykraft.metadata_log import (
+    MetadataDelta,
+    MetadataImage,
+    decode_records,
+    encode_records,
+    replay_all,
+)
 from pykraft.metadata_log.errors import CorruptRecordError
+from pykraft.metadata_log.records import Record
 from pykraft.proto import common_pb2, controller_pb2
 
 log = logging.getLogger(__name__)
@@ -60,7 +67,7 @@ class ImageFile:
         except CorruptRecordError as error:
             log.warning("%s: %s; fetching all metadata again", self.path, error)
             return MetadataImage.EMPTY
-        return MetadataImage.from_records(records, offset=offset, epoch=epoch)
+        return replay_all(MetadataImage.EMPTY, records).apply(offset=offset, epoch=epoch)
 
     def write(self, image: MetadataImage) -> None:
         """Replaces the stored image atomically: a crash leaves the old one or the new one."""
@@ -88,18 +95,20 @@ def apply_fetch_response(
     replaced = response.HasField("snapshot")
     if replaced:
         snapshot = response.snapshot
-        image = MetadataImage.from_records(
-            decode_records(snapshot.records), offset=snapshot.offset, epoch=snapshot.epoch
+        image = replay_all(MetadataImage.EMPTY, decode_records(snapshot.records)).apply(
+            offset=snapshot.offset, epoch=snapshot.epoch
         )
-    delta = MetadataDelta(image)
-    offset, epoch = image.offset, image.epoch
+    new: list[tuple[int, int, Record]] = []  # offset, batch epoch, record
+    last_offset = image.offset
     for batch in response.batches:
         for index, record in enumerate(decode_records(batch.records)):
-            if batch.base_offset + index > offset:
-                delta.replay(record)
-                offset, epoch = batch.base_offset + index, max(epoch, batch.epoch)
-    if offset != image.offset:
-        image = delta.apply(offset=offset, epoch=epoch)
+            if batch.base_offset + index > last_offset:
+                last_offset = batch.base_offset + index
+                new.append((last_offset, batch.epoch, record))
+    delta = replay_all(image, (record for _, _, record in new))
+    if new:
+        epoch = max(image.epoch, *(batch_epoch for _, batch_epoch, _ in new))
+        image = delta.apply(offset=new[-1][0], epoch=epoch)
     return (None if replaced else delta), image
 
 

@@ -18,7 +18,7 @@ from pykraft.metadata_log.configs import (
     config_definitions,
     validate_config,
 )
-from pykraft.metadata_log.delta import MetadataDelta
+from pykraft.metadata_log.delta import MetadataDelta, replay_all
 from pykraft.metadata_log.errors import (
     ConfigValidationError,
     CorruptRecordError,
@@ -104,5 +104,6 @@ __all__ = [
     "decode_records",
     "encode_record",
     "encode_records",
+    "replay_all",
     "validate_config",
 ]

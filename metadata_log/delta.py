@@ -12,7 +12,7 @@ a duplicate topic, an unknown broker, producer ids or offsets going back) is a b
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TypeVar, assert_never
 from uuid import UUID
@@ -305,3 +305,13 @@ class MetadataDelta:
         if self._next_producer_id is None:
             return self._image.producer_ids
         return ProducerIdsImage(self._next_producer_id)
+
+
+def replay_all(image: MetadataImage, records: Iterable[Record]) -> MetadataDelta:
+    """A delta from `image` with `records` replayed in order (MetadataReplayError on one that
+    cannot apply); `apply(offset=..., epoch=...)` gives the image after them. Every replay of
+    records onto an image (a snapshot onto the empty image, a batch, a fetch) goes through here."""
+    delta = MetadataDelta(image)
+    for record in records:
+        delta.replay(record)
+    return delta

@@ -5,15 +5,15 @@ dict nobody else holds, so an image can be shared between threads and kept as hi
 copying. Images compare by value (`==`). A new image comes from `MetadataDelta.apply`, which
 shares, by reference, every part that did not change.
 
-`MetadataImage.write()` turns an image into records (a snapshot) and `MetadataImage.from_records`
-turns them back: `MetadataImage.from_records(image.write(), offset=o, epoch=e) == image` when `o`
-and `e` are the image's own.
+`MetadataImage.write()` turns an image into records (a snapshot) and `delta.replay_all` turns
+them back: `replay_all(MetadataImage.EMPTY, image.write()).apply(offset=o, epoch=e) == image`
+when `o` and `e` are the image's own.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar, Final, TypeVar
 from uuid import UUID
@@ -293,17 +293,6 @@ class MetadataImage:
             *self.configs.write(),
             *self.producer_ids.write(),
         ]
-
-    @staticmethod
-    def from_records(records: Iterable[Record], *, offset: int, epoch: int) -> MetadataImage:
-        """Replays a snapshot (or any valid history) onto the empty image."""
-        # The delta builds images, so it imports this module; importing it here breaks the cycle.
-        from pykraft.metadata_log.delta import MetadataDelta
-
-        delta = MetadataDelta(MetadataImage.EMPTY)
-        for record in records:
-            delta.replay(record)
-        return delta.apply(offset=offset, epoch=epoch)
 
 
 FeaturesImage.EMPTY = FeaturesImage(MappingProxyType({}))

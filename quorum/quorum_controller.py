@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
-from pykraft.metadata_log.delta import MetadataDelta
+from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.errors import InvariantError
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.metadata_log.records import (
@@ -441,10 +441,9 @@ class QuorumController:
 
 
 def _replayed(image: MetadataImage, records: tuple[Record, ...], epoch: int) -> MetadataImage:
-    delta = MetadataDelta(image)
-    for record in records:
-        delta.replay(record)
-    return delta.apply(offset=image.offset + len(records), epoch=max(epoch, image.epoch))
+    return replay_all(image, records).apply(
+        offset=image.offset + len(records), epoch=max(epoch, image.epoch)
+    )
 
 
 def _as_header_result(

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from pykraft.metadata_log.codec import decode_records, encode_records
-from pykraft.metadata_log.delta import MetadataDelta
+from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.quorum.batch import BatchKind, QuorumBatch
 
@@ -87,9 +87,7 @@ class MetadataStateMachine:
             self.active_epoch = batch.epoch
             self.active_leader_id = batch.leader_id
         base_offset = self.next_offset
-        delta = MetadataDelta(self.image)
-        for record in batch.records:
-            delta.replay(record)
+        delta = replay_all(self.image, batch.records)
         last_offset = base_offset + len(batch.records) - 1
         if batch.records:
             self.image = delta.apply(offset=last_offset, epoch=batch.epoch)
@@ -138,7 +136,7 @@ class MetadataStateMachine:
     def restore(self, data: bytes) -> None:
         offset, epoch, active_epoch, leader_id = _SNAPSHOT_HEADER.unpack_from(data)
         records = decode_records(data[_SNAPSHOT_HEADER.size :])
-        self.image = MetadataImage.from_records(records, offset=offset, epoch=epoch)
+        self.image = replay_all(MetadataImage.EMPTY, records).apply(offset=offset, epoch=epoch)
         self.active_epoch = active_epoch
         self.active_leader_id = leader_id
         self._tail.clear()

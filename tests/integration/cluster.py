@@ -24,8 +24,7 @@ from typing import ClassVar, TypeVar
 
 import grpc
 
-from pykraft.metadata_log.codec import decode_records
-from pykraft.metadata_log.delta import MetadataDelta
+from pykraft.broker.metadata import apply_fetch_response
 from pykraft.metadata_log.image import MetadataImage, PartitionRegistration
 from pykraft.proto import (
     admin_pb2,
@@ -321,21 +320,8 @@ def fetch_image(
         )
         response = stub.MetadataFetch(request, timeout=10)
         assert response.header.error_code == common_pb2.NONE, response.header
-        if response.HasField("snapshot"):
-            snap = response.snapshot
-            image = MetadataImage.from_records(
-                decode_records(snap.records), offset=snap.offset, epoch=snap.epoch
-            )
-            after = snap.offset
-        for batch in response.batches:
-            records = decode_records(batch.records)
-            delta = MetadataDelta(image)
-            for index, record in enumerate(records):
-                if batch.base_offset + index > after:
-                    delta.replay(record)
-            last = batch.base_offset + len(records) - 1
-            image = delta.apply(offset=last, epoch=batch.epoch)
-            after = last
+        _, image = apply_fetch_response(image, response)
+        after = image.offset
         if after >= response.high_watermark:
             return image
 

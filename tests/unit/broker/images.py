@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
-from pykraft.metadata_log import MetadataDelta, MetadataImage
+from pykraft.metadata_log import MetadataDelta, MetadataImage, replay_all
 from pykraft.metadata_log.records import (
     Endpoint,
     PartitionRecord,
@@ -42,9 +42,7 @@ def topic_records(
 
 
 def advance(image: MetadataImage, records: Sequence[Record]) -> tuple[MetadataDelta, MetadataImage]:
-    delta = MetadataDelta(image)
-    for record in records:
-        delta.replay(record)
+    delta = replay_all(image, records)
     return delta, delta.apply(offset=image.offset + len(records), epoch=max(image.epoch, 1))
 
 

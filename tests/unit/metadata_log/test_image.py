@@ -6,6 +6,7 @@ from uuid import UUID
 import pytest
 
 from pykraft.metadata_log.codec import decode_records, encode_records
+from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.image import (
     BrokerRegistration,
     ClusterImage,
@@ -52,7 +53,7 @@ SNAPSHOT: list[Record] = [
 
 
 def snapshot_image() -> MetadataImage:
-    return MetadataImage.from_records(SNAPSHOT, offset=41, epoch=3)
+    return replay_all(MetadataImage.EMPTY, SNAPSHOT).apply(offset=41, epoch=3)
 
 
 def test_empty_image() -> None:
@@ -63,7 +64,7 @@ def test_empty_image() -> None:
     assert empty.cluster.unfenced_broker_ids() == []
     assert empty.topics.get(UUID(int=1)) is None
     assert empty.topics.get_by_name("a") is None
-    assert MetadataImage.from_records([], offset=-1, epoch=-1) == empty
+    assert replay_all(MetadataImage.EMPTY, []).apply(offset=-1, epoch=-1) == empty
 
 
 def test_write_gives_the_snapshot_in_order() -> None:
@@ -75,14 +76,16 @@ def test_write_gives_the_snapshot_in_order() -> None:
 def test_snapshot_round_trips_through_the_codec() -> None:
     image = snapshot_image()
     records = decode_records(encode_records(image.write()))
-    assert MetadataImage.from_records(records, offset=41, epoch=3) == image
+    assert replay_all(MetadataImage.EMPTY, records).apply(offset=41, epoch=3) == image
 
 
 def test_images_compare_by_value() -> None:
     assert snapshot_image() == snapshot_image()
     assert snapshot_image() is not snapshot_image()
-    assert snapshot_image() != MetadataImage.from_records(SNAPSHOT, offset=42, epoch=3)
-    assert snapshot_image() != MetadataImage.from_records(SNAPSHOT[:-1], offset=41, epoch=3)
+    assert snapshot_image() != replay_all(MetadataImage.EMPTY, SNAPSHOT).apply(offset=42, epoch=3)
+    assert snapshot_image() != replay_all(MetadataImage.EMPTY, SNAPSHOT[:-1]).apply(
+        offset=41, epoch=3
+    )
 
 
 def test_lookups() -> None:
@@ -145,5 +148,5 @@ def test_sub_images_from_scratch_equal_replayed_ones() -> None:
         configs=ConfigsImage({}),
         producer_ids=ProducerIdsImage(),
     )
-    replayed = MetadataImage.from_records(topic.write(), offset=7, epoch=2)
+    replayed = replay_all(MetadataImage.EMPTY, topic.write()).apply(offset=7, epoch=2)
     assert built == replayed

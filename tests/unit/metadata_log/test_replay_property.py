@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pykraft.metadata_log.codec import decode_records, encode_records
-from pykraft.metadata_log.delta import MetadataDelta
+from pykraft.metadata_log.delta import MetadataDelta, replay_all
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.metadata_log.records import Record
 from tests.unit.metadata_log.strategies import valid_histories
@@ -55,8 +55,8 @@ def test_snapshot_at_any_cut_then_tail_equals_full_replay(
 
     snapshot = at_cut.write()
     assert decode_records(encode_records(snapshot)) == snapshot
-    restored = MetadataImage.from_records(
-        decode_records(encode_records(snapshot)), offset=at_cut.offset, epoch=at_cut.epoch
+    restored = replay_all(MetadataImage.EMPTY, decode_records(encode_records(snapshot))).apply(
+        offset=at_cut.offset, epoch=at_cut.epoch
     )
     assert restored == at_cut
     assert restored.write() == snapshot

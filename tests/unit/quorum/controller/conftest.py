@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from uuid import UUID
 
-from pykraft.metadata_log.delta import MetadataDelta
+from pykraft.metadata_log import replay_all
 from pykraft.metadata_log.image import MetadataImage, PartitionRegistration
 from pykraft.metadata_log.records import (
     ConfigRecord,
@@ -25,9 +25,7 @@ CLUSTER_ID = "test-cluster"
 
 def image_with(*records: Record, base: MetadataImage = MetadataImage.EMPTY) -> MetadataImage:
     """`base` (empty by default) after `records`, one offset each."""
-    delta = MetadataDelta(base)
-    for record in records:
-        delta.replay(record)
+    delta = replay_all(base, records)
     return delta.apply(offset=base.offset + len(records), epoch=max(base.epoch, 1))
 
 
