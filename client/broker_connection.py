@@ -16,11 +16,9 @@ import grpc
 from google.protobuf.message import Message
 
 from pykraft.client.errors import KafkaError, error_for
-from pykraft.client.routing import _rpc_error
+from pykraft.client.transport import open_channel, rpc_error
 from pykraft.proto import broker_pb2, common_pb2
 
-_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
-_RECONNECT_BACKOFF_MAX_MS = 1000
 _SERVICE = broker_pb2.DESCRIPTOR.services_by_name["BrokerService"]
 
 
@@ -42,14 +40,7 @@ class BrokerConnection:
 
     def __init__(self, address: str, *, retry_backoff_ms: int) -> None:
         self.address = address
-        options = [
-            ("grpc.max_send_message_length", _MESSAGE_BYTES_MAX),
-            ("grpc.max_receive_message_length", _MESSAGE_BYTES_MAX),
-            ("grpc.initial_reconnect_backoff_ms", max(1, retry_backoff_ms)),
-            ("grpc.min_reconnect_backoff_ms", max(1, retry_backoff_ms)),
-            ("grpc.max_reconnect_backoff_ms", _RECONNECT_BACKOFF_MAX_MS),
-        ]
-        self._channel = grpc.insecure_channel(address, options=options)
+        self._channel = open_channel(address, retry_backoff_ms=retry_backoff_ms)
 
     def _stub(
         self, method: str, request: Message, response_type: type[ResponseT]
@@ -69,7 +60,7 @@ class BrokerConnection:
         try:
             response = stub(request, timeout=max(timeout_ms, 1) / 1000)
         except grpc.RpcError as e:
-            raise _rpc_error(self.address, e) from None
+            raise rpc_error(self.address, e) from None
         _raise_header_error(self.address, response.header)
         return response
 
@@ -90,7 +81,7 @@ class BrokerConnection:
                 response = finished.result()
                 _raise_header_error(self.address, response.header)
             except grpc.RpcError as e:
-                on_done(_rpc_error(self.address, e))
+                on_done(rpc_error(self.address, e))
             except KafkaError as e:
                 on_done(e)
             else:

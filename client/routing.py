@@ -9,7 +9,7 @@ or the request timeout runs out:
 - NOT_CONTROLLER naming nobody (an election is under way) or a node that cannot be reached:
   after a backoff, the next bootstrap address.
 
-Backoff starts at `retry_backoff_ms` and doubles up to `_RETRY_BACKOFF_MAX_MS` (Kafka's
+Backoff starts at `retry_backoff_ms` and doubles up to `RETRY_BACKOFF_MAX_MS` (Kafka's
 retry.backoff.max.ms default). When time runs out the last error is raised. Every failure is a
 `KafkaError`; gRPC errors never leak to the caller.
 """
@@ -26,19 +26,14 @@ import grpc
 from google.protobuf.message import Message
 
 from pykraft.client.errors import (
-    InvalidRequestError,
     KafkaConnectionError,
     KafkaError,
-    MessageTooLargeError,
     NotControllerError,
-    UnknownServerError,
-    UnsupportedVersionError,
     raise_for,
 )
+from pykraft.client.transport import RETRY_BACKOFF_MAX_MS, open_channel, rpc_error
 from pykraft.proto import admin_pb2, common_pb2
 
-_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
-_RETRY_BACKOFF_MAX_MS = 1000
 # A node that accepts connections but never answers may use at most this share of the request
 # timeout, so another node still gets a try.
 _ATTEMPTS_PER_REQUEST_MIN = 2
@@ -121,7 +116,7 @@ class ControllerRouter:
                 address, redirected = redirect, True
                 continue
             time.sleep(min(backoff_ms / 1000, remaining_s))
-            backoff_ms = min(max(1, backoff_ms * 2), _RETRY_BACKOFF_MAX_MS)
+            backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
             redirected = bool(redirect)
             address = redirect or self._take_bootstrap()
 
@@ -144,20 +139,9 @@ class ControllerRouter:
                 raise RuntimeError("the client is closed")
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.insecure_channel(address, options=self._channel_options())
+                channel = open_channel(address, retry_backoff_ms=self._retry_backoff_ms)
                 self._channels[address] = channel
             return channel
-
-    def _channel_options(self) -> list[tuple[str, int]]:
-        # gRPC's default reconnect backoff grows to two minutes, during which calls to a
-        # restarted controller fail at once; keep it within our own retry backoff.
-        return [
-            ("grpc.max_send_message_length", _MESSAGE_BYTES_MAX),
-            ("grpc.max_receive_message_length", _MESSAGE_BYTES_MAX),
-            ("grpc.initial_reconnect_backoff_ms", max(1, self._retry_backoff_ms)),
-            ("grpc.min_reconnect_backoff_ms", max(1, self._retry_backoff_ms)),
-            ("grpc.max_reconnect_backoff_ms", _RETRY_BACKOFF_MAX_MS),
-        ]
 
     def _attempt(
         self,
@@ -176,7 +160,7 @@ class ControllerRouter:
         try:
             response = stub(request, timeout=max(timeout_s, 0.001))
         except grpc.RpcError as e:
-            error = _rpc_error(address, e)
+            error = rpc_error(address, e)
             if isinstance(error, KafkaConnectionError):
                 return _Retry(error, redirect="")
             raise error from None
@@ -202,24 +186,3 @@ def _not_controller_message(address: str, header: common_pb2.ResponseHeader) -> 
         where = "no known active controller"
     detail = f" ({header.error_message})" if header.error_message else ""
     return f"{address} is not the active controller; {where}{detail}"
-
-
-_CONNECTION_LOST = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
-)
-
-
-def _rpc_error(address: str, error: grpc.RpcError) -> KafkaError:
-    """Maps a gRPC failure to our errors; only KafkaConnectionError is retried. A call the
-    server cancelled (it was stopping) is a lost connection too: its outcome is unknown, as
-    Kafka's clients treat a disconnect, and retrying it is safe with idempotence."""
-    status = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = (error.details() if isinstance(error, grpc.Call) else None) or str(error)
-    if status in _CONNECTION_LOST:
-        return KafkaConnectionError(f"cannot reach {address}: {status.name}: {details}")
-    classes: dict[grpc.StatusCode, type[KafkaError]] = {
-        grpc.StatusCode.UNIMPLEMENTED: UnsupportedVersionError,
-        grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
-        grpc.StatusCode.RESOURCE_EXHAUSTED: MessageTooLargeError,
-    }
-    return classes.get(status, UnknownServerError)(f"{address}: {status.name}: {details}")
