@@ -68,10 +68,10 @@ from pykraft.client.group_offsets import (
 from pykraft.client.offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    RETRY_BACKOFF_MAX_MS,
     OffsetLookup,
 )
 from pykraft.client.routing import ControllerRouter, parse_bootstrap
+from pykraft.client.transport import Backoff
 from pykraft.client.types import ListOffsetsResult, OffsetAndMetadata, TopicPartition
 from pykraft.proto import admin_pb2, common_pb2, group_pb2
 
@@ -351,7 +351,7 @@ class AdminClient:
         request = group_pb2.ListGroupsRequest(states_filter=[str(s) for s in sorted(wanted)])
         deadline_ms = monotonic_ms() + self._request_timeout_ms
         answers: dict[int, list[group_pb2.ListedGroup]] = {}
-        backoff_ms = self._retry_backoff_ms
+        backoff = Backoff(self._retry_backoff_ms)
         while True:
             error = self._list_groups_once(self._live_brokers(), request, answers, deadline_ms)
             if error is None:
@@ -359,8 +359,7 @@ class AdminClient:
             left_ms = deadline_ms - monotonic_ms()
             if left_ms <= 0:
                 raise error
-            time.sleep(min(backoff_ms, left_ms) / 1000)
-            backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
+            time.sleep(min(backoff.next_ms(), left_ms) / 1000)
         listings: dict[str, ConsumerGroupListing] = {}
         for broker_id in sorted(answers):
             for group in answers[broker_id]:

@@ -3,7 +3,7 @@
 Refreshed from BrokerService.Metadata for the topics the client uses, when a caller asks
 (`request_update`, after an error that means the view is stale) or when a topic is unknown.
 Refreshes after a failure back off from `retry_backoff_ms`, doubling up to
-`_REFRESH_BACKOFF_MAX_MS`, so a dead cluster is not hammered. Thread-safe.
+`transport.RETRY_BACKOFF_MAX_MS`, so a dead cluster is not hammered. Thread-safe.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from pykraft.client.errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
+from pykraft.client.transport import Backoff
 from pykraft.client.types import TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
-
-_REFRESH_BACKOFF_MAX_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +52,6 @@ class ClusterMetadata:
         self._bootstrap = list(bootstrap)
         self._pool = pool
         self._request_timeout_ms = request_timeout_ms
-        self._retry_backoff_ms = retry_backoff_ms
         self._topics: set[str] = set()
         self._brokers: dict[int, str] = {}
         self._leaders: dict[TopicPartition, PartitionLeader | None] = {}
@@ -62,7 +60,7 @@ class ClusterMetadata:
         self._update_requested = False
         self._any_broker_turn = -1
         self._last_refresh_ms = -(1 << 62)
-        self._backoff_ms = retry_backoff_ms
+        self._backoff = Backoff(retry_backoff_ms)
         self._lock = threading.Lock()
         self._refresh_lock = threading.Lock()
 
@@ -102,7 +100,10 @@ class ClusterMetadata:
         """Refreshes if an update was requested and the backoff since the last attempt passed;
         a failure is kept for later (the next attempt backs off longer)."""
         with self._lock:
-            due = self._update_requested and now_ms - self._last_refresh_ms >= self._backoff_ms
+            due = (
+                self._update_requested
+                and now_ms - self._last_refresh_ms >= self._backoff.current_ms
+            )
         if due:
             with contextlib.suppress(KafkaError):
                 self.refresh(now_ms)
@@ -129,7 +130,7 @@ class ClusterMetadata:
                 self._apply(response)
                 return
             with self._lock:
-                self._backoff_ms = min(max(1, self._backoff_ms * 2), _REFRESH_BACKOFF_MAX_MS)
+                self._backoff.next_ms()
             raise error
 
     def _apply(self, response: broker_pb2.MetadataResponse) -> None:
@@ -137,7 +138,7 @@ class ClusterMetadata:
         with self._lock:
             self._brokers = brokers
             self._update_requested = False
-            self._backoff_ms = self._retry_backoff_ms
+            self._backoff.reset()
             for topic in response.topics:
                 self._apply_topic(topic, brokers)
 
@@ -197,4 +198,5 @@ class ClusterMetadata:
             except KafkaError as e:
                 last_error = e
             if self.partition_count(topic) is None:
-                time.sleep(min(self._backoff_ms, max(deadline_ms - monotonic_ms(), 0)) / 1000)
+                wait_ms = self._backoff.current_ms
+                time.sleep(min(wait_ms, max(deadline_ms - monotonic_ms(), 0)) / 1000)

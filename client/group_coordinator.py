@@ -34,9 +34,9 @@ from pykraft.client.errors import (
     RequestTimedOutError,
     raise_for,
 )
+from pykraft.client.transport import Backoff
 from pykraft.proto import group_pb2
 
-RETRY_BACKOFF_MAX_MS: Final = 1000
 GROUP_KEY_TYPE: Final = 0
 # Errors after which the coordinator is looked up again.
 _MOVED: Final = (NotCoordinatorError, CoordinatorNotAvailableError, KafkaConnectionError)
@@ -86,7 +86,7 @@ class CoordinatorClient:
     ) -> ResponseT:
         """Sends `request` to the group's coordinator; see the module docstring."""
         deadline_ms = monotonic_ms() + timeout_ms
-        backoff_ms = self._retry_backoff_ms
+        backoff = Backoff(self._retry_backoff_ms)
         while True:
             try:
                 address = self._address(group_id, deadline_ms)
@@ -105,8 +105,7 @@ class CoordinatorClient:
                 left_ms = deadline_ms - monotonic_ms()
                 if left_ms <= 0:
                     raise
-                time.sleep(min(backoff_ms, left_ms) / 1000)
-                backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
+                time.sleep(min(backoff.next_ms(), left_ms) / 1000)
 
     def _address(self, group_id: str, deadline_ms: int) -> str:
         with self._lock:
@@ -121,7 +120,7 @@ class CoordinatorClient:
     def _find(self, group_id: str, deadline_ms: int) -> group_pb2.FindCoordinatorResponse:
         """FindCoordinator, asked of any broker, retried until `deadline_ms`."""
         request = group_pb2.FindCoordinatorRequest(key=group_id, key_type=GROUP_KEY_TYPE)
-        backoff_ms = self._retry_backoff_ms
+        backoff = Backoff(self._retry_backoff_ms)
         while True:
             left_ms = deadline_ms - monotonic_ms()
             if left_ms <= 0:
@@ -139,5 +138,4 @@ class CoordinatorClient:
                     raise
                 self._metadata.request_update()
                 self._metadata.maybe_refresh(monotonic_ms())
-            time.sleep(min(backoff_ms, max(0, deadline_ms - monotonic_ms())) / 1000)
-            backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
+            time.sleep(min(backoff.next_ms(), max(0, deadline_ms - monotonic_ms())) / 1000)

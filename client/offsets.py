@@ -28,6 +28,7 @@ from pykraft.client.errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
+from pykraft.client.transport import Backoff
 from pykraft.client.types import ListOffsetsResult, TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
 
@@ -35,7 +36,6 @@ EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 CONSUMER_REPLICA_ID: Final = -1
 # Kafka's retry.backoff.max.ms default: retries back off exponentially up to this.
-RETRY_BACKOFF_MAX_MS: Final = 1000
 
 
 def wants_metadata(error: KafkaError) -> bool:
@@ -110,7 +110,7 @@ class OffsetLookup:
         runs out (then see `exact_errors`); other errors raise at once."""
         self._metadata.add_topics({tp.topic for tp in timestamps})
         deadline_ms = monotonic_ms() + timeout_ms
-        backoff_ms = self._retry_backoff_ms
+        backoff = Backoff(self._retry_backoff_ms)
         found: dict[TopicPartition, ListOffsetsResult] = {}
         last_error: KafkaError | None = None
         while True:
@@ -132,8 +132,7 @@ class OffsetLookup:
                 if self._exact_errors:
                     raise last_error or RequestTimedOutError(why)
                 raise RequestTimedOutError(f"{why} (last error: {last_error})")
-            time.sleep(min(backoff_ms, left_ms) / 1000)
-            backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
+            time.sleep(min(backoff.next_ms(), left_ms) / 1000)
 
     def _list_offsets_once(
         self, timestamps: Mapping[TopicPartition, int]

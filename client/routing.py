@@ -31,7 +31,7 @@ from pykraft.client.errors import (
     NotControllerError,
     raise_for,
 )
-from pykraft.client.transport import RETRY_BACKOFF_MAX_MS, open_channel, rpc_error
+from pykraft.client.transport import Backoff, open_channel, rpc_error
 from pykraft.proto import admin_pb2, common_pb2
 
 # A node that accepts connections but never answers may use at most this share of the request
@@ -96,7 +96,7 @@ class ControllerRouter:
         assert method in _SERVICE.methods_by_name, f"AdminService has no method {method}"
         path = f"/{_SERVICE.full_name}/{method}"
         deadline = time.monotonic() + self._request_timeout_ms / 1000
-        backoff_ms = self._retry_backoff_ms
+        backoff = Backoff(self._retry_backoff_ms)
         address = self._active or self._take_bootstrap()
         redirected = False
         while True:
@@ -115,8 +115,7 @@ class ControllerRouter:
             if redirect and not redirected:
                 address, redirected = redirect, True
                 continue
-            time.sleep(min(backoff_ms / 1000, remaining_s))
-            backoff_ms = min(max(1, backoff_ms * 2), RETRY_BACKOFF_MAX_MS)
+            time.sleep(min(backoff.next_ms() / 1000, remaining_s))
             redirected = bool(redirect)
             address = redirect or self._take_bootstrap()
 

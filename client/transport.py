@@ -1,5 +1,6 @@
-"""What every gRPC call of the client shares: how a channel is opened and how a failed call
-becomes a KafkaError (admin calls through `routing`, broker calls through `broker_connection`).
+"""What every gRPC call of the client shares: how a channel is opened, how a failed call
+becomes a KafkaError (admin calls through `routing`, broker calls through `broker_connection`),
+and how long to wait before trying again (`Backoff`).
 
 Channels allow Kafka-sized messages (MESSAGE_BYTES_MAX, as the servers do) and reconnect within
 the client's own retry backoff: gRPC's default reconnect backoff grows to two minutes, during
@@ -58,3 +59,25 @@ def rpc_error(address: str, error: grpc.RpcError) -> KafkaError:
     if status in _CONNECTION_LOST:
         return KafkaConnectionError(f"cannot reach {address}: {status.name}: {details}")
     return _ERROR_CLASSES.get(status, UnknownServerError)(f"{address}: {status.name}: {details}")
+
+
+class Backoff:
+    """Kafka's retry backoff: `initial_ms` (retry.backoff.ms), doubling after each failure up to
+    `max_ms` (retry.backoff.max.ms). Not thread-safe: callers share one under their own lock."""
+
+    def __init__(self, initial_ms: int, max_ms: int = RETRY_BACKOFF_MAX_MS) -> None:
+        assert initial_ms >= 0 and max_ms >= 1, (initial_ms, max_ms)
+        self._initial_ms = initial_ms
+        self._max_ms = max_ms
+        self.current_ms = initial_ms
+
+    def next_ms(self) -> int:
+        """The wait to use now; the one after it is twice as long (at least 1 ms, at most
+        `max_ms`)."""
+        wait_ms = self.current_ms
+        self.current_ms = min(max(1, wait_ms * 2), self._max_ms)
+        return wait_ms
+
+    def reset(self) -> None:
+        """A success: the next wait is `initial_ms` again."""
+        self.current_ms = self._initial_ms

@@ -38,13 +38,14 @@ from pykraft.client.errors import (
     UnknownMemberIdError,
     error_for,
 )
-from pykraft.client.group_coordinator import RETRY_BACKOFF_MAX_MS, CoordinatorClient
+from pykraft.client.group_coordinator import CoordinatorClient
 from pykraft.client.group_offsets import (
     commit_request,
     fetch_request,
     fetch_results,
     partition_errors,
 )
+from pykraft.client.transport import RETRY_BACKOFF_MAX_MS
 from pykraft.client.types import OffsetAndMetadata, TopicPartition
 from pykraft.proto import common_pb2, group_pb2
 

@@ -26,7 +26,7 @@ States, and what moves between them::
     any --leave--> LEAVING --> UNSUBSCRIBED
 
 Retriable errors (after CoordinatorClient's own retries) are retried with a backoff that doubles
-up to `HEARTBEAT_BACKOFF_MAX_MS`, in the same state and epoch.
+up to `transport.RETRY_BACKOFF_MAX_MS`, in the same state and epoch.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from pykraft.client.errors import (
     UnknownMemberIdError,
 )
 from pykraft.client.group_coordinator import CoordinatorClient
+from pykraft.client.transport import Backoff
 from pykraft.client.types import TopicPartition
 from pykraft.proto import group_pb2
 
@@ -56,7 +57,6 @@ log = logging.getLogger(__name__)
 JOIN_EPOCH: Final = 0
 LEAVE_EPOCH: Final = -1
 LEAVE_STATIC_EPOCH: Final = -2  # a static member leaving for now: its partitions wait for it
-HEARTBEAT_BACKOFF_MAX_MS: Final = 1000
 # Without a heartbeat due the thread still looks at its state this often.
 _IDLE_WAIT_MS_MAX: Final = 1000
 
@@ -101,7 +101,7 @@ class Membership:
         self._due_ms = 0
         self._send_now = False
         self._in_flight = False
-        self._backoff_ms = config.retry_backoff_ms
+        self._backoff = Backoff(config.retry_backoff_ms)
         self._running = True
         self._thread: threading.Thread | None = None
         # The poll timer, written by the application thread without the lock (a stale read
@@ -344,7 +344,7 @@ class Membership:
         """Records an answer (lock held); whether the application has something to do."""
         self._epoch = response.member_epoch
         self._state = MemberState.STABLE
-        self._backoff_ms = self._config.retry_backoff_ms
+        self._backoff.reset()
         self._due_ms = now_ms + max(0, response.heartbeat_interval_ms)
         if not response.has_assignment:
             return False
@@ -364,8 +364,7 @@ class Membership:
             self._state, self._epoch, self._target = MemberState.FENCED, JOIN_EPOCH, None
             return True
         if error.retriable:
-            self._due_ms = now_ms + self._backoff_ms
-            self._backoff_ms = min(max(1, self._backoff_ms * 2), HEARTBEAT_BACKOFF_MAX_MS)
+            self._due_ms = now_ms + self._backoff.next_ms()
             return False
         self._state, self._fatal, self._target = MemberState.FATAL, error, None
         return True
