@@ -50,12 +50,34 @@ def names(*real: str) -> st.SearchStrategy[str]:
     return pool
 
 
+# A request's repeated top-level list stays below this many bytes, well under the transport's
+# 64 MiB message limit, so a request is judged by the server and not cut off by gRPC.
+REPEATED_BYTES_MAX = 1024 * 1024
+
+
+def _byte_size(item: Any) -> int:
+    if isinstance(item, Message):
+        return item.ByteSize()
+    if isinstance(item, str | bytes):
+        return len(item)
+    return 8
+
+
+def repeated(items: list[Any], times: int) -> list[Any]:
+    """`items` repeated `times` times, or fewer times (at least once) if that would pass
+    REPEATED_BYTES_MAX."""
+    size = sum(_byte_size(item) for item in items)
+    if size:
+        times = max(1, min(times, REPEATED_BYTES_MAX // size))
+    return items * times
+
+
 def sizes(element: st.SearchStrategy[Any], depth: int = 0) -> st.SearchStrategy[list[Any]]:
-    """A list of 0-3 items, sometimes repeated (400 times at the top of a request only, so a
-    request stays below a few megabytes): wrong sizes and duplicates."""
+    """A list of 0-3 items, sometimes repeated (400 times at the top of a request only, within
+    REPEATED_BYTES_MAX): wrong sizes and duplicates."""
     times = (1, 1, 1, 1, 2, 400) if depth == 0 else (1, 1, 1, 2)
     return st.tuples(st.lists(element, max_size=3), st.sampled_from(times)).map(
-        lambda drawn: drawn[0] * drawn[1]
+        lambda drawn: repeated(drawn[0], drawn[1])
     )
 
 

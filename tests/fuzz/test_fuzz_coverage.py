@@ -31,7 +31,7 @@ def test_every_service_is_fuzzed_on_a_node_that_serves_it() -> None:
     assert group_pb2.DESCRIPTOR.services_by_name == {}  # its RPCs live on BrokerService
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_every_fuzzer_draws_requests_of_its_rpc(data: st.DataObject) -> None:
     table = fuzzers(EXAMPLE_FACTS)
