@@ -25,8 +25,9 @@ import threading
 import time
 from pathlib import Path
 
-from pykraft.client import Consumer, KafkaError, Producer, TopicPartition, dev_cluster
-from pykraft.client.dev_cli import cluster_status
+from pykraft.cli.dev import cluster as dev_cluster
+from pykraft.cli.dev.commands import cluster_status
+from pykraft.client import Consumer, KafkaError, Producer, TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = Path("data")

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from pykraft.client import dev_cluster, dev_processes
+from pykraft.cli.dev import cluster as dev_cluster
+from pykraft.cli.dev import processes as dev_processes
 from tests.ports import free_port
 
 pytestmark = pytest.mark.integration

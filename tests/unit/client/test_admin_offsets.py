@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner, Result
 from google.protobuf.message import Message
 
+from pykraft.cli.main import cli, parse_partition_ids, parse_time
 from pykraft.client import (
     AdminClient,
     BrokerNotAvailableError,
@@ -30,7 +31,6 @@ from pykraft.client import (
     ListOffsetsResult,
     UnknownTopicOrPartitionError,
 )
-from pykraft.client.cli import cli, parse_partition_ids, parse_time
 from pykraft.client.types import TopicPartition
 from pykraft.proto import admin_pb2, broker_pb2, common_pb2
 

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 from google.protobuf.message import Message
 
+from pykraft.cli.main import cli
 from pykraft.client import (
     AdminClient,
     ConfigSource,
@@ -31,7 +32,6 @@ from pykraft.client import (
     TopicAlreadyExistsError,
     TopicCreated,
 )
-from pykraft.client.cli import cli
 from pykraft.client.routing import parse_bootstrap
 from pykraft.proto import admin_pb2 as pb
 from pykraft.proto import common_pb2

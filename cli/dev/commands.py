@@ -22,10 +22,10 @@ from typing import Any
 
 import click
 
-from pykraft.client import dev_cluster
-from pykraft.client import dev_processes as processes
+from pykraft.cli.dev import cluster as dev_cluster
+from pykraft.cli.dev import processes
+from pykraft.cli.dev.cluster import DevCluster, DevClusterError, Node
 from pykraft.client.admin import AdminClient
-from pykraft.client.dev_cluster import DevCluster, DevClusterError, Node
 from pykraft.client.errors import KafkaError
 
 DEFAULT_READY_TIMEOUT_S = 60.0

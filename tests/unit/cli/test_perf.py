@@ -8,8 +8,8 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from pykraft.client.cli import cli
-from pykraft.client.perf import (
+from pykraft.cli.main import cli
+from pykraft.cli.perf import (
     CONSUMER_HEADER,
     ProducerStats,
     Throttle,

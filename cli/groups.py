@@ -29,6 +29,9 @@ from typing import TypeVar
 
 import click
 
+from pykraft.cli.console import bootstrap_server_option
+from pykraft.cli.formatting import JsonObject, format_table
+from pykraft.cli.session import Session, session_command
 from pykraft.client.admin import AdminClient
 from pykraft.client.admin_types import (
     ConsumerGroupDescription,
@@ -36,8 +39,6 @@ from pykraft.client.admin_types import (
     GroupState,
     MemberDescription,
 )
-from pykraft.client.cli_data import bootstrap_server_option
-from pykraft.client.cli_session import Session, session_command
 from pykraft.client.errors import (
     GroupIdNotFoundError,
     KafkaError,
@@ -46,7 +47,6 @@ from pykraft.client.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
-from pykraft.client.formatting import JsonObject, format_table
 from pykraft.client.types import OffsetAndMetadata, TopicPartition
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE

@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from pykraft.client.cli_data import bootstrap_server_option, producer_kwargs, split_properties
+from pykraft.cli.console import bootstrap_server_option, producer_kwargs, split_properties
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.consumer.consumer import Consumer
 from pykraft.client.errors import KafkaError, RequestTimedOutError

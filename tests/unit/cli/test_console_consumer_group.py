@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner, Result
 
-from pykraft.client.cli import cli
+from pykraft.cli.main import cli
 from pykraft.client.types import TopicPartition
 from tests.unit.client.fake_coordinator import running_group
 

@@ -4,7 +4,7 @@
 every node; `DevCluster` round-trips through cluster.json, which is all that later commands
 (`status`, `down`, `kill`, `stop`, `start`) need. Ports come from one base port P: controllers'
 gRPC at P+1.., their Raft listeners at P+101.., brokers at P+201... Processes are the business
-of `pykraft.client.dev_processes`; nothing here starts one.
+of `pykraft.cli.dev.processes`; nothing here starts one.
 """
 
 from __future__ import annotations

@@ -6,18 +6,7 @@ import json
 
 import pytest
 
-from pykraft.client.admin_types import (
-    BrokerInfo,
-    ClusterDescription,
-    ConfigSource,
-    ConfigValue,
-    ControllerInfo,
-    PartitionInfo,
-    QuorumDescription,
-    TopicDescription,
-    VoterInfo,
-)
-from pykraft.client.formatting import (
+from pykraft.cli.formatting import (
     RecordFormat,
     cluster_json,
     cluster_table,
@@ -33,6 +22,17 @@ from pykraft.client.formatting import (
     record_json,
     topic_json,
     topics_table,
+)
+from pykraft.client.admin_types import (
+    BrokerInfo,
+    ClusterDescription,
+    ConfigSource,
+    ConfigValue,
+    ControllerInfo,
+    PartitionInfo,
+    QuorumDescription,
+    TopicDescription,
+    VoterInfo,
 )
 from pykraft.client.types import ConsumerRecord, ListOffsetsResult, TopicPartition
 from pykraft.proto.record_batch import TimestampType

@@ -11,7 +11,7 @@ an explicit option (--acks, --linger-ms, ...) wins over them, and they win over 
 as in Kafka.
 
 consume prints each record as Kafka's DefaultMessageFormatter does (the value alone unless
-`--property print.key=true` and the like ask for more; `pykraft.client.formatting.RecordFormat`),
+`--property print.key=true` and the like ask for more; `pykraft.cli.formatting.RecordFormat`),
 or with `--output json` one JSON object a line with every field: {"topic", "partition",
 "offset", "timestamp", "timestamp_type", "key", "value", "headers"} where headers is a list of
 {"key", "value"}. Keys and values are bytes: they print as UTF-8 text with invalid bytes
@@ -37,9 +37,7 @@ from typing import Any, Protocol
 import click
 from click.core import ParameterSource
 
-from pykraft.client.consumer.consumer import Consumer
-from pykraft.client.errors import InvalidRecordError
-from pykraft.client.formatting import (
+from pykraft.cli.formatting import (
     RecordFormat,
     check_property_names,
     format_record,
@@ -47,6 +45,8 @@ from pykraft.client.formatting import (
     parse_bool,
     record_json,
 )
+from pykraft.client.consumer.consumer import Consumer
+from pykraft.client.errors import InvalidRecordError
 from pykraft.client.producer.producer import Producer
 from pykraft.client.routing import parse_bootstrap
 from pykraft.client.types import ConsumerRecord, RecordMetadata, TopicPartition

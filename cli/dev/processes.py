@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from pykraft.cli.dev.cluster import DevCluster, DevClusterError, Node, save
 from pykraft.client.admin import AdminClient
 from pykraft.client.admin_types import BrokerInfo
 from pykraft.client.broker_connection import BrokerConnection
-from pykraft.client.dev_cluster import DevCluster, DevClusterError, Node, save
 from pykraft.client.errors import KafkaError
 from pykraft.proto import broker_pb2
 

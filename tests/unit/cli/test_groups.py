@@ -12,14 +12,7 @@ from datetime import UTC, timedelta, timezone
 import pytest
 from click.testing import CliRunner, Result
 
-from pykraft.client.admin_types import (
-    ConsumerGroupDescription,
-    GroupState,
-    MemberDescription,
-    Node,
-)
-from pykraft.client.cli import cli
-from pykraft.client.cli_groups import (
+from pykraft.cli.groups import (
     LogBounds,
     ResetSpec,
     ResetTo,
@@ -30,6 +23,13 @@ from pykraft.client.cli_groups import (
     parse_states,
     parse_topic_scope,
     plan_reset,
+)
+from pykraft.cli.main import cli
+from pykraft.client.admin_types import (
+    ConsumerGroupDescription,
+    GroupState,
+    MemberDescription,
+    Node,
 )
 from pykraft.client.types import OffsetAndMetadata, TopicPartition
 from pykraft.proto import common_pb2

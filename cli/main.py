@@ -17,15 +17,15 @@ from typing import Any, TypeVar
 
 import click
 
-from pykraft.client import formatting
+from pykraft.cli import formatting
+from pykraft.cli.console import COMMANDS, bootstrap_callback
+from pykraft.cli.dev.commands import dev
+from pykraft.cli.groups import groups
+from pykraft.cli.perf import perf
+from pykraft.cli.session import Session, session_command
 from pykraft.client.admin import AdminClient, OffsetSpec, ResourceType
 from pykraft.client.admin_types import TopicDescription
-from pykraft.client.cli_data import COMMANDS, bootstrap_callback
-from pykraft.client.cli_groups import groups
-from pykraft.client.cli_session import Session, session_command
-from pykraft.client.dev_cli import dev
 from pykraft.client.errors import KafkaError, UnknownTopicOrPartitionError
-from pykraft.client.perf import perf
 from pykraft.client.types import TopicPartition
 
 PLUGIN_GROUP = "pykraft.commands"

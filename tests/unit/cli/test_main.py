@@ -9,11 +9,11 @@ from importlib.metadata import EntryPoint
 import pytest
 from click.testing import CliRunner, Result
 
-from pykraft.client import cli
+from pykraft.cli import main
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(cli.cli, list(args), env=env or {"PYKRAFT_BOOTSTRAP": ""})
+    return CliRunner().invoke(main.cli, list(args), env=env or {"PYKRAFT_BOOTSTRAP": ""})
 
 
 def assert_usage_error(result: Result, message: str) -> None:
@@ -112,23 +112,26 @@ def test_unreachable_bootstrap_is_a_clean_error_within_the_timeout() -> None:
 
 
 def test_parse_config_list_follows_kafka_syntax() -> None:
-    parsed = cli.parse_config_list("a=1,b=[x,y],c=,d=e=f")
+    parsed = main.parse_config_list("a=1,b=[x,y],c=,d=e=f")
     assert parsed == {"a": "1", "b": "x,y", "c": "", "d": "e=f"}
     with pytest.raises(ValueError, match="expected key=value"):
-        cli.parse_config_list("a=1,b")
+        main.parse_config_list("a=1,b")
     with pytest.raises(ValueError, match="unbalanced"):
-        cli.parse_config_list("a=1]")
+        main.parse_config_list("a=1]")
 
 
 def test_parse_config_keeps_commas_in_the_value() -> None:
-    assert cli.parse_config("cleanup.policy=compact,delete") == ("cleanup.policy", "compact,delete")
+    assert main.parse_config("cleanup.policy=compact,delete") == (
+        "cleanup.policy",
+        "compact,delete",
+    )
     with pytest.raises(ValueError, match="expected key=value"):
-        cli.parse_config("=v")
+        main.parse_config("=v")
 
 
 def test_entry_point_commands_are_added_under_their_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    plugin = EntryPoint("demo", "pykraft.client.cli:quorum", cli.PLUGIN_GROUP)
-    monkeypatch.setattr(cli, "_plugins", lambda: {"demo": plugin})
+    plugin = EntryPoint("demo", "pykraft.cli.main:quorum", main.PLUGIN_GROUP)
+    monkeypatch.setattr(main, "_plugins", lambda: {"demo": plugin})
     assert "demo" in run("--help").output
     result = run("demo", "describe", "--help")
     assert result.exit_code == 0
@@ -136,8 +139,8 @@ def test_entry_point_commands_are_added_under_their_name(monkeypatch: pytest.Mon
 
 
 def test_a_broken_entry_point_fails_only_when_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    plugin = EntryPoint("broken", "pykraft.client.no_such_module:command", cli.PLUGIN_GROUP)
-    monkeypatch.setattr(cli, "_plugins", lambda: {"broken": plugin})
+    plugin = EntryPoint("broken", "pykraft.client.no_such_module:command", main.PLUGIN_GROUP)
+    monkeypatch.setattr(main, "_plugins", lambda: {"broken": plugin})
     assert run("--help").exit_code == 0
     result = run("broken", "run", "--some-flag")
     assert result.exit_code == 1

@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from pykraft.client import cli, dev_cluster, dev_processes
-from pykraft.client.dev_cli import Status, cluster_status
-from pykraft.client.dev_cluster import DevCluster, DevClusterError, Node, plan_cluster
+from pykraft.cli import main
+from pykraft.cli.dev import cluster as dev_cluster
+from pykraft.cli.dev import processes as dev_processes
+from pykraft.cli.dev.cluster import DevCluster, DevClusterError, Node, plan_cluster
+from pykraft.cli.dev.commands import Status, cluster_status
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli.cli, ["dev", *args])
+    return CliRunner().invoke(main.cli, ["dev", *args])
 
 
 def test_ports_follow_the_base_port(tmp_path: Path) -> None:
