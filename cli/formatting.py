@@ -8,8 +8,7 @@ does, configured by the same properties (`RecordFormat`).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -255,44 +254,6 @@ TIMESTAMP_TYPE_NAMES: dict[TimestampType, str] = {
 }
 
 Decoder = Callable[[bytes], str]
-
-
-def parse_bool(name: str, text: str) -> bool:
-    """A boolean property as Kafka writes it ("true"/"false", any case, spaces ignored);
-    ValueError for anything else, where Kafka would quietly read false."""
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"{name} must be true or false, not {text!r}")
-    return value == "true"
-
-
-def check_property_names(names: Iterable[str], known: Collection[str], what: str) -> None:
-    """ValueError naming every unknown property and listing the known ones."""
-    unknown = sorted(set(names) - set(known))
-    if unknown:
-        noun = "property" if len(unknown) == 1 else "properties"
-        raise ValueError(
-            f"unknown {what} {noun} {', '.join(map(repr, unknown))}; "
-            f"known: {', '.join(sorted(known))}"
-        )
-
-
-def properties_of(config_class: type[object]) -> dict[str, dataclasses.Field[object]]:
-    """A properties dataclass's Kafka names (its field names with '.' for '_') to fields."""
-    return {f.name.replace("_", "."): f for f in dataclasses.fields(config_class)}  # type: ignore[arg-type]
-
-
-def from_properties(config_class: type[_C], properties: Mapping[str, str], what: str) -> _C:
-    """Builds a properties dataclass from Kafka-named text values: bool fields take
-    true/false, the others the text as given; unset ones keep their Kafka default."""
-    fields = properties_of(config_class)
-    check_property_names(properties, fields, what)
-    values: dict[str, object] = {}
-    for name, text in properties.items():
-        field = fields[name]
-        is_bool = isinstance(field.default, bool)
-        values[field.name] = parse_bool(name, text) if is_bool else text
-    return config_class(**values)
 
 
 @dataclass(frozen=True)

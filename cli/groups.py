@@ -29,8 +29,8 @@ from typing import TypeVar
 
 import click
 
-from pykraft.cli.console import bootstrap_server_option
 from pykraft.cli.formatting import JsonObject, format_table
+from pykraft.cli.options import bootstrap_server_option
 from pykraft.cli.session import Session, session_command
 from pykraft.client.admin import AdminClient
 from pykraft.client.admin_types import (

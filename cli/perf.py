@@ -24,7 +24,8 @@ from typing import Any
 
 import click
 
-from pykraft.cli.console import bootstrap_server_option, producer_kwargs, split_properties
+from pykraft.cli.options import bootstrap_server_option
+from pykraft.cli.properties import producer_kwargs, properties_callback
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.consumer.consumer import Consumer
 from pykraft.client.errors import KafkaError, RequestTimedOutError
@@ -38,19 +39,10 @@ PERCENTILES = (0.5, 0.95, 0.99, 0.999)
 _MB = 1024 * 1024
 _THROTTLE_STEP_MS_MAX = 100  # the throttle sleeps in steps so it stays responsive
 _POLL_INTERVAL_MS = 200
-# Kafka --producer-props names this tool accepts, and how each value converts.
 CONSUMER_HEADER = (
     "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
     "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
 )
-
-
-def parse_producer_props(items: Sequence[str]) -> dict[str, object]:
-    """Kafka-named "key=value" items as Producer keyword arguments ('.' becomes '_'), the
-    same configs `pykraft produce --producer-property` takes.
-
-    ValueError names the unknown keys or the first malformed item or value."""
-    return producer_kwargs(split_properties(items))
 
 
 def percentiles(latencies_ms: Sequence[int], wanted: Sequence[float] = PERCENTILES) -> list[int]:
@@ -206,15 +198,6 @@ def perf() -> None:
     """Measure producer and consumer throughput and latency, like Kafka's perf-test tools."""
 
 
-def _props_callback(
-    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-) -> dict[str, object]:
-    try:
-        return parse_producer_props(values)
-    except ValueError as e:
-        raise click.BadParameter(str(e), ctx, param) from None
-
-
 @perf.command("produce")
 @click.option("--topic", required=True, help="Topic to produce to.")
 @click.option("--num-records", required=True, type=click.IntRange(min=1))
@@ -227,7 +210,7 @@ def _props_callback(
     "--producer-prop",
     "props",
     multiple=True,
-    callback=_props_callback,
+    callback=properties_callback(producer_kwargs),
     metavar="KEY=VALUE",
     help="A Kafka producer property (linger.ms, batch.size, ...); overrides --acks. Repeatable.",
 )

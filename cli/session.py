@@ -1,5 +1,7 @@
-"""What every admin command of the `pykraft` CLI gets from its shared options (`cli.py` and
-`cli_groups.py` both build one): where to connect, how long to try, and how to print."""
+"""What every admin command of the `pykraft` CLI gets from its shared options: where to
+connect, how long to try, and how to print (`Session`). `admin_command` adds them with
+--bootstrap-controller (the admin tools); `pykraft groups` builds its own with
+--bootstrap-server."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from typing import Any, TypeVar
 
 import click
 
+from pykraft.cli.options import parsed
 from pykraft.client.admin import AdminClient
+from pykraft.client.routing import parse_bootstrap
 
 _T = TypeVar("_T")
 
@@ -77,3 +81,18 @@ def session_command(
         return command
 
     return decorate
+
+
+admin_command = session_command(
+    click.option(
+        "--bootstrap-controller",
+        "--bootstrap-server",
+        "bootstrap",
+        envvar="PYKRAFT_BOOTSTRAP",
+        required=True,
+        callback=parsed(parse_bootstrap),
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="Controllers (or brokers) to contact first; env PYKRAFT_BOOTSTRAP.",
+    )
+)
+"""Adds the shared options to a command, which receives them as its first arg, a Session."""

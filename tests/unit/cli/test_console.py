@@ -10,9 +10,9 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from pykraft.cli import console
-from pykraft.cli.console import PRODUCER_PROPERTIES
+from pykraft.cli import console_consumer
 from pykraft.cli.main import cli
+from pykraft.cli.properties import PRODUCER_PROPERTIES
 from pykraft.client.producer.producer import Producer
 from pykraft.client.types import ConsumerRecord, TopicPartition
 from pykraft.proto.record_batch import (
@@ -349,7 +349,7 @@ def test_ctrl_c_ends_consume_with_the_count(monkeypatch: pytest.MonkeyPatch) -> 
 
     lines: list[str] = []
     monkeypatch.setattr(click, "echo", lambda text, nl=True: lines.append(text))
-    count = console._print_records(Interrupted(), lambda r: "line\n", None, None)  # type: ignore[arg-type]
+    count = console_consumer._print_records(Interrupted(), lambda r: "line\n", None, None)  # type: ignore[arg-type]
     assert (count, lines) == (1, ["line\n"])
 
 

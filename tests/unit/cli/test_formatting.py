@@ -14,7 +14,6 @@ from pykraft.cli.formatting import (
     configs_table,
     format_record,
     format_table,
-    from_properties,
     offsets_json,
     offsets_lines,
     quorum_json,
@@ -23,6 +22,7 @@ from pykraft.cli.formatting import (
     topic_json,
     topics_table,
 )
+from pykraft.cli.properties import from_properties
 from pykraft.client.admin_types import (
     BrokerInfo,
     ClusterDescription,

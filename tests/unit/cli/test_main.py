@@ -9,7 +9,7 @@ from importlib.metadata import EntryPoint
 import pytest
 from click.testing import CliRunner, Result
 
-from pykraft.cli import main
+from pykraft.cli import configs, main
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -112,25 +112,25 @@ def test_unreachable_bootstrap_is_a_clean_error_within_the_timeout() -> None:
 
 
 def test_parse_config_list_follows_kafka_syntax() -> None:
-    parsed = main.parse_config_list("a=1,b=[x,y],c=,d=e=f")
+    parsed = configs.parse_config_list("a=1,b=[x,y],c=,d=e=f")
     assert parsed == {"a": "1", "b": "x,y", "c": "", "d": "e=f"}
     with pytest.raises(ValueError, match="expected key=value"):
-        main.parse_config_list("a=1,b")
+        configs.parse_config_list("a=1,b")
     with pytest.raises(ValueError, match="unbalanced"):
-        main.parse_config_list("a=1]")
+        configs.parse_config_list("a=1]")
 
 
 def test_parse_config_keeps_commas_in_the_value() -> None:
-    assert main.parse_config("cleanup.policy=compact,delete") == (
+    assert configs.parse_config("cleanup.policy=compact,delete") == (
         "cleanup.policy",
         "compact,delete",
     )
     with pytest.raises(ValueError, match="expected key=value"):
-        main.parse_config("=v")
+        configs.parse_config("=v")
 
 
 def test_entry_point_commands_are_added_under_their_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    plugin = EntryPoint("demo", "pykraft.cli.main:quorum", main.PLUGIN_GROUP)
+    plugin = EntryPoint("demo", "pykraft.cli.cluster:quorum", main.PLUGIN_GROUP)
     monkeypatch.setattr(main, "_plugins", lambda: {"demo": plugin})
     assert "demo" in run("--help").output
     result = run("demo", "describe", "--help")
@@ -139,7 +139,7 @@ def test_entry_point_commands_are_added_under_their_name(monkeypatch: pytest.Mon
 
 
 def test_a_broken_entry_point_fails_only_when_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    plugin = EntryPoint("broken", "pykraft.client.no_such_module:command", main.PLUGIN_GROUP)
+    plugin = EntryPoint("broken", "pykraft.cli.no_such_module:command", main.PLUGIN_GROUP)
     monkeypatch.setattr(main, "_plugins", lambda: {"broken": plugin})
     assert run("--help").exit_code == 0
     result = run("broken", "run", "--some-flag")

@@ -14,7 +14,6 @@ from pykraft.cli.perf import (
     ProducerStats,
     Throttle,
     consumer_line,
-    parse_producer_props,
     percentiles,
     random_payload,
 )
@@ -74,25 +73,6 @@ def test_throttle_pause_sleeps_in_bounded_steps_on_an_injected_clock() -> None:
     Throttle(records_per_s=10, start_ms=0).pause(sent=3, clock=lambda: int(now[0]), sleep=sleep)
     assert now[0] >= 300
     assert naps and max(naps) <= 0.1
-
-
-def test_producer_props_map_kafka_names_onto_producer_kwargs() -> None:
-    props = parse_producer_props(["linger.ms=20", "batch.size=65536", "compression.type=lz4"])
-    assert props == {"linger_ms": 20, "batch_size": 65536, "compression_type": "lz4"}
-    assert parse_producer_props(["acks=1"]) == {"acks": "1"}
-
-
-@pytest.mark.parametrize(
-    ("item", "message"),
-    [
-        ("fetch.min.bytes=1", "unknown producer property 'fetch.min.bytes'"),
-        ("linger.ms", "expected key=value"),
-        ("linger.ms=soon", "linger.ms must be an integer"),
-    ],
-)
-def test_bad_producer_props_say_what_is_wrong(item: str, message: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(message)):
-        parse_producer_props([item])
 
 
 @pytest.mark.parametrize(

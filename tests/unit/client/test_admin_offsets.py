@@ -23,7 +23,8 @@ import pytest
 from click.testing import CliRunner, Result
 from google.protobuf.message import Message
 
-from pykraft.cli.main import cli, parse_partition_ids, parse_time
+from pykraft.cli.main import cli
+from pykraft.cli.offsets import parse_partition_ids, parse_time
 from pykraft.client import (
     AdminClient,
     BrokerNotAvailableError,

@@ -1,24 +1,14 @@
-"""`pykraft produce` and `pykraft consume`: Kafka's console producer and consumer.
+"""`pykraft produce`: Kafka's console producer.
 
-produce reads stdin line by line (bytes; "\\n" or "\\r\\n" removed), one record per line, as
+It reads stdin line by line (bytes; "\\n" or "\\r\\n" removed), one record per line, as
 Kafka's LineMessageReader does: with `--property parse.key=true` a line is KEY<key.separator>VALUE
 split at the first separator, with `parse.headers=true` it starts with
 h1:v1,h2:v2<headers.delimiter>, and a field equal to `null.marker` is null (`LineReader`).
 `--key-separator SEP` is short for parse.key=true key.separator=SEP. A line that cannot be read
 stops the run with INVALID_RECORD after the records before it were delivered, unless
-ignore.error=true. `--producer-property` takes Kafka's producer configs (`PRODUCER_PROPERTIES`);
-an explicit option (--acks, --linger-ms, ...) wins over them, and they win over option defaults,
-as in Kafka.
-
-consume prints each record as Kafka's DefaultMessageFormatter does (the value alone unless
-`--property print.key=true` and the like ask for more; `pykraft.cli.formatting.RecordFormat`),
-or with `--output json` one JSON object a line with every field: {"topic", "partition",
-"offset", "timestamp", "timestamp_type", "key", "value", "headers"} where headers is a list of
-{"key", "value"}. Keys and values are bytes: they print as UTF-8 text with invalid bytes
-replaced by U+FFFD, or as base64 with `--encoding base64`. With `--group G` it joins consumer
-group G and reads the partitions the group gives it, from the group's committed offsets (where
-the group has none: the end, or the beginning with --from-beginning), committing as it goes and
-on exit; without a group it reads every partition (or --partition) itself and commits nothing.
+ignore.error=true. `--producer-property` takes Kafka's producer configs
+(`pykraft.cli.properties.PRODUCER_PROPERTIES`); an explicit option (--acks, --linger-ms, ...)
+wins over them, and they win over option defaults, as in Kafka.
 
 Errors print "Error: CODE: sentence" and exit 1 (the root group turns KafkaError into that);
 bad arguments and unknown properties are click usage errors (exit 2).
@@ -26,85 +16,25 @@ bad arguments and unknown properties are click usage errors (exit 2).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import click
 from click.core import ParameterSource
 
-from pykraft.cli.formatting import (
-    RecordFormat,
-    check_property_names,
-    format_record,
-    from_properties,
-    parse_bool,
-    record_json,
-)
-from pykraft.client.consumer.consumer import Consumer
+from pykraft.cli.options import bootstrap_server_option, check_partition
+from pykraft.cli.properties import from_properties, producer_kwargs, properties_callback
 from pykraft.client.errors import InvalidRecordError
 from pykraft.client.producer.producer import Producer
-from pykraft.client.routing import parse_bootstrap
-from pykraft.client.types import ConsumerRecord, RecordMetadata, TopicPartition
+from pykraft.client.types import RecordMetadata
 
 # A bound on the records produce keeps unconfirmed before it waits for them.
 _PRODUCE_WINDOW_RECORDS = 10_000
-_POLL_INTERVAL_MS = 200
 _LINE_SHOWN_CHARS_MAX = 80  # how much of a bad input line an error message quotes
 _DELIVERY_TIMEOUT_MS = 120000  # Kafka's delivery.timeout.ms default
-
-
-def bootstrap_callback(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    """Checks a --bootstrap-* option's addresses (a usage error, exit 2, if malformed)."""
-    try:
-        return parse_bootstrap(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e), ctx, param) from None
-
-
-# The --bootstrap-server option of every data-plane command (produce, consume, perf).
-bootstrap_server_option = click.option(
-    "--bootstrap-server",
-    "bootstrap",
-    envvar="PYKRAFT_BOOTSTRAP",
-    required=True,
-    callback=bootstrap_callback,
-    metavar="HOST:PORT[,HOST:PORT...]",
-    help="Brokers to contact first; env PYKRAFT_BOOTSTRAP.",
-)
-
-
-def split_properties(items: Iterable[str]) -> dict[str, str]:
-    """Kafka's repeatable "key=value" arguments (split at the first '='; later ones win)."""
-    properties: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"expected key=value, got {item!r}")
-        properties[key.strip()] = value
-    return properties
-
-
-def _properties_callback(
-    build: Callable[[dict[str, str]], object],
-) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], Any]:
-    """A click callback turning every occurrence of a key=value option into `build`'s value."""
-
-    def callback(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
-        try:
-            return build(split_properties(values))
-        except ValueError as e:
-            raise click.BadParameter(str(e), ctx, param) from None
-
-    return callback
-
-
-# ---------------------------------------------------------------------------------------------
-# produce
 
 
 @dataclass(frozen=True)
@@ -217,43 +147,6 @@ def _shown(data: bytes) -> str:
     return repr(text)
 
 
-def _int(name: str, text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, not {text!r}") from None
-
-
-# Kafka producer configs that --producer-property takes: name -> how its text converts. Each
-# goes to the Producer keyword of the same name with '_' for '.', which validates the value.
-PRODUCER_PROPERTIES: dict[str, Callable[[str, str], object]] = {
-    "acks": lambda name, text: text.strip(),
-    "batch.size": _int,
-    "buffer.memory": _int,
-    "client.id": lambda name, text: text,
-    "compression.type": lambda name, text: text.strip(),
-    "delivery.timeout.ms": _int,
-    "enable.idempotence": parse_bool,
-    "linger.ms": _int,
-    "max.block.ms": _int,
-    "max.in.flight.requests.per.connection": _int,
-    "max.request.size": _int,
-    "request.timeout.ms": _int,
-    "retries": _int,
-    "retry.backoff.ms": _int,
-}
-
-
-def producer_kwargs(properties: Mapping[str, str]) -> dict[str, object]:
-    """Kafka-named producer configs as Producer keyword arguments; ValueError naming every
-    unknown name (and listing the known ones) or the first malformed value."""
-    check_property_names(properties, PRODUCER_PROPERTIES, "producer")
-    return {
-        name.replace(".", "_"): PRODUCER_PROPERTIES[name](name, text)
-        for name, text in properties.items()
-    }
-
-
 # The produce options that are Producer configs: option name -> Producer keyword.
 _PRODUCER_OPTIONS = {
     "acks": "acks",
@@ -291,7 +184,7 @@ _COMPRESSION = click.Choice(["none", "gzip", "snappy", "lz4", "zstd"])
     "--property",
     "reader",
     multiple=True,
-    callback=_properties_callback(lambda p: from_properties(LineReader, p, "line reader")),
+    callback=properties_callback(lambda p: from_properties(LineReader, p, "line reader")),
     metavar="KEY=VALUE",
     help="A line reader property, as Kafka's: parse.key, key.separator, parse.headers, "
     "headers.delimiter, headers.separator, headers.key.separator, ignore.error, null.marker. "
@@ -304,7 +197,7 @@ _COMPRESSION = click.Choice(["none", "gzip", "snappy", "lz4", "zstd"])
     "--producer-property",
     "producer_properties",
     multiple=True,
-    callback=_properties_callback(producer_kwargs),
+    callback=properties_callback(producer_kwargs),
     metavar="KEY=VALUE",
     help="A Kafka producer config (acks, linger.ms, batch.size, compression.type, "
     "enable.idempotence, ...). Repeatable.",
@@ -363,7 +256,7 @@ def produce(
         raise click.UsageError(f"bad producer config: {e}") from None
     with producer:
         if partition is not None:
-            _check_partition(producer.partitions_for(topic), topic, partition)
+            check_partition(producer.partitions_for(topic), topic, partition)
         lines = iter(sys.stdin.buffer.readline, b"")
         _send_lines(producer, topic, partition, reader, lines)
 
@@ -382,14 +275,6 @@ def _with_key_separator(
         return dataclasses.replace(reader, parse_key=True, key_separator=key_separator)
     except ValueError as e:
         raise click.BadParameter(str(e), ctx, param_hint="'--key-separator'") from None
-
-
-def _check_partition(partitions: Sequence[int], topic: str, partition: int) -> None:
-    if partition not in partitions:
-        raise click.BadParameter(
-            f"topic {topic!r} has partitions 0 to {len(partitions) - 1}",
-            param_hint="'--partition'",
-        )
 
 
 class _Delivery(Protocol):
@@ -441,166 +326,3 @@ def _confirm(futures: Sequence[_Delivery]) -> None:
     """Waits for each record; raises the first failure (a KafkaError)."""
     for future in futures:
         future.result()
-
-
-# ---------------------------------------------------------------------------------------------
-# consume
-
-
-def _record_format(properties: dict[str, str]) -> RecordFormat:
-    return from_properties(RecordFormat, properties, "formatter")
-
-
-@click.command("consume")
-@click.argument("topic")
-@bootstrap_server_option
-@click.option(
-    "--from-beginning",
-    is_flag=True,
-    help="Start at the earliest offset (with --group: where the group has committed none).",
-)
-@click.option("--partition", type=click.IntRange(min=0), help="Only this partition.")
-@click.option(
-    "--offset",
-    type=click.IntRange(min=0),
-    help="Start at this offset (needs --partition); default: the end, or the beginning.",
-)
-@click.option(
-    "--group",
-    help="Join this consumer group: read the partitions it assigns, from its committed "
-    "offsets, and commit what was printed.",
-)
-@click.option("--max-messages", type=click.IntRange(min=1), help="Exit after this many.")
-@click.option(
-    "--timeout-ms",
-    type=click.IntRange(min=0),
-    help="Exit when no record arrives for this long (default: wait forever).",
-)
-@click.option(
-    "--property",
-    "record_format",
-    multiple=True,
-    callback=_properties_callback(_record_format),
-    metavar="KEY=VALUE",
-    help="A formatter property, as Kafka's: print.timestamp, print.partition, print.offset, "
-    "print.headers, print.key, print.value, key.separator, line.separator, headers.separator, "
-    "null.literal. Repeatable.",
-)
-@click.option("--print-key", is_flag=True, help="print.key=true")
-@click.option("--print-partition", is_flag=True, help="print.partition=true")
-@click.option("--print-offset", is_flag=True, help="print.offset=true")
-@click.option("--print-timestamp", is_flag=True, help="print.timestamp=true")
-@click.option("--print-headers", is_flag=True, help="print.headers=true")
-@click.option("--separator", help="key.separator: what goes between printed columns.")
-@click.option(
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Lines as the properties say, or JSON with every field (properties ignored).",
-)
-@click.option(
-    "--encoding",
-    type=click.Choice(["utf8", "base64"]),
-    default="utf8",
-    show_default=True,
-    help="How keys and values print: UTF-8 (bad bytes replaced) or base64.",
-)
-def consume(
-    topic: str,
-    bootstrap: list[str],
-    from_beginning: bool,
-    partition: int | None,
-    offset: int | None,
-    group: str | None,
-    max_messages: int | None,
-    timeout_ms: int | None,
-    record_format: RecordFormat,
-    separator: str | None,
-    output: str,
-    encoding: str,
-    **print_flags: bool,
-) -> None:
-    """Print records of TOPIC as they arrive."""
-    if offset is not None and partition is None:
-        raise click.UsageError("--offset needs --partition")
-    if offset is not None and from_beginning:
-        raise click.UsageError("give --offset or --from-beginning, not both")
-    if group is not None and (partition is not None or offset is not None):
-        raise click.UsageError(
-            "--group reads what the group assigns: not with --partition/--offset"
-        )
-    fmt = _with_flags(record_format, print_flags, separator)
-    show = _json_line(encoding) if output == "json" else _text_line(fmt, encoding)
-    reset = "earliest" if from_beginning else "latest"
-    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset=reset, group_id=group) as consumer:
-        if group is not None:
-            # Auto commit stores positions past printed records only (poll hands out no more
-            # than --max-messages), and close commits them on the way out.
-            consumer.subscribe([topic])
-        else:
-            partitions = consumer.partitions_for(topic)
-            if partition is not None:
-                _check_partition(partitions, topic, partition)
-            chosen = partitions if partition is None else [partition]
-            consumer.assign([TopicPartition(topic, p) for p in chosen])
-            if offset is not None:
-                consumer.seek(TopicPartition(topic, chosen[0]), offset)
-        count = _print_records(consumer, show, max_messages, timeout_ms)
-    click.echo(f"Processed a total of {count} messages", err=True)
-
-
-def _with_flags(
-    fmt: RecordFormat, print_flags: Mapping[str, bool], separator: str | None
-) -> RecordFormat:
-    """The convenience flags on top of --property: a flag given turns its property on."""
-    changes: dict[str, Any] = {name: True for name, given in print_flags.items() if given}
-    if separator is not None:
-        changes["key_separator"] = separator
-    return dataclasses.replace(fmt, **changes)
-
-
-def _print_records(
-    consumer: Consumer,
-    show: Callable[[ConsumerRecord], str],
-    max_messages: int | None,
-    timeout_ms: int | None,
-) -> int:
-    """Prints records until enough came, the timeout passed, or Ctrl-C (which, as in Kafka,
-    ends the run normally with the count)."""
-    count, idle_ms = 0, 0
-    try:
-        while max_messages is None or count < max_messages:
-            if timeout_ms is not None and idle_ms >= timeout_ms:
-                break
-            wait_ms = (
-                _POLL_INTERVAL_MS if timeout_ms is None else min(_POLL_INTERVAL_MS, timeout_ms)
-            )
-            left = None if max_messages is None else max_messages - count
-            records = consumer.poll(timeout_ms=wait_ms, max_records=left)
-            idle_ms = 0 if records else idle_ms + wait_ms
-            for record in records:
-                click.echo(show(record), nl=False)
-                count += 1
-    except KeyboardInterrupt:
-        pass
-    return count
-
-
-def _decoder(encoding: str) -> Callable[[bytes], str]:
-    if encoding == "base64":
-        return lambda data: base64.b64encode(data).decode("ascii")
-    return lambda data: data.decode("utf-8", errors="replace")
-
-
-def _text_line(fmt: RecordFormat, encoding: str) -> Callable[[ConsumerRecord], str]:
-    decode = _decoder(encoding)
-    return lambda record: format_record(record, fmt, decode)
-
-
-def _json_line(encoding: str) -> Callable[[ConsumerRecord], str]:
-    decode = _decoder(encoding)
-    return lambda record: json.dumps(record_json(record, decode), ensure_ascii=False) + "\n"
-
-
-COMMANDS: Iterable[click.Command] = (produce, consume)

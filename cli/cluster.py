@@ -1,0 +1,66 @@
+"""`pykraft cluster`, `pykraft quorum` and `pykraft leaders`: the cluster's controllers and
+brokers, Kafka's kafka-metadata-quorum describe and kafka-leader-election."""
+
+from __future__ import annotations
+
+import click
+
+from pykraft.cli import formatting
+from pykraft.cli.session import Session, admin_command
+
+
+@click.group()
+def cluster() -> None:
+    """Show the cluster's controllers and brokers."""
+
+
+@cluster.command("describe")
+@admin_command
+def cluster_describe(session: Session) -> None:
+    """Cluster id, controllers (which is active) and registered brokers."""
+    with session.admin() as admin:
+        described = admin.describe_cluster()
+    session.emit(described, formatting.cluster_json, formatting.cluster_table)
+
+
+@click.group()
+def quorum() -> None:
+    """Show the controllers' Raft quorum."""
+
+
+@quorum.command("describe")
+@admin_command
+def quorum_describe(session: Session) -> None:
+    """Leader, epoch, high watermark and each voter's lag."""
+    with session.admin() as admin:
+        described = admin.describe_quorum()
+    session.emit(described, formatting.quorum_json, formatting.quorum_table)
+
+
+@click.group()
+def leaders() -> None:
+    """Move partition leadership back to preferred replicas."""
+
+
+@leaders.command("elect")
+@admin_command
+@click.option("--topic", help="Only this topic (default: every partition of the cluster).")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition of --topic.")
+@click.option(
+    "--election-type",
+    type=click.Choice(["preferred"]),
+    default="preferred",
+    show_default=True,
+    help="Kafka's election type; only PREFERRED is supported.",
+)
+def leaders_elect(
+    session: Session, topic: str | None, partition: int | None, election_type: str
+) -> None:
+    """Elect each partition's preferred replica (its first) as leader, like
+    kafka-leader-election --election-type PREFERRED; per-partition outcomes are printed."""
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    wanted = None if topic is None else {topic: [] if partition is None else [partition]}
+    with session.admin() as admin:
+        results = admin.elect_leaders(wanted)
+    session.emit(results, formatting.elections_json, formatting.elections_table)
