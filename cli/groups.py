@@ -12,7 +12,7 @@ committed offset or an owner (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSE
 HOST CLIENT-ID, "-" where unknown), `--members` one row per member and `--state` one row for the
 group; notes such as "Consumer group 'G' has no active members." go to stderr, as Kafka's do, so
 stdout stays a table (or JSON with `--output json`). `reset-offsets` computes new offsets as
-Kafka's GroupOffsetsResetter does (`plan_reset`; --to-offset and --shift-by are clamped into
+Kafka's GroupOffsetsResetter does (`groups_reset.py`; --to-offset and --shift-by are clamped into
 [log start, log end]) and commits them only with --execute, only while the group has no
 members. Errors print "Error: <CODE_NAME>: <sentence>" and exit 1 (the root group turns
 KafkaError into that); bad or conflicting options are usage errors (exit 2).
@@ -22,23 +22,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
-from enum import StrEnum
-from typing import TypeVar
 
 import click
 
-from pykraft.cli.formatting import JsonObject, format_table
-from pykraft.cli.options import bootstrap_server_option
+from pykraft.cli.formatting import format_table
+from pykraft.cli.groups_reset import (
+    LogBounds,
+    ResetSpec,
+    ResetTo,
+    parse_datetime_ms,
+    parse_topic_scope,
+    plan_reset,
+    wanted_partitions,
+)
+from pykraft.cli.groups_tables import (
+    OffsetRow,
+    group_json,
+    listings_json,
+    members_table,
+    offset_rows,
+    offsets_table,
+    reset_json,
+    reset_table,
+    state_table,
+)
+from pykraft.cli.options import bootstrap_server_option, parsed
 from pykraft.cli.session import Session, session_command
 from pykraft.client.admin import AdminClient
-from pykraft.client.admin_types import (
-    ConsumerGroupDescription,
-    ConsumerGroupListing,
-    GroupState,
-    MemberDescription,
-)
+from pykraft.client.admin_types import ConsumerGroupDescription, ConsumerGroupListing, GroupState
 from pykraft.client.errors import (
     GroupIdNotFoundError,
     KafkaError,
@@ -49,10 +60,7 @@ from pykraft.client.errors import (
 )
 from pykraft.client.types import OffsetAndMetadata, TopicPartition
 
-MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _REBALANCING = (GroupState.ASSIGNING, GroupState.RECONCILING)
-_T = TypeVar("_T")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,19 +96,6 @@ def parse_states(text: str) -> list[GroupState]:
     return states
 
 
-def _states_callback(
-    ctx: click.Context, param: click.Parameter, value: str | None
-) -> list[GroupState] | None:
-    try:
-        return None if value is None else parse_states(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e), ctx, param) from None
-
-
-def listings_json(listings: Sequence[ConsumerGroupListing]) -> list[JsonObject]:
-    return [{"group_id": g.group_id, "state": str(g.state)} for g in listings]
-
-
 @groups.command("list")
 @_groups_command
 @click.option(
@@ -109,7 +104,7 @@ def listings_json(listings: Sequence[ConsumerGroupListing]) -> list[JsonObject]:
     is_flag=False,
     flag_value="",
     default=None,
-    callback=_states_callback,
+    callback=parsed(parse_states),
     metavar="[STATE,...]",
     help="Show each group's state; given states (e.g. Stable,Empty), only groups in one of them.",
 )
@@ -128,179 +123,6 @@ def groups_list(session: Session, states: list[GroupState] | None) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # describe
-
-
-@dataclass(frozen=True)
-class OffsetRow:
-    """One row of `describe`: a partition with its committed offset, log end and owner; None
-    where unknown (no committed offset, no leader to ask, no owner)."""
-
-    topic: str
-    partition: int
-    current_offset: int | None
-    log_end_offset: int | None
-    consumer_id: str | None
-    host: str | None
-    client_id: str | None
-
-    @property
-    def lag(self) -> int | None:
-        """How many records the group is behind: log end - committed, when both are known."""
-        if self.current_offset is None or self.log_end_offset is None:
-            return None
-        return self.log_end_offset - self.current_offset
-
-
-def offset_rows(
-    group: ConsumerGroupDescription,
-    committed: Mapping[TopicPartition, OffsetAndMetadata],
-    log_end_offsets: Mapping[TopicPartition, int],
-) -> list[OffsetRow]:
-    """Kafka's order: members owning the most partitions first, each member's partitions by
-    topic and number; then the partitions with a committed offset that nobody owns. Members
-    that own nothing get no row."""
-    rows: list[OffsetRow] = []
-    owned: set[TopicPartition] = set()
-    owners = sorted(
-        (m for m in group.members if m.assignment), key=lambda m: (-len(m.assignment), m.member_id)
-    )
-    for member in owners:
-        for tp in sorted(member.assignment):
-            owned.add(tp)
-            rows.append(_offset_row(tp, committed, log_end_offsets, member))
-    for tp in sorted(set(committed) - owned):
-        rows.append(_offset_row(tp, committed, log_end_offsets, None))
-    return rows
-
-
-def _offset_row(
-    tp: TopicPartition,
-    committed: Mapping[TopicPartition, OffsetAndMetadata],
-    log_end_offsets: Mapping[TopicPartition, int],
-    owner: MemberDescription | None,
-) -> OffsetRow:
-    offset = committed.get(tp)
-    return OffsetRow(
-        tp.topic,
-        tp.partition,
-        None if offset is None else offset.offset,
-        log_end_offsets.get(tp),
-        None if owner is None else owner.member_id,
-        None if owner is None else owner.host,
-        None if owner is None else owner.client_id,
-    )
-
-
-def _cell(value: object) -> object:
-    return MISSING if value is None or value == "" else value
-
-
-def offsets_table(group_id: str, rows: Sequence[OffsetRow]) -> str:
-    """kafka-consumer-groups --describe's table; nothing when there is no row, as in Kafka."""
-    if not rows:
-        return ""
-    headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
-    headers += ["CONSUMER-ID", "HOST", "CLIENT-ID"]
-    return format_table(
-        headers,
-        [[group_id, r.topic, r.partition, *map(_cell, _row_values(r))] for r in rows],
-    )
-
-
-def _row_values(row: OffsetRow) -> list[object]:
-    return [
-        row.current_offset,
-        row.log_end_offset,
-        row.lag,
-        row.consumer_id,
-        row.host,
-        row.client_id,
-    ]
-
-
-def assignment_text(partitions: Collection[TopicPartition]) -> str:
-    """Kafka's "topic:0,1;other:2" (topics and partitions sorted), or "-" for none."""
-    if not partitions:
-        return MISSING
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(partitions):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items())
-
-
-def members_table(group: ConsumerGroupDescription, verbose: bool) -> str:
-    """kafka-consumer-groups --describe --members [--verbose]: GROUP-INSTANCE-ID only when a
-    member is static; --verbose adds each member's epoch and current and target assignment."""
-    static = any(m.instance_id for m in group.members)
-    headers = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else [])]
-    headers += ["HOST", "CLIENT-ID", "#PARTITIONS"]
-    if verbose:
-        headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-    rows = []
-    for m in group.members:
-        row: list[object] = [group.group_id, m.member_id]
-        row += [_cell(m.instance_id)] if static else []
-        row += [_cell(m.host), _cell(m.client_id), len(m.assignment)]
-        if verbose:
-            row += [m.member_epoch, assignment_text(m.assignment), group.assignment_epoch]
-            row += [assignment_text(m.target_assignment)]
-        rows.append(row)
-    return format_table(headers, rows)
-
-
-def state_table(group: ConsumerGroupDescription, verbose: bool) -> str:
-    """kafka-consumer-groups --describe --state [--verbose]."""
-    coordinator = f"{group.coordinator.address} ({group.coordinator.id})"
-    headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
-    row: list[object] = [group.group_id, coordinator, _cell(group.assignor), group.state]
-    if verbose:
-        headers += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
-        row += [group.group_epoch, group.assignment_epoch]
-    return format_table([*headers, "#MEMBERS"], [[*row, len(group.members)]])
-
-
-def _partitions_json(partitions: Collection[TopicPartition]) -> list[JsonObject]:
-    return [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(partitions)]
-
-
-def group_json(group: ConsumerGroupDescription, rows: Sequence[OffsetRow] | None) -> JsonObject:
-    """The whole description; with the offsets view, also its rows ("offsets", null where
-    unknown)."""
-    described: JsonObject = {
-        "group_id": group.group_id,
-        "state": str(group.state),
-        "coordinator": {"id": group.coordinator.id, "address": group.coordinator.address},
-        "group_epoch": group.group_epoch,
-        "assignment_epoch": group.assignment_epoch,
-        "assignor": group.assignor,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "instance_id": m.instance_id,
-                "client_id": m.client_id,
-                "host": m.host,
-                "member_epoch": m.member_epoch,
-                "assignment": _partitions_json(m.assignment),
-                "target_assignment": _partitions_json(m.target_assignment),
-            }
-            for m in group.members
-        ],
-    }
-    if rows is not None:
-        described["offsets"] = [
-            {
-                "topic": r.topic,
-                "partition": r.partition,
-                "current_offset": r.current_offset,
-                "log_end_offset": r.log_end_offset,
-                "lag": r.lag,
-                "consumer_id": r.consumer_id,
-                "host": r.host,
-                "client_id": r.client_id,
-            }
-            for r in rows
-        ]
-    return described
 
 
 def _partition_leaders(admin: AdminClient, topics: Iterable[str]) -> dict[TopicPartition, bool]:
@@ -383,125 +205,11 @@ def groups_describe(
 # reset-offsets
 
 
-class ResetTo(StrEnum):
-    """Where --reset-offsets moves each partition (Kafka's reset scenarios)."""
-
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    OFFSET = "offset"
-    DATETIME = "datetime"
-    SHIFT_BY = "shift-by"
-
-
-@dataclass(frozen=True)
-class ResetSpec:
-    """A scenario and its number: the offset (OFFSET), the shift (SHIFT_BY, may be negative)
-    or the time in ms since the epoch (DATETIME); unused by EARLIEST and LATEST."""
-
-    to: ResetTo
-    value: int = 0
-
-
-@dataclass(frozen=True)
-class LogBounds:
-    """A partition's log start offset and log end offset (high watermark)."""
-
-    start: int
-    end: int
-
-    def clamp(self, offset: int) -> int:
-        """Kafka's checkOffsetsRange: above the end -> the end, below the start -> the start."""
-        return max(self.start, min(offset, self.end))
-
-
-def new_offset(
-    spec: ResetSpec, bounds: LogBounds, committed: int | None, offset_for_time: int | None
-) -> int:
-    """One partition's new offset. `committed` is the group's offset there (None: none);
-    `offset_for_time` the first offset at or after spec.value's time (None or -1: no such
-    record, so the log end, as Kafka falls back to). ValueError for --shift-by without a
-    committed offset."""
-    if spec.to is ResetTo.EARLIEST:
-        return bounds.start
-    if spec.to is ResetTo.LATEST:
-        return bounds.end
-    if spec.to is ResetTo.OFFSET:
-        return bounds.clamp(spec.value)
-    if spec.to is ResetTo.SHIFT_BY:
-        if committed is None:
-            raise ValueError("there is no current committed offset to shift")
-        return bounds.clamp(committed + spec.value)
-    if offset_for_time is None or offset_for_time < 0:
-        return bounds.end
-    return offset_for_time
-
-
-def plan_reset(
-    spec: ResetSpec,
-    bounds: Mapping[TopicPartition, LogBounds],
-    committed: Mapping[TopicPartition, OffsetAndMetadata],
-    offsets_for_time: Mapping[TopicPartition, int],
-) -> dict[TopicPartition, int]:
-    """The new offset of every partition in `bounds`, in partition order; ValueError naming the
-    first partition --shift-by cannot shift (Kafka's message)."""
-    plan: dict[TopicPartition, int] = {}
-    for tp, partition_bounds in sorted(bounds.items()):
-        current = committed.get(tp)
-        try:
-            plan[tp] = new_offset(
-                spec,
-                partition_bounds,
-                None if current is None else current.offset,
-                offsets_for_time.get(tp),
-            )
-        except ValueError:
-            raise ValueError(
-                f"Cannot shift offset for partition {tp} since there is no current committed offset"
-            ) from None
-    return plan
-
-
-def parse_datetime_ms(text: str, default_zone: tzinfo | None = None) -> int:
-    """Kafka's --to-datetime, YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +hh:mm,
-    -hhmm), as ms since the epoch. Without a zone the time is in `default_zone` (None: this
-    machine's local time, as Kafka reads it). ValueError if malformed."""
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"Error parsing timestamp '{text}': expected YYYY-MM-DDTHH:mm:SS.sss, optionally "
-            "followed by a zone (Z, +hh:mm or -hh:mm)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=default_zone) if default_zone else moment.astimezone()
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
-
-
-def parse_topic_scope(text: str) -> tuple[str, list[int] | None]:
-    """One --topic: "T" (every partition) or "T:P,P..." (those); ValueError if malformed."""
-    topic, separator, partitions = text.partition(":")
-    if not topic.strip():
-        raise ValueError(f"Invalid topic arg '{text}', expected a topic name")
-    if not separator:
-        return topic.strip(), None
-    ids = [p.strip() for p in partitions.split(",")]
-    if not ids or not all(p.isdigit() for p in ids):
-        raise ValueError(f"Invalid topic arg '{text}', expected topic name and partitions (T:0,1)")
-    return topic.strip(), sorted({int(p) for p in ids})
-
-
 def _scopes_callback(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> list[tuple[str, list[int] | None]]:
     try:
         return [parse_topic_scope(v) for v in values]
-    except ValueError as e:
-        raise click.BadParameter(str(e), ctx, param) from None
-
-
-def _datetime_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    try:
-        return None if value is None else parse_datetime_ms(value)
     except ValueError as e:
         raise click.BadParameter(str(e), ctx, param) from None
 
@@ -598,21 +306,6 @@ def _offsets_for_time(
     return {tp: r.offset for tp, r in found.items()}
 
 
-def reset_json(group_id: str, plan: Mapping[TopicPartition, int]) -> list[JsonObject]:
-    return [
-        {"group": group_id, "topic": tp.topic, "partition": tp.partition, "new_offset": offset}
-        for tp, offset in sorted(plan.items())
-    ]
-
-
-def reset_table(group_id: str, plan: Mapping[TopicPartition, int]) -> str:
-    """Kafka's GROUP TOPIC PARTITION NEW-OFFSET table (the header even with no partition)."""
-    return format_table(
-        ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-        [[group_id, tp.topic, tp.partition, offset] for tp, offset in sorted(plan.items())],
-    )
-
-
 @groups.command("reset-offsets")
 @_groups_command
 @click.argument("group_id", metavar="GROUP")
@@ -631,7 +324,7 @@ def reset_table(group_id: str, plan: Mapping[TopicPartition, int]) -> str:
 @click.option(
     "--to-datetime",
     "to_datetime_ms",
-    callback=_datetime_callback,
+    callback=parsed(parse_datetime_ms),
     metavar="YYYY-MM-DDTHH:mm:SS.sss",
     help="The first offset at or after this time (zone optional, default local time).",
 )
@@ -678,7 +371,7 @@ def _reset_plan(
     exists and has a leader."""
     _check_inactive(admin, group_id)
     committed = admin.list_consumer_group_offsets(group_id)
-    partitions = checked_partitions(admin, _wanted(scopes, committed, all_topics))
+    partitions = checked_partitions(admin, wanted_partitions(scopes, committed, all_topics))
     if not partitions:
         return {}
     bounds = _log_bounds(admin, partitions)
@@ -689,24 +382,6 @@ def _reset_plan(
         return plan_reset(spec, bounds, committed, by_time)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-
-
-def _wanted(
-    scopes: Sequence[tuple[str, list[int] | None]],
-    committed: Collection[TopicPartition],
-    all_topics: bool,
-) -> dict[str, set[int] | None]:
-    """Topic -> the partitions to reset (None: every partition of it): those with a committed
-    offset for --all-topics, else the union of the --topic options."""
-    wanted: dict[str, set[int] | None] = {}
-    if all_topics:
-        for tp in committed:
-            wanted[tp.topic] = {*(wanted.get(tp.topic) or ()), tp.partition}
-        return wanted
-    for topic, ids in scopes:
-        previous = wanted.get(topic, set())
-        wanted[topic] = None if ids is None or previous is None else previous | set(ids)
-    return wanted
 
 
 def _commit(admin: AdminClient, group_id: str, plan: Mapping[TopicPartition, int]) -> None:
