@@ -1,11 +1,13 @@
 """`pykraft groups`: Kafka's kafka-consumer-groups, one subcommand per action.
 
     pykraft groups list [--state [STATE,...]]
-    pykraft groups describe GROUP [--members | --state] [--verbose]
-    pykraft groups reset-offsets GROUP (--topic T[:P,P...]... | --all-topics)
+    pykraft groups describe --group G [--members | --state] [--verbose]
+    pykraft groups reset-offsets --group G (--topic T[:P,P...]... | --all-topics)
         (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO8601 | --shift-by N)
         (--dry-run | --execute)
-    pykraft groups delete GROUP [GROUP...]
+    pykraft groups delete --group G [--group G2...]
+
+The group is named with `--group`, as in Kafka's tool (and `pykraft consume --group`).
 
 Tables and messages follow Kafka's tool: `describe` prints one row per partition that has a
 committed offset or an owner (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID
@@ -162,7 +164,7 @@ def _state_note(group: ConsumerGroupDescription) -> None:
 
 @groups.command("describe")
 @_groups_command
-@click.argument("group_id", metavar="GROUP")
+@click.option("--group", "group_id", required=True, metavar="GROUP", help="The consumer group.")
 @click.option("--members", is_flag=True, help="One row per member instead of per partition.")
 @click.option(
     "--state",
@@ -308,7 +310,7 @@ def _offsets_for_time(
 
 @groups.command("reset-offsets")
 @_groups_command
-@click.argument("group_id", metavar="GROUP")
+@click.option("--group", "group_id", required=True, metavar="GROUP", help="The consumer group.")
 @click.option(
     "--topic",
     "scopes",
@@ -407,7 +409,14 @@ def _quoted(group_ids: Iterable[str]) -> str:
 
 @groups.command("delete")
 @_groups_command
-@click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True)
+@click.option(
+    "--group",
+    "group_ids",
+    multiple=True,
+    required=True,
+    metavar="GROUP",
+    help="A consumer group to delete; repeat for more.",
+)
 def groups_delete(session: Session, group_ids: tuple[str, ...]) -> None:
     """Delete groups and their committed offsets, like kafka-consumer-groups --delete; a
     group with members is refused (NON_EMPTY_GROUP). Each group is tried; exits 1 if any

@@ -21,7 +21,7 @@ Both topics are created when missing (3 partitions, the cluster's default replic
 from `--starting-offsets` (earliest) with a temporary checkpoint, removed at exit. Progress goes
 to stdout, one line a micro-batch; Ctrl-C (or SIGTERM) stops the query, then Spark. The
 processed offsets are also committed to the consumer group `windowed-counts-<input>`, so
-`pykraft groups describe windowed-counts-<input>` shows how far behind it is.
+`pykraft groups describe --group windowed-counts-<input>` shows how far behind it is.
 """
 
 from __future__ import annotations

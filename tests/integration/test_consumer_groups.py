@@ -436,7 +436,7 @@ def groups_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def describe_rows(bootstrap: str, group: str) -> dict[int, tuple[str, str, str]]:
     """partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) from `pykraft groups describe`."""
-    described = groups_cli(bootstrap, "describe", group)
+    described = groups_cli(bootstrap, "describe", "--group", group)
     assert described.returncode == 0, described.stderr
     lines = described.stdout.strip().splitlines()
     header = lines[0].split()
@@ -473,7 +473,13 @@ def test_describe_and_reset_offsets_match_what_was_produced_and_consumed(tmp_pat
                 consumed += len(consumer.poll(timeout_ms=200, max_records=POLL_RECORDS_MAX))
             consumer.commit()
             refused = groups_cli(
-                bootstrap, "reset-offsets", "reader", "--all-topics", "--to-earliest", "--execute"
+                bootstrap,
+                "reset-offsets",
+                "--group",
+                "reader",
+                "--all-topics",
+                "--to-earliest",
+                "--execute",
             )
             assert refused.returncode == 1
             assert "inactive" in refused.stderr, refused.stderr
@@ -488,7 +494,9 @@ def test_describe_and_reset_offsets_match_what_was_produced_and_consumed(tmp_pat
         assert rows == {p: ("100", "150", "50") for p in range(PARTITIONS)}
 
         def reset(*args: str) -> str:
-            done = groups_cli(bootstrap, "reset-offsets", "reader", "--topic", TOPIC, *args)
+            done = groups_cli(
+                bootstrap, "reset-offsets", "--group", "reader", "--topic", TOPIC, *args
+            )
             assert done.returncode == 0, done.stderr
             return done.stdout
 
@@ -505,7 +513,7 @@ def test_describe_and_reset_offsets_match_what_was_produced_and_consumed(tmp_pat
         moment += f".{between_ms % 1000:03d}"
         reset("--to-datetime", moment, "--execute")
         assert describe_rows(bootstrap, "reader") == {p: ("100", "150", "50") for p in range(6)}
-        deleted = groups_cli(bootstrap, "delete", "reader")
+        deleted = groups_cli(bootstrap, "delete", "--group", "reader")
         assert deleted.returncode == 0, deleted.stderr
         listed = groups_cli(bootstrap, "list")
         assert "reader" not in listed.stdout.split()

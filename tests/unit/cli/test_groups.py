@@ -31,6 +31,19 @@ def run(cluster: GroupCluster | None, *args: str) -> Result:
     return CliRunner().invoke(cli, ["groups", *args, *bootstrap], env={"PYKRAFT_BOOTSTRAP": ""})
 
 
+def describe(cluster: GroupCluster | None, group: str, *args: str) -> Result:
+    return run(cluster, "describe", "--group", group, *args)
+
+
+def reset_offsets(cluster: GroupCluster | None, group: str, *args: str) -> Result:
+    return run(cluster, "reset-offsets", "--group", group, *args)
+
+
+def delete(cluster: GroupCluster, *groups: str, options: tuple[str, ...] = ()) -> Result:
+    """`groups delete` of each group (Kafka's tool takes --group once per group)."""
+    return run(cluster, "delete", *(arg for g in groups for arg in ("--group", g)), *options)
+
+
 def ok(result: Result) -> list[list[str]]:
     """The command succeeded; its stdout lines split into cells."""
     assert result.exit_code == 0, result.output
@@ -99,7 +112,7 @@ def test_list_refuses_an_unknown_state() -> None:
 def test_describe_prints_a_row_per_owned_or_committed_partition() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        result = run(cluster, "describe", "busy")
+        result = describe(cluster, "busy")
         assert ok(result) == [
             ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
              "CONSUMER-ID", "HOST", "CLIENT-ID"],
@@ -115,21 +128,21 @@ def test_describe_prints_a_row_per_owned_or_committed_partition() -> None:
 def test_describe_says_when_a_group_has_no_members_or_rebalances() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        idle = run(cluster, "describe", "idle")
+        idle = describe(cluster, "idle")
         assert ok(idle)[1:] == [
             ["idle", "t", "1", "1", "10", "9", "-", "-", "-"],
             ["idle", "u", "0", "3", "4", "1", "-", "-", "-"],
         ]
         assert idle.stderr == "Consumer group 'idle' has no active members.\n"
         cluster.groups["busy"].state = "Assigning"
-        assert run(cluster, "describe", "busy").stderr == (
+        assert describe(cluster, "busy").stderr == (
             "Warning: Consumer group 'busy' is rebalancing.\n"
         )
 
 
 def test_describe_of_an_unknown_group_is_one_error_line() -> None:
     with running(nodes=1) as cluster:
-        result = run(cluster, "describe", "nope")
+        result = describe(cluster, "nope")
         assert result.exit_code == 1
         assert result.stderr.startswith("Error: GROUP_ID_NOT_FOUND: ")
         assert "Group nope not found." in result.stderr
@@ -140,11 +153,11 @@ def test_describe_state_shows_coordinator_assignor_state_and_members() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
         coordinator = f"{cluster.nodes[1].address} (2)"
-        state = ok(run(cluster, "describe", "busy", "--state"))
+        state = ok(describe(cluster, "busy", "--state"))
         assert state[0] == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE",
                             "#MEMBERS"]  # fmt: skip
         assert state[1] == ["busy", *coordinator.split(), "uniform", "Stable", "2"]
-        verbose = ok(run(cluster, "describe", "busy", "--state", "--verbose"))
+        verbose = ok(describe(cluster, "busy", "--state", "--verbose"))
         assert verbose[0][-3:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
         assert verbose[1][-3:] == ["5", "5", "2"]
 
@@ -153,12 +166,12 @@ def test_describe_members_shows_each_member_and_with_verbose_its_assignments() -
     with running(nodes=2) as cluster:
         a_cluster(cluster)
         cluster.groups["busy"].members[1].target_assignment = [T0]
-        assert ok(run(cluster, "describe", "busy", "--members")) == [
+        assert ok(describe(cluster, "busy", "--members")) == [
             ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
             ["busy", "member-b", "static-b", "/127.0.0.1", "c-b", "1"],
             ["busy", "member-a", "-", "/127.0.0.1", "c-a", "2"],
         ]
-        verbose = ok(run(cluster, "describe", "busy", "--members", "--verbose"))
+        verbose = ok(describe(cluster, "busy", "--members", "--verbose"))
         assert verbose[0][-4:] == [
             "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT",
         ]  # fmt: skip
@@ -171,7 +184,7 @@ def test_describe_members_shows_each_member_and_with_verbose_its_assignments() -
 def test_describe_json_has_the_description_and_the_rows() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        described = json.loads(run(cluster, "describe", "idle", "--output", "json").stdout)
+        described = json.loads(describe(cluster, "idle", "--output", "json").stdout)
         assert described["state"] == "Empty"
         assert described["coordinator"] == {"id": 1, "address": cluster.nodes[0].address}
         assert described["offsets"][0] == {
@@ -181,7 +194,7 @@ def test_describe_json_has_the_description_and_the_rows() -> None:
 
 
 def test_describe_takes_one_view() -> None:
-    result = run(None, "describe", "g", "--members", "--state", "--bootstrap-server", "h:1")
+    result = describe(None, "g", "--members", "--state", "--bootstrap-server", "h:1")
     assert_usage_error(result, "give at most one of --members and --state")
 
 
@@ -202,14 +215,14 @@ def test_describe_takes_one_view() -> None:
     ],
 )
 def test_reset_offsets_option_checks(args: list[str], message: str) -> None:
-    result = run(None, "reset-offsets", "g", *args, "--bootstrap-server", "h:1")
+    result = reset_offsets(None, "g", *args, "--bootstrap-server", "h:1")
     assert_usage_error(result, message)
 
 
 def test_dry_run_prints_the_plan_and_commits_nothing() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        result = run(cluster, "reset-offsets", "idle", "--all-topics", "--to-earliest", "--dry-run")
+        result = reset_offsets(cluster, "idle", "--all-topics", "--to-earliest", "--dry-run")
         assert ok(result) == [
             ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
             ["idle", "t", "1", "0"],
@@ -222,10 +235,9 @@ def test_dry_run_prints_the_plan_and_commits_nothing() -> None:
 def test_execute_commits_offsets_clamped_into_the_log() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        result = run(
-            cluster, "reset-offsets", "idle", "--topic", "t:0,2", "--topic", "u",
-            "--to-offset", "6", "--execute",
-        )  # fmt: skip
+        result = reset_offsets(
+            cluster, "idle", "--topic", "t:0,2", "--topic", "u", "--to-offset", "6", "--execute"
+        )
         assert ok(result)[1:] == [
             ["idle", "t", "0", "6"],
             ["idle", "t", "2", "6"],
@@ -234,9 +246,7 @@ def test_execute_commits_offsets_clamped_into_the_log() -> None:
         assert cluster.groups["idle"].offsets == {
             T0: (6, "", -1), T1: (1, "", -1), T2: (6, "", -1), U0: (4, "", -1),
         }  # fmt: skip
-        low = run(
-            cluster, "reset-offsets", "idle", "--topic", "t:0", "--to-offset", "1", "--execute"
-        )
+        low = reset_offsets(cluster, "idle", "--topic", "t:0", "--to-offset", "1", "--execute")
         assert ok(low)[1:] == [["idle", "t", "0", "2"]]  # the log starts at 2
         (commit, _) = cluster.requests_to("OffsetCommit")
         assert (commit.member_id, commit.member_epoch) == ("", -1)
@@ -245,17 +255,11 @@ def test_execute_commits_offsets_clamped_into_the_log() -> None:
 def test_shift_by_moves_from_the_committed_offset() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        back = run(
-            cluster, "reset-offsets", "idle", "--all-topics", "--shift-by", "-2", "--dry-run"
-        )
+        back = reset_offsets(cluster, "idle", "--all-topics", "--shift-by", "-2", "--dry-run")
         assert ok(back)[1:] == [["idle", "t", "1", "0"], ["idle", "u", "0", "1"]]
-        ahead = run(
-            cluster, "reset-offsets", "idle", "--topic", "u", "--shift-by", "5", "--dry-run"
-        )
+        ahead = reset_offsets(cluster, "idle", "--topic", "u", "--shift-by", "5", "--dry-run")
         assert ok(ahead)[1:] == [["idle", "u", "0", "4"]]
-        uncommitted = run(
-            cluster, "reset-offsets", "idle", "--topic", "t", "--shift-by", "1", "--dry-run"
-        )
+        uncommitted = reset_offsets(cluster, "idle", "--topic", "t", "--shift-by", "1", "--dry-run")
         assert_usage_error(
             uncommitted,
             "Cannot shift offset for partition t-0 since there is no current committed offset",
@@ -267,8 +271,8 @@ def test_to_datetime_finds_the_first_later_record_or_the_log_end() -> None:
         a_cluster(cluster)
         cluster.timestamps[U0] = [1000, 1000, 1000, 1000]
         # Records of t are stamped 1000 + offset ms.
-        result = run(
-            cluster, "reset-offsets", "idle", "--topic", "t:1", "--topic", "u",
+        result = reset_offsets(
+            cluster, "idle", "--topic", "t:1", "--topic", "u",
             "--to-datetime", "1970-01-01T01:00:01.004+01:00", "--dry-run",
         )  # fmt: skip
         assert ok(result)[1:] == [["idle", "t", "1", "4"], ["idle", "u", "0", "4"]]
@@ -282,7 +286,7 @@ def test_to_datetime_finds_the_first_later_record_or_the_log_end() -> None:
 def test_reset_refuses_a_group_with_members() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        result = run(cluster, "reset-offsets", "busy", "--all-topics", "--to-latest", "--execute")
+        result = reset_offsets(cluster, "busy", "--all-topics", "--to-latest", "--execute")
         assert result.exit_code == 1
         assert result.stderr == (
             "Error: NON_EMPTY_GROUP: Assignments can only be reset if the group 'busy' is "
@@ -295,7 +299,7 @@ def test_reset_refuses_when_a_member_joins_before_the_commit() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
         cluster.header_errors[("OffsetCommit", 1)] = [common_pb2.UNKNOWN_MEMBER_ID]
-        result = run(cluster, "reset-offsets", "idle", "--topic", "u", "--to-latest", "--execute")
+        result = reset_offsets(cluster, "idle", "--topic", "u", "--to-latest", "--execute")
         assert result.exit_code == 1
         assert result.stderr.startswith(
             "Error: NON_EMPTY_GROUP: Assignments can only be reset if the group 'idle' is "
@@ -307,7 +311,7 @@ def test_reset_refuses_when_a_member_joins_before_the_commit() -> None:
 def test_reset_of_an_unknown_group_creates_its_offsets() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        result = run(cluster, "reset-offsets", "new", "--topic", "u", "--to-latest", "--execute")
+        result = reset_offsets(cluster, "new", "--topic", "u", "--to-latest", "--execute")
         assert ok(result)[1:] == [["new", "u", "0", "4"]]
         assert cluster.groups["new"].offsets == {U0: (4, "", -1)}
 
@@ -315,19 +319,15 @@ def test_reset_of_an_unknown_group_creates_its_offsets() -> None:
 def test_reset_checks_that_partitions_exist_and_have_leaders() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
-        missing = run(
-            cluster, "reset-offsets", "idle", "--topic", "t:1,7", "--to-latest", "--execute"
-        )
+        missing = reset_offsets(cluster, "idle", "--topic", "t:1,7", "--to-latest", "--execute")
         assert missing.exit_code == 1
         assert missing.stderr == (
             'Error: UNKNOWN_TOPIC_OR_PARTITION: The partitions "t-7" do not exist\n'
         )
-        unknown = run(cluster, "reset-offsets", "idle", "--topic", "x", "--to-latest", "--execute")
+        unknown = reset_offsets(cluster, "idle", "--topic", "x", "--to-latest", "--execute")
         assert unknown.stderr == "Error: UNKNOWN_TOPIC_OR_PARTITION: Unknown topic 'x'.\n"
         cluster.leaders[T2] = -1
-        leaderless = run(
-            cluster, "reset-offsets", "idle", "--topic", "t", "--to-latest", "--dry-run"
-        )
+        leaderless = reset_offsets(cluster, "idle", "--topic", "t", "--to-latest", "--dry-run")
         assert leaderless.stderr == (
             'Error: LEADER_NOT_AVAILABLE: The partitions "t-2" have no leader\n'
         )
@@ -346,9 +346,7 @@ def test_groups_without_a_broker_fail_with_one_clear_line() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
-    unreachable = run(
-        None, "describe", "g", "--bootstrap-server", address, "--request-timeout-ms", "300"
-    )
+    unreachable = describe(None, "g", "--bootstrap-server", address, "--request-timeout-ms", "300")
     assert unreachable.exit_code == 1
     assert unreachable.stderr.startswith(f"Error: NETWORK_EXCEPTION: cannot reach {address}")
     assert len(unreachable.stderr.splitlines()) == 1
@@ -361,10 +359,10 @@ def test_delete_reports_each_group() -> None:
     with running(nodes=2) as cluster:
         a_cluster(cluster)
         cluster.groups["other"] = FakeGroup(coordinator=2)
-        done = run(cluster, "delete", "other")
+        done = delete(cluster, "other")
         assert done.exit_code == 0
         assert done.stdout == "Deletion of requested consumer groups ('other') was successful.\n"
-        partly = run(cluster, "delete", "idle", "busy", "nope")
+        partly = delete(cluster, "idle", "busy", "nope")
         assert partly.exit_code == 1
         assert partly.stdout == "These consumer groups were deleted successfully: 'idle'\n"
         errors = partly.stderr.splitlines()
@@ -376,7 +374,7 @@ def test_delete_reports_each_group() -> None:
 def test_delete_json_lists_what_was_deleted_and_what_failed() -> None:
     with running(nodes=1) as cluster:
         cluster.groups["a"] = FakeGroup(coordinator=1)
-        result = run(cluster, "delete", "a", "nope", "--output", "json")
+        result = delete(cluster, "a", "nope", options=("--output", "json"))
         assert result.exit_code == 1
         outcome = json.loads(result.stdout)
         assert outcome["deleted"] == ["a"]
@@ -386,9 +384,7 @@ def test_delete_json_lists_what_was_deleted_and_what_failed() -> None:
 
 
 def test_delete_needs_a_group() -> None:
-    assert_usage_error(
-        run(None, "delete", "--bootstrap-server", "h:1"), "Missing argument 'GROUP...'"
-    )
+    assert_usage_error(run(None, "delete", "--bootstrap-server", "h:1"), "Missing option '--group'")
 
 
 # pure pieces -----------------------------------------------------------------------------------

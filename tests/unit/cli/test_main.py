@@ -6,6 +6,7 @@ import socket
 import time
 from importlib.metadata import EntryPoint
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -146,3 +147,27 @@ def test_a_broken_entry_point_fails_only_when_used(monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: 'pykraft broken' is unavailable: ModuleNotFoundError")
     assert "Traceback" not in result.output
+
+
+def test_every_command_names_a_group_with_the_group_option() -> None:
+    """Kafka's tools take the group as `--group G` (kafka-consumer-groups,
+    kafka-console-consumer); so does every pykraft command that names one."""
+
+    def commands(command: click.Command) -> list[click.Command]:
+        if isinstance(command, click.Group):
+            return [c for sub in command.commands.values() for c in commands(sub)]
+        return [command]
+
+    naming_a_group = {
+        (command.name, param.name): param.opts
+        for command in commands(main.cli)
+        for param in command.params
+        if "group" in (param.name or "")
+    }
+    assert set(naming_a_group) == {
+        ("consume", "group"),
+        ("describe", "group_id"),
+        ("reset-offsets", "group_id"),
+        ("delete", "group_ids"),
+    }
+    assert all(opts == ["--group"] for opts in naming_a_group.values()), naming_a_group
