@@ -38,7 +38,7 @@ def _record_format(properties: dict[str, str]) -> RecordFormat:
 
 
 @click.command("consume")
-@click.argument("topic")
+@click.option("--topic", required=True, help="Topic to consume from.")
 @bootstrap_server_option
 @click.option(
     "--from-beginning",
@@ -107,7 +107,7 @@ def consume(
     encoding: str,
     **print_flags: bool,
 ) -> None:
-    """Print records of TOPIC as they arrive."""
+    """Print records of --topic as they arrive."""
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
     if offset is not None and from_beginning:

@@ -178,7 +178,7 @@ _COMPRESSION = click.Choice(["none", "gzip", "snappy", "lz4", "zstd"])
 
 
 @click.command("produce")
-@click.argument("topic")
+@click.option("--topic", required=True, help="Topic to produce to.")
 @bootstrap_server_option
 @click.option(
     "--property",
@@ -245,7 +245,7 @@ def produce(
     max_block_ms: int,
     request_timeout_ms: int,
 ) -> None:
-    """Send each line of stdin as a record to TOPIC."""
+    """Send each line of stdin as a record to --topic."""
     reader = _with_key_separator(ctx, reader, key_separator)
     if compression_codec is not None and _explicit(ctx, "compression_type"):
         raise click.UsageError("give --compression-codec or --compression-type, not both")

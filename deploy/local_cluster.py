@@ -63,10 +63,11 @@ def demo(cluster: dev_cluster.DevCluster) -> bool:
     if not create_topic(DEMO_TOPIC, controllers):
         return False
     produced = pykraft(
-        "produce", DEMO_TOPIC, "--bootstrap-server", brokers, stdin="\n".join(DEMO_RECORDS)
-    )
+        "produce", "--topic", DEMO_TOPIC, "--bootstrap-server", brokers,
+        stdin="\n".join(DEMO_RECORDS),
+    )  # fmt: skip
     consumed = pykraft(
-        "consume", DEMO_TOPIC, "--bootstrap-server", brokers, "--from-beginning",
+        "consume", "--topic", DEMO_TOPIC, "--bootstrap-server", brokers, "--from-beginning",
         "--max-messages", str(len(DEMO_RECORDS)), "--timeout-ms", "10000",
     )  # fmt: skip
     return produced.returncode == 0 and consumed.returncode == 0

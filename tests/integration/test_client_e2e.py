@@ -94,12 +94,14 @@ def test_producer_and_consumer_round_trip_through_a_real_broker(tmp_path: Path) 
 
             lines = "".join(f"k{i}:line {i}\n" for i in range(10))
             produced = _pykraft(
-                "produce", TOPIC, "--bootstrap-server", broker.address, "--key-separator", ":",
+                "produce", "--topic", TOPIC, "--bootstrap-server", broker.address,
+                "--key-separator", ":",
                 stdin=lines,
             )  # fmt: skip
             assert produced.returncode == 0, produced.stderr
             consumed = _pykraft(
-                "consume", TOPIC, "--bootstrap-server", broker.address, "--from-beginning",
+                "consume", "--topic", TOPIC, "--bootstrap-server", broker.address,
+                "--from-beginning",
                 "--max-messages", str(RECORDS + 10), "--timeout-ms", "20000", "--output", "json",
             )  # fmt: skip
             assert consumed.returncode == 0, consumed.stderr

@@ -37,7 +37,9 @@ def stored(cluster: FakeCluster, tp: TopicPartition) -> list[tuple[bytes | None,
 
 def test_produce_sends_each_line_as_a_record() -> None:
     with running({"t": 1}) as cluster:
-        result = run("produce", "t", "--bootstrap-server", cluster.bootstrap, stdin=b"a\nb\n\nc")
+        result = run(
+            "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap, stdin=b"a\nb\n\nc"
+        )
         assert result.exit_code == 0, result.output
         assert stored(cluster, T0) == [(None, b"a"), (None, b"b"), (None, b""), (None, b"c")]
 
@@ -45,7 +47,7 @@ def test_produce_sends_each_line_as_a_record() -> None:
 def test_produce_splits_keys_at_the_first_separator() -> None:
     with running({"t": 1}) as cluster:
         result = run(
-            "produce", "t", "--bootstrap-server", cluster.bootstrap,
+            "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap,
             "--key-separator", ":", "--acks", "1",
             stdin=b"k1:v1\nk2:v:2\n",
         )  # fmt: skip
@@ -56,7 +58,7 @@ def test_produce_splits_keys_at_the_first_separator() -> None:
 def test_produce_line_without_separator_is_an_error() -> None:
     with running({"t": 1}) as cluster:
         result = run(
-            "produce", "t", "--bootstrap-server", cluster.bootstrap,
+            "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap,
             "--key-separator", "|", stdin=b"k|v\nnokey\n",
         )  # fmt: skip
         assert result.exit_code == 1
@@ -69,7 +71,8 @@ def test_produce_line_without_separator_is_an_error() -> None:
 def test_produce_to_an_unknown_topic_fails_with_its_code() -> None:
     with running({"t": 1}) as cluster:
         result = run(
-            "produce", "nope", "--bootstrap-server", cluster.bootstrap, "--max-block-ms", "200",
+            "produce", "--topic", "nope", "--bootstrap-server", cluster.bootstrap,
+            "--max-block-ms", "200",
             stdin=b"x\n",
         )  # fmt: skip
         assert result.exit_code == 1
@@ -81,7 +84,7 @@ def test_consume_from_beginning_prints_json_lines() -> None:
         cluster.append(T0, [b"a0", b"a1"], key=b"k")
         cluster.append(T1, [b"b0"])
         result = run(
-            "consume", "t", "--bootstrap-server", cluster.bootstrap, "--from-beginning",
+            "consume", "--topic", "t", "--bootstrap-server", cluster.bootstrap, "--from-beginning",
             "--max-messages", "3", "--output", "json",
         )  # fmt: skip
         assert result.exit_code == 0, result.output
@@ -102,7 +105,8 @@ def test_consume_from_beginning_prints_json_lines() -> None:
 def test_consume_partition_and_offset_in_text_and_base64() -> None:
     with running({"t": 2}) as cluster:
         cluster.append(T1, [b"b0", b"b1", b"\xff\xfe"])
-        args = ["consume", "t", "--bootstrap-server", cluster.bootstrap, "--partition", "1"]
+        args = ["consume", "--topic", "t", "--bootstrap-server", cluster.bootstrap]
+        args += ["--partition", "1"]
         text = run(*args, "--offset", "1", "--max-messages", "2")
         assert text.exit_code == 0, text.output
         assert text.stdout.splitlines() == ["b1", "\ufffd\ufffd"]
@@ -116,14 +120,14 @@ def test_consume_partition_and_offset_in_text_and_base64() -> None:
 
 def test_consume_argument_errors_exit_2() -> None:
     with running({"t": 2}) as cluster:
-        base = ["consume", "t", "--bootstrap-server", cluster.bootstrap]
+        base = ["consume", "--topic", "t", "--bootstrap-server", cluster.bootstrap]
         no_partition = run(*base, "--offset", "3")
         assert no_partition.exit_code == 2
         assert "--offset needs --partition" in no_partition.stderr
         bad_partition = run(*base, "--partition", "5", "--max-messages", "1")
         assert bad_partition.exit_code == 2
         assert "topic 't' has partitions 0 to 1" in bad_partition.stderr
-    assert run("consume", "t").exit_code == 2  # no bootstrap at all
+    assert run("consume", "--topic", "t").exit_code == 2  # no bootstrap at all
 
 
 def records(cluster: FakeCluster, tp: TopicPartition) -> list[Record]:
@@ -131,7 +135,9 @@ def records(cluster: FakeCluster, tp: TopicPartition) -> list[Record]:
 
 
 def produce(cluster: FakeCluster, *args: str, stdin: bytes) -> Result:
-    return run("produce", "t", "--bootstrap-server", cluster.bootstrap, *args, stdin=stdin)
+    return run(
+        "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap, *args, stdin=stdin
+    )
 
 
 def test_a_bad_line_stops_the_run_after_the_lines_before_it_are_delivered() -> None:
@@ -266,7 +272,7 @@ def test_producer_property_names_are_producer_keywords() -> None:
 
 def consume(cluster: FakeCluster, count: int, *args: str) -> Result:
     return run(
-        "consume", "t", "--bootstrap-server", cluster.bootstrap, "--from-beginning",
+        "consume", "--topic", "t", "--bootstrap-server", cluster.bootstrap, "--from-beginning",
         "--max-messages", str(count), *args,
     )  # fmt: skip
 

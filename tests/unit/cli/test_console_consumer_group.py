@@ -10,6 +10,7 @@ from pykraft.client.types import TopicPartition
 from tests.unit.client.fake_coordinator import running_group
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+TOPIC_AND_GROUP = ("--topic", "t", "--group", "cli")
 
 
 def run(*args: str) -> Result:
@@ -20,7 +21,7 @@ def test_consume_with_a_group_commits_what_it_printed_and_goes_on_from_there() -
     with running_group({"t": 2}) as (cluster, coordinator):
         cluster.append(T0, [b"a0", b"a1", b"a2"])
         cluster.append(T1, [b"b0", b"b1"])
-        args = ["consume", "t", "--bootstrap-server", cluster.bootstrap, "--group", "cli"]
+        args = ["consume", *TOPIC_AND_GROUP, "--bootstrap-server", cluster.bootstrap]
         first = run(*args, "--from-beginning", "--max-messages", "3", "--print-partition")
         assert first.exit_code == 0, first.output
         printed = first.stdout.splitlines()
@@ -44,7 +45,7 @@ def test_consume_with_a_group_commits_what_it_printed_and_goes_on_from_there() -
 
 def test_consume_group_excludes_partition_and_offset() -> None:
     with running_group({"t": 2}) as (cluster, _):
-        args = ["consume", "t", "--bootstrap-server", cluster.bootstrap, "--group", "cli"]
+        args = ["consume", *TOPIC_AND_GROUP, "--bootstrap-server", cluster.bootstrap]
         for extra in (["--partition", "0"], ["--partition", "0", "--offset", "1"]):
             result = run(*args, *extra)
             assert result.exit_code == 2

@@ -149,15 +149,16 @@ def test_a_broken_entry_point_fails_only_when_used(monkeypatch: pytest.MonkeyPat
     assert "Traceback" not in result.output
 
 
+def commands(command: click.Command) -> list[click.Command]:
+    """Every runnable command under `command` (the plugins aside: they are not loaded)."""
+    if isinstance(command, click.Group):
+        return [c for sub in command.commands.values() for c in commands(sub)]
+    return [command]
+
+
 def test_every_command_names_a_group_with_the_group_option() -> None:
     """Kafka's tools take the group as `--group G` (kafka-consumer-groups,
     kafka-console-consumer); so does every pykraft command that names one."""
-
-    def commands(command: click.Command) -> list[click.Command]:
-        if isinstance(command, click.Group):
-            return [c for sub in command.commands.values() for c in commands(sub)]
-        return [command]
-
     naming_a_group = {
         (command.name, param.name): param.opts
         for command in commands(main.cli)
@@ -171,3 +172,15 @@ def test_every_command_names_a_group_with_the_group_option() -> None:
         ("delete", "group_ids"),
     }
     assert all(opts == ["--group"] for opts in naming_a_group.values()), naming_a_group
+
+
+def test_topics_and_groups_are_options_not_positional_arguments() -> None:
+    """Kafka's tools name everything with options (--topic, --group); the only positional
+    argument left is the node of `pykraft dev kill|stop|start`, which Kafka has no tool for."""
+    arguments = {
+        (command.name, param.name)
+        for command in commands(main.cli)
+        for param in command.params
+        if isinstance(param, click.Argument)
+    }
+    assert arguments == {("kill", "node"), ("stop", "node"), ("start", "node")}
