@@ -32,7 +32,7 @@ from pykraft.client.producer.producer import Producer
 from pykraft.client.types import RecordMetadata
 
 # A bound on the records produce keeps unconfirmed before it waits for them.
-_PRODUCE_WINDOW_RECORDS = 10_000
+_UNCONFIRMED_RECORDS_MAX = 10_000
 _LINE_SHOWN_CHARS_MAX = 80  # how much of a bad input line an error message quotes
 _DELIVERY_TIMEOUT_MS = 120000  # Kafka's delivery.timeout.ms default
 
@@ -306,7 +306,7 @@ def _send_lines(
                 topic, record.value, key=record.key, partition=partition, headers=record.headers
             )
         )
-        if len(pending) >= _PRODUCE_WINDOW_RECORDS:
+        if len(pending) >= _UNCONFIRMED_RECORDS_MAX:
             _confirm(pending)
             pending = []
     producer.flush()

@@ -41,6 +41,7 @@ bootstrap_server_option = click.option(
 
 
 def check_partition(partitions: Sequence[int], topic: str, partition: int) -> None:
+    """A usage error (exit 2) naming the topic's partitions when --partition is not one."""
     if partition not in partitions:
         raise click.BadParameter(
             f"topic {topic!r} has partitions 0 to {len(partitions) - 1}",
