@@ -95,4 +95,5 @@ admin_command = session_command(
         help="Controllers (or brokers) to contact first; env PYKRAFT_BOOTSTRAP.",
     )
 )
-"""Adds the shared options to a command, which receives them as its first arg, a Session."""
+"""Adds --bootstrap-controller (or --bootstrap-server), --request-timeout-ms and --output to an
+admin tool's command, which receives them as its first argument, a Session."""
