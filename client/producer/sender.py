@@ -189,15 +189,21 @@ class Sender:
     def _send(self, address: str, batches: list[ProducerBatch]) -> None:
         if not batches:
             return
+        request_bytes_max = self._config.max_request_size
         size_bytes = 0
         for count, batch in enumerate(batches):
-            size_bytes += len(self._sealed(batch))
-            if count and size_bytes > self._config.max_request_size:
+            batch_bytes = len(self._sealed(batch))
+            if count and size_bytes + batch_bytes > request_bytes_max:
                 self._accumulator.put_back(batches[count:])
                 batches = batches[:count]
                 break
+            size_bytes += batch_bytes
+        # Only a batch alone may pass max_request_size (the accumulator refused larger records).
+        assert len(batches) == 1 or size_bytes <= request_bytes_max, (len(batches), size_bytes)
         request = self._request(batches)
         self._in_flight[address] += 1
+        in_flight_max = self._config.max_in_flight_requests_per_connection
+        assert self._in_flight[address] <= in_flight_max, (address, self._in_flight[address])
         self._in_flight_batches.update(batches)
         self._muted.update(b.tp for b in batches)
 
