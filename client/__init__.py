@@ -33,7 +33,7 @@ from pykraft.client.admin_types import (
     TopicDescription,
     VoterInfo,
 )
-from pykraft.client.consumer.consumer import Consumer, IllegalStateError, NoOffsetForPartitionError
+from pykraft.client.consumer.consumer import Consumer, IllegalStateError
 from pykraft.client.consumer.listener import ConsumerRebalanceListener
 from pykraft.client.errors import (
     BrokerIdNotRegisteredError,
@@ -80,6 +80,7 @@ from pykraft.client.errors import (
     NetworkError,
     NewLeaderElectedError,
     NonEmptyGroupError,
+    NoOffsetForPartitionError,
     NotControllerError,
     NotCoordinatorError,
     NotEnoughReplicasAfterAppendError,

@@ -6,7 +6,7 @@ controller sent (replicas in assignment order, the first being the preferred lea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -214,3 +214,9 @@ class ConsumerGroupDescription:
     assignment_epoch: int
     assignor: str
     members: list[MemberDescription]
+
+
+def name_list(names: str | Iterable[str]) -> list[str]:
+    """The names an admin method was given; a bare string is one name, not a sequence of
+    one-letter names."""
+    return [names] if isinstance(names, str) else list(names)

@@ -164,6 +164,11 @@ class OffsetOutOfRangeError(KafkaError):
     code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """A partition has no valid position and auto_offset_reset is "none" (Kafka's
+    NoOffsetForPartitionException); seek to an offset first."""
+
+
 class LogTruncationError(OffsetOutOfRangeError):
     """The consumer read records that the partition's current leader does not have: the log
     was truncated (an unclean leader election) and other records may now stand at those

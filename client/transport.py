@@ -63,19 +63,20 @@ def rpc_error(address: str, error: grpc.RpcError) -> KafkaError:
 
 class Backoff:
     """Kafka's retry backoff: `initial_ms` (retry.backoff.ms), doubling after each failure up to
-    `max_ms` (retry.backoff.max.ms). Not thread-safe: callers share one under their own lock."""
+    `backoff_ms_max` (retry.backoff.max.ms). Not thread-safe: callers share one under their
+    own lock."""
 
-    def __init__(self, initial_ms: int, max_ms: int = RETRY_BACKOFF_MAX_MS) -> None:
-        assert initial_ms >= 0 and max_ms >= 1, (initial_ms, max_ms)
+    def __init__(self, initial_ms: int, backoff_ms_max: int = RETRY_BACKOFF_MAX_MS) -> None:
+        assert initial_ms >= 0 and backoff_ms_max >= 1, (initial_ms, backoff_ms_max)
         self._initial_ms = initial_ms
-        self._max_ms = max_ms
+        self._backoff_ms_max = backoff_ms_max
         self.current_ms = initial_ms
 
     def next_ms(self) -> int:
         """The wait to use now; the one after it is twice as long (at least 1 ms, at most
-        `max_ms`)."""
+        `backoff_ms_max`)."""
         wait_ms = self.current_ms
-        self.current_ms = min(max(1, wait_ms * 2), self._max_ms)
+        self.current_ms = min(max(1, wait_ms * 2), self._backoff_ms_max)
         return wait_ms
 
     def reset(self) -> None:

@@ -37,17 +37,17 @@ def from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
     }
 
 
-def limit(start: Offsets, latest: Offsets, max_records: int) -> Offsets:
-    """The end offsets of a batch of at most `max_records` from `start`, spread over the
+def limit(start: Offsets, latest: Offsets, records_max: int) -> Offsets:
+    """The end offsets of a batch of at most `records_max` from `start`, spread over the
     partitions in proportion to their backlog (Spark's Kafka source does the same).
 
     Callers may rely on: the keys are those of `latest`; no end is below its start (a partition
     missing from `start` starts at latest) nor past max(start, latest); the whole limit is used
     while the backlog exceeds it; every partition with a backlog moves by at least one record
-    when `max_records` is at least the number of such partitions; and a partition with a larger
+    when `records_max` is at least the number of such partitions; and a partition with a larger
     backlog never moves by fewer records than one with a smaller backlog."""
     backlog = {tp: max(0, end - start.get(tp, end)) for tp, end in latest.items()}
-    taken = _share(backlog, max_records)
+    taken = _share(backlog, records_max)
     return {tp: start.get(tp, end) + taken[tp] for tp, end in latest.items()}
 
 

@@ -4,6 +4,12 @@
 typo fails at construction rather than as an odd fetch later. What callers may rely on: every
 field of a built config is valid.
 
+One setting is not Kafka's: `fetch_buffer_bytes_max`, the prefetch buffer's limit (the
+consumer's default: `fetch_max_bytes`).
+`isolation_level="read_committed"` is accepted and sent to brokers, but pykraft has no
+transactions yet: every record is committed (the last stable offset is the high-water mark),
+so both levels read the same records until transactions exist.
+
 The group settings (`group_id` and after) matter only with a `group_id`; without one the consumer
 reads what it is assigned and neither joins a group nor commits.
 """

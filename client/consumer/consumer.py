@@ -19,26 +19,15 @@ group_id (with `assign` the commits carry no member id, which the coordinator ac
 while the group has no members).
 
 The position of a partition is the offset of the next record `poll` hands out; every record is
-handed out once, in offset order per partition. Without a position (just assigned, after
-seek_to_beginning/seek_to_end, or after OFFSET_OUT_OF_RANGE) the consumer looks one up by
-`auto_offset_reset`: "earliest", "latest", or "none", which raises NoOffsetForPartitionError
-instead; for a partition a group gives the consumer, only when the group has no committed
-offset for it. A leader whose log was cut below the position (an unclean election) moves it
-back to where the histories part, or raises LogTruncationError with "none" (`truncation`).
+handed out once, in offset order per partition (`fetch_collector` hands them out and moves
+positions). Without a position the consumer looks one up by `auto_offset_reset` ("earliest",
+"latest", or "none", which raises NoOffsetForPartitionError instead); for a partition a group
+gives the consumer, only when the group has no committed offset for it.
 
-A background thread (`fetcher.Fetcher`) fetches ahead of `poll` into a buffer of at most
-`fetch_buffer_bytes_max` bytes, kept as raw batches that `poll` decodes one batch at a time.
-seek, seek_to_*, an out-of-range reset and unassigning drop what was buffered for the partition;
-pause keeps it (the position does not move) but hands nothing out and fetches no more until
-resume; only when the partitions still being read need its room is it dropped, to be fetched
-again after resume. See `subscription` for who may change what, and `fetcher` for how errors
-are treated.
+A background thread (`fetcher.Fetcher`) fetches ahead of `poll` into a bounded buffer that
+`fetch_collector` hands out from; see there for what seek and pause do to it.
 
-Settings are Kafka's consumer configs with `_` for `.`, with Kafka's defaults, plus
-`fetch_buffer_bytes_max` (the prefetch buffer's limit; default `fetch_max_bytes`).
-`isolation_level="read_committed"` is accepted and sent to brokers, but pykraft has no
-transactions yet: every record is committed (the last stable offset is the high-water mark),
-so both levels read the same records until transactions exist.
+Settings are Kafka's consumer configs with `_` for `.`, with Kafka's defaults (`config`).
 
 The consumer is not thread-safe, like Kafka's: use it from one thread. The one exception is
 `close`, which any thread may call: a `poll` or an iteration blocked in another thread then
@@ -49,7 +38,6 @@ returns (an empty list, or the end of the iteration) promptly, and the group wor
 
 from __future__ import annotations
 
-import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -58,9 +46,15 @@ from typing import Final, Literal, Self
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
-from pykraft.client.consumer.commits import CommitCallback, Offsets
+from pykraft.client.consumer.arguments import (
+    check_timestamps,
+    checked_offsets,
+    subscription_topics,
+    timeout_or,
+)
+from pykraft.client.consumer.commits import CommitCallback
 from pykraft.client.consumer.config import ConsumerConfig
-from pykraft.client.consumer.fetch_buffer import CompletedFetch
+from pykraft.client.consumer.fetch_collector import FetchCollector
 from pykraft.client.consumer.fetcher import Fetcher
 from pykraft.client.consumer.group import ConsumerGroup
 from pykraft.client.consumer.listener import ConsumerRebalanceListener
@@ -69,12 +63,8 @@ from pykraft.client.consumer.subscription import (
     PartitionState,
     SubscriptionState,
 )
-from pykraft.client.consumer.truncation import diverging_fetch, handle_divergence
 from pykraft.client.errors import (
     InvalidGroupIdError,
-    InvalidRegularExpressionError,
-    KafkaError,
-    OffsetOutOfRangeError,
     RequestTimedOutError,
 )
 from pykraft.client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
@@ -86,18 +76,11 @@ from pykraft.client.types import (
     TopicPartition,
 )
 
-# Iteration waits for records in slices of this long (woken at once by new data or close).
-_ITERATION_WAIT_MS: Final = 1000
 # close() waits at most this long for the fetcher thread (it stops within milliseconds: the
 # connection pool is closed first, which cancels whatever request it waits on).
 _CLOSE_JOIN_MS_MAX: Final = 5000
 # Kafka's default bound on close (DEFAULT_CLOSE_TIMEOUT_MS): the final commit and the leave.
 _CLOSE_TIMEOUT_MS: Final = 30000
-
-
-class NoOffsetForPartitionError(OffsetOutOfRangeError):
-    """A partition has no valid position and auto_offset_reset is "none" (Kafka's
-    NoOffsetForPartitionException); seek to an offset first."""
 
 
 class IllegalStateError(RuntimeError):
@@ -180,6 +163,7 @@ class Consumer:
         )
         self._subscription = SubscriptionState(config.fetch_buffer_bytes_max)
         self._fetcher = Fetcher(self._subscription, self._metadata, self._pool, config)
+        self._collector = FetchCollector(self._subscription, self._fetcher, config)
         self._group: ConsumerGroup | None = None
         if group_id is not None:
             self._group = ConsumerGroup(
@@ -223,16 +207,8 @@ class Consumer:
             )
         self._mode = "assigned" if wanted else "none"
         reset = RESET_TIMESTAMPS.get(self._config.auto_offset_reset)
-        subscription = self._subscription
-        with subscription.lock:
-            old = subscription.partitions
-            for tp, state in old.items():
-                if tp not in wanted:
-                    subscription.invalidate(state)
-            subscription.partitions = {
-                tp: old.get(tp) or PartitionState(tp, reset_timestamp=reset) for tp in wanted
-            }
-            subscription.changed()
+        with self._subscription.lock:
+            self._subscription.assign(wanted, reset)
         self._metadata.add_topics({tp.topic for tp in wanted})
         self._fetcher.wakeup()
 
@@ -258,20 +234,7 @@ class Consumer:
         InvalidRegularExpressionError when the pattern does not compile."""
         self._check_open()
         group = self._group_or_raise("subscribe")
-        if isinstance(topics, str):
-            raise TypeError(f"subscribe takes a list of topic names: [{topics!r}]")
-        names = tuple(dict.fromkeys(topics))
-        for name in names:
-            if not isinstance(name, str) or not name:
-                raise ValueError(f"topic names must be non-empty strings, not {name!r}.")
-        if bool(names) == (pattern is not None):
-            raise ValueError("subscribe takes topic names or a pattern: exactly one of them.")
-        if pattern is not None:
-            _check_pattern(pattern)
-        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
-            raise TypeError(
-                f"listener must be a ConsumerRebalanceListener, not {type(listener).__name__}"
-            )
+        names = subscription_topics(topics, pattern, listener)
         if self._mode == "assigned":
             raise IllegalStateError(
                 "this consumer has assigned partitions: assign and subscribe exclude each "
@@ -299,12 +262,8 @@ class Consumer:
         with self._app_lock:
             if self._group is not None and self._mode == "subscribed":
                 errors = self._group.leave(self._config.default_api_timeout_ms)
-            subscription = self._subscription
-            with subscription.lock:
-                for state in subscription.partitions.values():
-                    subscription.invalidate(state)
-                subscription.partitions = {}
-                subscription.changed()
+            with self._subscription.lock:
+                self._subscription.assign([], None)
             self._mode = "none"
         self._fetcher.wakeup()
         if errors:
@@ -325,7 +284,7 @@ class Consumer:
         self._check_open()
         group = self._group_or_raise("commit")
         with self._app_lock:
-            chosen = group.positions() if offsets is None else _checked_offsets(offsets)
+            chosen = group.positions() if offsets is None else checked_offsets(offsets)
             group.commit(chosen, self._timeout(timeout_ms))
 
     def commit_async(
@@ -339,7 +298,7 @@ class Consumer:
         self._check_open()
         group = self._group_or_raise("commit_async")
         with self._app_lock:
-            chosen = group.positions() if offsets is None else _checked_offsets(offsets)
+            chosen = group.positions() if offsets is None else checked_offsets(offsets)
             group.commit_async(chosen, callback)
 
     def committed(
@@ -364,11 +323,7 @@ class Consumer:
         return self._group
 
     def _timeout(self, timeout_ms: int | None) -> int:
-        if timeout_ms is None:
-            return self._config.default_api_timeout_ms
-        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
-            raise ValueError(f"timeout_ms must be an integer of at least 0, not {timeout_ms!r}.")
-        return timeout_ms
+        return timeout_or(self._config.default_api_timeout_ms, timeout_ms)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """The next poll returns records of `partition` from `offset` on; whatever was
@@ -376,7 +331,7 @@ class Consumer:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"offset must be an integer of at least 0, not {offset!r}.")
         with self._subscription.lock:
-            self._move(self._assigned(partition), offset, None)
+            self._subscription.move(self._assigned(partition), offset, None)
         self._fetcher.wakeup()
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
@@ -396,12 +351,8 @@ class Consumer:
                 self._assigned(tp) for tp in self._subscription.partitions
             ]
             for state in states:
-                self._move(state, None, timestamp)
+                self._subscription.move(state, None, timestamp)
         self._fetcher.wakeup()
-
-    def _move(self, state: PartitionState, position: int | None, reset: int | None) -> None:
-        """Sets a new position (None: look one up by `reset`); call with the lock held."""
-        self._subscription.move(state, position, reset)
 
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record poll would hand out. Waits (up to
@@ -411,13 +362,13 @@ class Consumer:
         deadline_ms = monotonic_ms() + self._config.default_api_timeout_ms
         with subscription.lock:
             while True:
-                self._check_fetcher()
+                self._collector.check_fetcher()
                 state = self._assigned(partition)
                 if state.position is not None:
                     return state.position
-                self._check_reset_possible(state)
+                self._collector.check_reset_possible(state)
                 if state.fetches:
-                    self._raise_queued_error(state)
+                    self._collector.raise_queued_error(state)
                 left_ms = deadline_ms - monotonic_ms()
                 if left_ms <= 0:
                     raise RequestTimedOutError(
@@ -488,7 +439,7 @@ class Consumer:
             version = subscription.version
             if group is not None and not self._closing:
                 group.step(monotonic_ms())
-            records = self._collect(limit)
+            records = self._collector.collect(limit)
             if records:
                 return records
             with subscription.lock:
@@ -510,7 +461,7 @@ class Consumer:
                 with self._app_lock:
                     group.step(monotonic_ms())
                 group.poll_started(monotonic_ms())
-            found = self._wait_for_fetch()
+            found = self._collector.wait_for_fetch(lambda: self._closing)
             if group is not None:
                 group.poll_ended(monotonic_ms())
             if found is None:
@@ -527,140 +478,7 @@ class Consumer:
                         break
                 if self._closing or state.generation != generation or state.paused:
                     break
-            self._finish(state, fetch, generation)
-
-    def _collect(self, limit: int) -> list[ConsumerRecord]:
-        """Takes up to `limit` buffered records, visiting the partitions in turn."""
-        subscription = self._subscription
-        with subscription.lock:
-            self._check_fetcher()
-            ready = []
-            for state in list(subscription.partitions.values()):
-                self._check_reset_possible(state)
-                if state.fetches and not state.paused:
-                    self._check_divergence(state)
-                    ready.append(state)
-        out: list[ConsumerRecord] = []
-        for state in ready:
-            if not self._take(state, out, limit):
-                break
-            if len(out) >= limit:
-                break
-        return out
-
-    def _take(self, state: PartitionState, out: list[ConsumerRecord], limit: int) -> bool:
-        """Moves `state`'s records into `out`; False when poll should return what it has
-        (an error waits, to be raised by the next poll)."""
-        subscription = self._subscription
-        took = False
-        while len(out) < limit and state.fetches:
-            fetch = state.fetches[0]
-            if fetch.error is not None:
-                if out:
-                    return False
-                with subscription.lock:
-                    self._raise_queued_error(state)
-                continue
-            before = len(out)
-            try:
-                fetch.take(out, limit - len(out))
-            except KafkaError:
-                if out:
-                    return False
-                raise
-            finally:
-                state.position = fetch.position
-                if fetch.leader_epoch is not None:
-                    state.position_epoch = fetch.leader_epoch
-            took = took or len(out) > before
-            if not fetch.exhausted:
-                break
-            with subscription.lock:
-                subscription.pop(state)
-            self._fetcher.wakeup()
-        if took:
-            with subscription.lock:
-                if subscription.partitions.get(state.tp) is state:
-                    subscription.rotate(state.tp)
-        return True
-
-    def _wait_for_fetch(self) -> tuple[PartitionState, CompletedFetch] | None:
-        """The first partition with a fetch to read, waiting up to _ITERATION_WAIT_MS (or
-        until woken) for one; None when there is none yet, or the consumer is closing."""
-        subscription = self._subscription
-        with subscription.lock:
-            for waited in (False, True):
-                if self._closing:
-                    return None
-                self._check_fetcher()
-                for state in list(subscription.partitions.values()):
-                    self._check_reset_possible(state)
-                    if not state.fetches or state.paused:
-                        continue
-                    self._check_divergence(state)
-                    if not state.fetches:
-                        continue
-                    if state.fetches[0].error is None:
-                        return state, state.fetches[0]
-                    self._raise_queued_error(state)
-                if not waited:
-                    subscription.lock.wait(_ITERATION_WAIT_MS / 1000)
-        return None
-
-    def _finish(self, state: PartitionState, fetch: CompletedFetch, generation: int) -> None:
-        """After iterating over `fetch`: drops it once read to the end, if still current."""
-        subscription = self._subscription
-        with subscription.lock:
-            if not subscription.current(state, generation):
-                return
-            if fetch.exhausted and state.fetches and state.fetches[0] is fetch:
-                state.position = fetch.position
-                if fetch.leader_epoch is not None:
-                    state.position_epoch = fetch.leader_epoch
-                subscription.pop(state)
-                subscription.rotate(state.tp)
-        self._fetcher.wakeup()
-
-    def _raise_queued_error(self, state: PartitionState) -> None:
-        """Handles the error first in `state`'s queue: resets by policy after
-        OFFSET_OUT_OF_RANGE (and returns), raises otherwise. Call with the lock held."""
-        fetch = state.fetches[0]
-        error = fetch.error
-        assert error is not None
-        if fetch.diverging is not None:
-            self._check_divergence(state)
-            return
-        self._subscription.pop(state)
-        self._fetcher.wakeup()
-        policy = self._config.auto_offset_reset
-        if isinstance(error, OffsetOutOfRangeError):
-            if policy == "none":
-                raise NoOffsetForPartitionError(
-                    f"offset {fetch.fetch_offset} is out of range for {state.tp} and "
-                    f"auto_offset_reset is 'none': seek to a valid offset ({error})"
-                )
-            self._move(state, None, RESET_TIMESTAMPS[policy])
-            return
-        raise error
-
-    def _check_divergence(self, state: PartitionState) -> None:
-        """Settles the leader's diverging answer, if one waits for `state`, before any more of
-        its records go out: reset, re-fetch, or LogTruncationError (see `truncation`). Call
-        with the lock held."""
-        if diverging_fetch(state) is not None:
-            handle_divergence(self._subscription, state, self._config.auto_offset_reset)
-            self._fetcher.wakeup()
-
-    def _check_reset_possible(self, state: PartitionState) -> None:
-        if state.position is None and state.reset_timestamp is None:
-            raise NoOffsetForPartitionError(
-                f"no position for {state.tp} and auto_offset_reset is 'none': seek first"
-            )
-
-    def _check_fetcher(self) -> None:
-        error = self._subscription.fatal_error
-        if error is not None:
-            raise KafkaError(f"the consumer's fetcher thread failed: {error!r}") from error
+            self._collector.finish(state, fetch, generation)
 
     # --- offsets and metadata ---
 
@@ -671,14 +489,7 @@ class Consumer:
         the one given, with that timestamp; None when no record is that recent. Partitions
         need not be assigned. Waits up to default_api_timeout_ms."""
         self._check_open()
-        for tp, timestamp in timestamps.items():
-            if not isinstance(tp, TopicPartition):
-                raise TypeError(f"offsets_for_times takes TopicPartition keys, not {tp!r}")
-            if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
-                raise ValueError(
-                    f"the timestamp for {tp} must be an integer of at least 0 (ms since the "
-                    f"epoch), not {timestamp!r}."
-                )
+        check_timestamps(timestamps)
         found = self._offsets.list_offsets(timestamps, self._config.default_api_timeout_ms)
         return {
             tp: None
@@ -731,7 +542,7 @@ class Consumer:
         partitions wait for it until its session times out), and runs the callbacks of
         pending commit_async calls, all within `timeout_ms` (default 30000, Kafka's). Raises
         what the listener raised, once everything is closed."""
-        timeout_ms = _CLOSE_TIMEOUT_MS if timeout_ms is None else self._timeout(timeout_ms)
+        timeout_ms = timeout_or(_CLOSE_TIMEOUT_MS, timeout_ms)
         subscription = self._subscription
         with subscription.lock:
             if self._closing:
@@ -774,35 +585,3 @@ def _shut_down(
     if stop_group is not None:
         stop_group()
     pool.close()
-
-
-def _check_pattern(pattern: str) -> None:
-    if not isinstance(pattern, str) or not pattern:
-        raise ValueError(f"pattern must be a non-empty string, not {pattern!r}.")
-    try:
-        re.compile(pattern)
-    except re.error as error:
-        raise InvalidRegularExpressionError(
-            f"the subscription pattern {pattern!r} does not compile: {error}"
-        ) from None
-
-
-def _checked_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Offsets:
-    """The offsets to commit, each checked (TypeError or ValueError naming the partition)."""
-    checked: Offsets = {}
-    for tp, committed in offsets.items():
-        if not isinstance(tp, TopicPartition):
-            raise TypeError(f"commit takes TopicPartition keys, not {tp!r}")
-        if not isinstance(committed, OffsetAndMetadata):
-            raise TypeError(
-                f"commit takes OffsetAndMetadata values: OffsetAndMetadata({committed!r}) for {tp}"
-            )
-        offset, metadata, epoch = committed
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"the offset for {tp} must be an integer of at least 0: {offset!r}")
-        if not isinstance(metadata, str):
-            raise ValueError(f"the metadata for {tp} must be a string, not {metadata!r}")
-        if epoch is not None and (not isinstance(epoch, int) or epoch < 0):
-            raise ValueError(f"the leader epoch for {tp} must be None or at least 0: {epoch!r}")
-        checked[tp] = committed
-    return checked

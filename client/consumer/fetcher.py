@@ -82,10 +82,11 @@ class _Sent:
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """A Fetch to send: its partitions, its max_bytes and the buffer bytes it reserved."""
+    """A Fetch to send: its partitions, the bytes it may bring (`bytes_max`, the request's
+    max_bytes) and the buffer bytes it reserved."""
 
     partitions: dict[TopicPartition, _Sent]
-    max_bytes: int
+    bytes_max: int
     reserved_bytes: int
 
 
@@ -255,17 +256,17 @@ class Fetcher:
             # What the answer can bring: each partition its share, the request fetch_max_bytes
             # (the first batch excepted, which `fits` deals with).
             partitions_bytes = len(sent) * self._config.max_partition_fetch_bytes
-            max_bytes = min(self._config.fetch_max_bytes, partitions_bytes, free_bytes)
-            reserved_bytes = max_bytes
+            bytes_max = min(self._config.fetch_max_bytes, partitions_bytes, free_bytes)
+            reserved_bytes = bytes_max
             if self._starved is not None and self._starved[0].tp in sent:
-                reserved_bytes = max(max_bytes, min(need_bytes, free_bytes))
+                reserved_bytes = max(bytes_max, min(need_bytes, free_bytes))
                 self._starved = None
             for s in sent.values():
                 s.state.fetch_in_flight = True
             self._fetching_addresses.add(address)
             self._last_fetch_ms[address] = now_ms
             subscription.reserved_bytes += reserved_bytes
-            planned[address] = _Planned(sent, max_bytes, reserved_bytes)
+            planned[address] = _Planned(sent, bytes_max, reserved_bytes)
         return planned
 
     def _drop_paused(self, need_bytes: int) -> None:
@@ -321,7 +322,7 @@ class Fetcher:
     # --- sending ---
 
     def _send_fetch(self, address: str, planned: _Planned) -> None:
-        max_bytes = planned.max_bytes
+        bytes_max = planned.bytes_max
         topics: dict[str, list[broker_pb2.FetchPartition]] = defaultdict(list)
         for tp, s in planned.partitions.items():
             leader = self._metadata.leader(tp)
@@ -332,7 +333,7 @@ class Fetcher:
                     fetch_offset=s.at,
                     last_fetched_epoch=-1 if s.epoch is None or s.epoch < 0 else s.epoch,
                     log_start_offset=-1,
-                    partition_max_bytes=min(self._config.max_partition_fetch_bytes, max_bytes),
+                    partition_max_bytes=min(self._config.max_partition_fetch_bytes, bytes_max),
                 )
             )
         request = broker_pb2.FetchRequest(
@@ -340,7 +341,7 @@ class Fetcher:
             replica_epoch=-1,
             max_wait_ms=self._config.fetch_max_wait_ms,
             min_bytes=self._config.fetch_min_bytes,
-            max_bytes=max_bytes,
+            max_bytes=bytes_max,
             isolation_level=self._config.isolation_level_id,
             topics=[broker_pb2.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
         )

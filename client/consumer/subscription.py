@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -133,6 +134,19 @@ class SubscriptionState:
         state.position_epoch = state.fetch_epoch = epoch
         state.fetch_offset = 0 if position is None else position
         state.reset_timestamp = reset
+        self.changed()
+
+    def assign(self, partitions: Sequence[TopicPartition], reset: int | None) -> None:
+        """Makes `partitions` the ones read, in this order: those kept keep their state, new
+        ones start without a position (to be looked up by `reset`), and what was fetched for
+        the others is forgotten. Call with `lock` held."""
+        old = self.partitions
+        for tp, state in old.items():
+            if tp not in partitions:
+                self.invalidate(state)
+        self.partitions = {
+            tp: old.get(tp) or PartitionState(tp, reset_timestamp=reset) for tp in partitions
+        }
         self.changed()
 
     def rotate(self, tp: TopicPartition) -> None:

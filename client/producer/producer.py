@@ -6,15 +6,14 @@
         future = producer.send("orders", b"one", key=b"customer-7")
         print(future.result(timeout=10).offset)
 
-Configuration uses Kafka's producer config names with `_` for `.` and Kafka's defaults. An
-unknown keyword raises TypeError naming it (Python's own check); a bad value raises ValueError
-with a sentence.
+Configuration uses Kafka's producer config names with `_` for `.` and Kafka's defaults
+(`config.ProducerConfig`). An unknown keyword raises TypeError naming it (Python's own check);
+a bad value raises ValueError with a sentence.
 
 Idempotence is on by default, as in Kafka: the producer takes a producer id from the cluster
 and numbers its records per partition, so a retry after a lost answer is never written twice
-and never reorders a partition. As in Kafka, it needs acks="all", retries > 0 and at most 5
-requests in flight per connection: asking for it with other settings is a ValueError, and
-leaving `enable_idempotence` unset with such settings turns it off.
+and never reorders a partition. It needs acks="all", retries > 0 and at most 5 requests in
+flight per connection (see `config` for how a conflict is treated).
 """
 
 from __future__ import annotations
@@ -28,28 +27,15 @@ from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.errors import RequestTimedOutError
 from pykraft.client.producer.accumulator import RecordAccumulator
+from pykraft.client.producer.config import INT32_MAX, ProducerConfig
 from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.partitioner import DefaultPartitioner
-from pykraft.client.producer.sender import Sender, SenderConfig
+from pykraft.client.producer.sender import Sender
 from pykraft.client.routing import parse_bootstrap
 from pykraft.client.types import RecordMetadata, TopicPartition
-from pykraft.proto.record_batch import Compression
 
 Headers = Sequence[tuple[str, bytes | None]]
 DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
-
-_ACKS: dict[str | int, int] = {"all": -1, -1: -1, "-1": -1, 0: 0, "0": 0, 1: 1, "1": 1}
-_COMPRESSION: dict[str | None, Compression] = {
-    None: Compression.NONE,
-    "none": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4,
-    "zstd": Compression.ZSTD,
-}
-_INT32_MAX = 2**31 - 1
-_IDEMPOTENT_IN_FLIGHT_MAX = 5
-
 
 _NO_HEADERS: Headers = ()
 
@@ -59,30 +45,6 @@ def _check_bytes(**fields: object) -> None:
     for name, data in fields.items():
         if data is not None and not isinstance(data, bytes):
             raise TypeError(f"{name} must be bytes or None, not {type(data).__name__}")
-
-
-def _require(ok: bool, sentence: str) -> None:
-    if not ok:
-        raise ValueError(sentence)
-
-
-def _idempotence(wanted: bool | None, acks: int, retries: int, max_in_flight: int) -> bool:
-    """Kafka's rule: asked for explicitly, idempotence needs acks=all, retries > 0 and at most
-    5 requests in flight, else a configuration error; left unset, it is on unless those
-    settings conflict with it."""
-    _require(wanted in (None, True, False), f"enable_idempotence must be a bool, not {wanted!r}.")
-    conflicts = [
-        *(["acks must be 'all'"] if acks != -1 else []),
-        *(["retries must be above 0"] if retries < 1 else []),
-        *(
-            ["max_in_flight_requests_per_connection must be at most 5"]
-            if max_in_flight > _IDEMPOTENT_IN_FLIGHT_MAX
-            else []
-        ),
-    ]
-    if wanted and conflicts:
-        raise ValueError(f"enable_idempotence=True needs: {'; '.join(conflicts)}.")
-    return wanted is not False and not conflicts
 
 
 class Producer:
@@ -96,7 +58,7 @@ class Producer:
         linger_ms: int = 5,
         batch_size: int = 16384,
         compression_type: str | None = None,
-        retries: int = _INT32_MAX,
+        retries: int = INT32_MAX,
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 30000,
         delivery_timeout_ms: int = 120000,
@@ -108,39 +70,26 @@ class Producer:
         client_id: str = "",
         partitioner: DefaultPartitioner | None = None,
     ) -> None:
+        """Kafka's producer configs with `_` for `.` (see `ProducerConfig`, which checks
+        them); `partitioner` replaces Kafka's default (murmur2 of the key, sticky without)."""
         bootstrap = parse_bootstrap(bootstrap_servers)
-        _require(acks in _ACKS, f"acks must be 'all', -1, 0 or 1, not {acks!r}.")
-        _require(
-            compression_type in _COMPRESSION,
-            f"compression_type must be one of none, gzip, snappy, lz4, zstd, "
-            f"not {compression_type!r}.",
-        )
-        for name, value, low in [
-            ("linger_ms", linger_ms, 0),
-            ("batch_size", batch_size, 1),
-            ("retries", retries, 0),
-            ("retry_backoff_ms", retry_backoff_ms, 0),
-            ("request_timeout_ms", request_timeout_ms, 1),
-            ("delivery_timeout_ms", delivery_timeout_ms, 1),
-            ("max_in_flight_requests_per_connection", max_in_flight_requests_per_connection, 1),
-            ("max_request_size", max_request_size, 1),
-            ("buffer_memory", buffer_memory, 1),
-            ("max_block_ms", max_block_ms, 0),
-        ]:
-            _require(
-                isinstance(value, int) and not isinstance(value, bool) and value >= low,
-                f"{name} must be an integer of at least {low}, not {value!r}.",
-            )
-        _require(
-            delivery_timeout_ms >= linger_ms + request_timeout_ms,
-            f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
-            f"request_timeout_ms ({linger_ms + request_timeout_ms}), as in Kafka.",
-        )
-        idempotent = _idempotence(
-            enable_idempotence, _ACKS[acks], retries, max_in_flight_requests_per_connection
+        self._config = config = ProducerConfig(
+            acks=acks,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            compression_type=compression_type,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            enable_idempotence=enable_idempotence,
+            max_request_size=max_request_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            client_id=client_id,
         )
         self.client_id = client_id
-        self._max_block_ms = max_block_ms
         self._partitioner = partitioner or DefaultPartitioner()
         self._pool = ConnectionPool(retry_backoff_ms=retry_backoff_ms)
         self._metadata = ClusterMetadata(
@@ -154,18 +103,8 @@ class Producer:
             batch_size=batch_size,
             linger_ms=linger_ms,
             buffer_memory=buffer_memory,
-            compression=_COMPRESSION[compression_type],
+            compression=config.compression,
             wakeup=wakeup,
-            max_request_size=max_request_size,
-        )
-        config = SenderConfig(
-            acks=_ACKS[acks],
-            retries=retries,
-            retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
-            delivery_timeout_ms=delivery_timeout_ms,
-            max_in_flight=max_in_flight_requests_per_connection,
-            idempotent=idempotent,
             max_request_size=max_request_size,
         )
         self._sender = Sender(self._accumulator, self._metadata, self._pool, config, wakeup)
@@ -200,7 +139,7 @@ class Producer:
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         count = self._metadata.known_partition_count(topic)
         if count is None:
-            count = self._metadata.wait_for_topic(topic, self._max_block_ms)
+            count = self._metadata.wait_for_topic(topic, self._config.max_block_ms)
         if partition is not None and not 0 <= partition < count:
             raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
         tps = self._topic_partitions.get(topic)
@@ -235,18 +174,20 @@ class Producer:
         chosen = self._partitioner.partition(topic, key, count) if partition is None else partition
         args = (timestamp, key, value, headers)
         future = self._accumulator.append(
-            tps[chosen], *args, max_block_ms=self._max_block_ms, abort_on_new_batch=sticky
+            tps[chosen], *args, max_block_ms=self._config.max_block_ms, abort_on_new_batch=sticky
         )
         if future is None:  # the sticky partition's batch is full: move on, as Kafka does
             self._partitioner.on_new_batch(topic, chosen, count)
             chosen = self._partitioner.partition(topic, key, count)
-            future = self._accumulator.append(tps[chosen], *args, max_block_ms=self._max_block_ms)
+            future = self._accumulator.append(
+                tps[chosen], *args, max_block_ms=self._config.max_block_ms
+            )
         assert future is not None
         return future
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition numbers (blocks up to max_block_ms for metadata)."""
-        return list(range(self._metadata.wait_for_topic(topic, self._max_block_ms)))
+        return list(range(self._metadata.wait_for_topic(topic, self._config.max_block_ms)))
 
     def flush(self, timeout: float | None = None) -> None:
         """Sends everything queued now and waits until each such record succeeded or failed.

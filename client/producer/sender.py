@@ -1,5 +1,6 @@
 """The producer's background thread: drains ready batches and sends them, one Produce request
-per leader broker, keeping at most `max_in_flight` requests in flight per broker.
+per leader broker, keeping at most `max_in_flight_requests_per_connection` (Kafka's
+max.in.flight.requests.per.connection) requests in flight per broker.
 
 A partition has at most one batch in flight, so a retried batch never overtakes a later one
 and each partition's records land in send order. Retriable errors put the batch back at the
@@ -38,22 +39,11 @@ from pykraft.client.errors import (
     error_for,
 )
 from pykraft.client.producer.accumulator import ProducerBatch, RecordAccumulator
+from pykraft.client.producer.config import ProducerConfig
 from pykraft.client.producer.idempotence import ProducerIdentity
 from pykraft.client.types import TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import NO_PRODUCER_ID
-
-
-@dataclass(frozen=True)
-class SenderConfig:
-    acks: int
-    retries: int
-    retry_backoff_ms: int
-    request_timeout_ms: int
-    delivery_timeout_ms: int
-    max_in_flight: int
-    idempotent: bool
-    max_request_size: int
 
 
 @dataclass(frozen=True)
@@ -76,7 +66,7 @@ class Sender:
         accumulator: RecordAccumulator,
         metadata: ClusterMetadata,
         pool: ConnectionPool,
-        config: SenderConfig,
+        config: ProducerConfig,
         wakeup: threading.Event,
     ) -> None:
         self._accumulator = accumulator
@@ -147,7 +137,7 @@ class Sender:
         if ready and not self._identity_ready(now_ms):
             return min(delay_ms, max(self._config.retry_backoff_ms, 1))
         for address, tps in self._by_leader(ready).items():
-            if self._in_flight[address] < self._config.max_in_flight:
+            if self._in_flight[address] < self._config.max_in_flight_requests_per_connection:
                 self._send(address, self._accumulator.drain(tps))
         return delay_ms
 
@@ -199,15 +189,21 @@ class Sender:
     def _send(self, address: str, batches: list[ProducerBatch]) -> None:
         if not batches:
             return
+        request_bytes_max = self._config.max_request_size
         size_bytes = 0
         for count, batch in enumerate(batches):
-            size_bytes += len(self._sealed(batch))
-            if count and size_bytes > self._config.max_request_size:
+            batch_bytes = len(self._sealed(batch))
+            if count and size_bytes + batch_bytes > request_bytes_max:
                 self._accumulator.put_back(batches[count:])
                 batches = batches[:count]
                 break
+            size_bytes += batch_bytes
+        # Only a batch alone may pass max_request_size (the accumulator refused larger records).
+        assert len(batches) == 1 or size_bytes <= request_bytes_max, (len(batches), size_bytes)
         request = self._request(batches)
         self._in_flight[address] += 1
+        in_flight_max = self._config.max_in_flight_requests_per_connection
+        assert self._in_flight[address] <= in_flight_max, (address, self._in_flight[address])
         self._in_flight_batches.update(batches)
         self._muted.update(b.tp for b in batches)
 
@@ -222,7 +218,7 @@ class Sender:
             self._config.request_timeout_ms,
             on_done,
         )
-        if self._config.acks == 0:  # nothing to wait for: delivered once sent, offset unknown
+        if self._config.acks_id == 0:  # nothing to wait for: delivered once sent, offset unknown
             for batch in batches:
                 batch.complete(-1, -1)
 
@@ -246,7 +242,7 @@ class Sender:
                 broker_pb2.ProducePartition(partition=batch.tp.partition, records=batch.records)
             )
         return broker_pb2.ProduceRequest(
-            acks=self._config.acks,
+            acks=self._config.acks_id,
             timeout_ms=self._config.request_timeout_ms,
             topics=[broker_pb2.ProduceTopic(topic=t, partitions=ps) for t, ps in topics.items()],
         )
@@ -260,7 +256,7 @@ class Sender:
         for batch in completion.batches:
             self._muted.discard(batch.tp)
             self._in_flight_batches.discard(batch)
-        if self._config.acks == 0:
+        if self._config.acks_id == 0:
             for batch in completion.batches:
                 self._accumulator.deallocate(batch)
             return

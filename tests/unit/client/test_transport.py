@@ -15,7 +15,7 @@ def test_backoff_doubles_up_to_its_cap_and_starts_over_after_a_success() -> None
     assert RETRY_BACKOFF_MAX_MS == 1000  # Kafka's retry.backoff.max.ms default
     backoff.reset()
     assert backoff.current_ms == 100
-    zero = Backoff(0, max_ms=5)
+    zero = Backoff(0, backoff_ms_max=5)
     assert [zero.next_ms() for _ in range(5)] == [0, 1, 2, 4, 5]  # never stuck at 0
 
 

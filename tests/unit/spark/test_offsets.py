@@ -21,7 +21,7 @@ offsets_maps = st.dictionaries(topic_partitions, st.integers(0, 2**62))
 
 @st.composite
 def backlogs(draw: st.DrawFn) -> tuple[Offsets, Offsets, int]:
-    """(start, latest, max_records) with start <= latest on every partition of latest."""
+    """(start, latest, records_max) with start <= latest on every partition of latest."""
     sizes = draw(
         st.dictionaries(
             topic_partitions,
@@ -32,10 +32,10 @@ def backlogs(draw: st.DrawFn) -> tuple[Offsets, Offsets, int]:
     start = {tp: draw(st.integers(0, 2**50)) for tp in sizes}
     latest = {tp: start[tp] + n for tp, n in sizes.items()}
     total = sum(sizes.values())
-    max_records = draw(
+    records_max = draw(
         st.one_of(st.integers(0, len(sizes) + 3), st.integers(0, total + 5), st.just(total))
     )
-    return start, latest, max_records
+    return start, latest, records_max
 
 
 def moved(start: Offsets, end: Offsets) -> dict[TopicPartition, int]:
@@ -81,15 +81,15 @@ def test_empty_offsets() -> None:
 @_SETTINGS
 @given(backlogs())
 def test_limit_stays_within_limit_and_backlog(case: tuple[Offsets, Offsets, int]) -> None:
-    start, latest, max_records = case
-    end = limit(start, latest, max_records)
+    start, latest, records_max = case
+    end = limit(start, latest, records_max)
     assert set(end) == set(latest)
     for tp, stop in end.items():
         assert start[tp] <= stop <= latest[tp], tp
     total = sum(latest[tp] - start[tp] for tp in latest)
     # Never more than the limit, and the whole limit while there is that much to read.
-    assert sum(moved(start, end).values()) == min(max_records, total)
-    if total <= max_records:
+    assert sum(moved(start, end).values()) == min(records_max, total)
+    if total <= records_max:
         assert end == latest
 
 
@@ -98,18 +98,18 @@ def test_limit_stays_within_limit_and_backlog(case: tuple[Offsets, Offsets, int]
 def test_limit_moves_every_partition_with_a_backlog_when_it_can(
     case: tuple[Offsets, Offsets, int],
 ) -> None:
-    start, latest, max_records = case
+    start, latest, records_max = case
     waiting = [tp for tp in latest if latest[tp] > start[tp]]
-    end = limit(start, latest, max_records)
-    if max_records >= len(waiting):
+    end = limit(start, latest, records_max)
+    if records_max >= len(waiting):
         assert all(end[tp] > start[tp] for tp in waiting)
 
 
 @_SETTINGS
 @given(backlogs())
 def test_limit_a_larger_backlog_never_moves_less(case: tuple[Offsets, Offsets, int]) -> None:
-    start, latest, max_records = case
-    got = moved(start, limit(start, latest, max_records))
+    start, latest, records_max = case
+    got = moved(start, limit(start, latest, records_max))
     backlog = {tp: latest[tp] - start[tp] for tp in latest}
     for a in latest:
         for b in latest:
@@ -122,13 +122,13 @@ def test_limit_a_larger_backlog_never_moves_less(case: tuple[Offsets, Offsets, i
 def test_limit_is_proportional_from_above(case: tuple[Offsets, Offsets, int]) -> None:
     """No partition moves by more than its exact share (rounded up) plus the one record every
     partition with a backlog is given first."""
-    start, latest, max_records = case
+    start, latest, records_max = case
     backlog = {tp: latest[tp] - start[tp] for tp in latest}
     total = sum(backlog.values())
-    got = moved(start, limit(start, latest, max_records))
-    if total > max_records:
+    got = moved(start, limit(start, latest, records_max))
+    if total > records_max:
         for tp, n in got.items():
-            share_ceiling = -(-max_records * backlog[tp] // total)
+            share_ceiling = -(-records_max * backlog[tp] // total)
             assert n <= share_ceiling + 1, tp
 
 
@@ -137,12 +137,12 @@ def test_limit_is_proportional_from_above(case: tuple[Offsets, Offsets, int]) ->
 def test_limit_does_not_depend_on_map_order(
     case: tuple[Offsets, Offsets, int], rng: random.Random
 ) -> None:
-    start, latest, max_records = case
+    start, latest, records_max = case
     keys = list(latest)
     rng.shuffle(keys)
     shuffled_start = {tp: start[tp] for tp in keys}
     shuffled_latest = {tp: latest[tp] for tp in keys}
-    assert limit(shuffled_start, shuffled_latest, max_records) == limit(start, latest, max_records)
+    assert limit(shuffled_start, shuffled_latest, records_max) == limit(start, latest, records_max)
 
 
 def test_limit_gives_a_small_backlog_its_record() -> None:
