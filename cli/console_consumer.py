@@ -163,7 +163,7 @@ def _print_records(
                 _POLL_INTERVAL_MS if timeout_ms is None else min(_POLL_INTERVAL_MS, timeout_ms)
             )
             left = None if max_messages is None else max_messages - count
-            records = consumer.poll(timeout_ms=wait_ms, max_records=left)
+            records = consumer.poll(timeout_ms=wait_ms, records_max=left)
             idle_ms = 0 if records else idle_ms + wait_ms
             for record in records:
                 click.echo(show(record), nl=False)

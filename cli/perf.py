@@ -301,7 +301,7 @@ def _consume(
     count, size_bytes = 0, 0
     last_record_ms = last_report_ms = monotonic_ms()
     while count < messages:
-        records = consumer.poll(timeout_ms=_POLL_INTERVAL_MS, max_records=messages - count)
+        records = consumer.poll(timeout_ms=_POLL_INTERVAL_MS, records_max=messages - count)
         now_ms = monotonic_ms()
         if records:
             last_record_ms = now_ms

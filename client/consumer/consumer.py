@@ -399,8 +399,8 @@ class Consumer:
 
     # --- records ---
 
-    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Up to `max_records` (default max_poll_records) records of the assigned, unpaused
+    def poll(self, timeout_ms: int = 0, records_max: int | None = None) -> list[ConsumerRecord]:
+        """Up to `records_max` (default max_poll_records) records of the assigned, unpaused
         partitions, taken from what is buffered: at once if any are, else as soon as some
         arrive, else an empty list after `timeout_ms` (0: never blocks).
 
@@ -417,9 +417,9 @@ class Consumer:
         self._check_open()
         if not isinstance(timeout_ms, int) or timeout_ms < 0:
             raise ValueError(f"timeout_ms must be an integer of at least 0, not {timeout_ms!r}.")
-        if max_records is not None and max_records < 1:
-            raise ValueError(f"max_records must be at least 1, not {max_records}.")
-        limit = self._config.max_poll_records if max_records is None else max_records
+        if records_max is not None and records_max < 1:
+            raise ValueError(f"records_max must be at least 1, not {records_max}.")
+        limit = self._config.max_poll_records if records_max is None else records_max
         deadline_ms = monotonic_ms() + timeout_ms
         group = self._group
         with self._app_lock:

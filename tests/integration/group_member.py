@@ -68,7 +68,7 @@ def main() -> None:
         consumer.subscribe([args.topic], listener=journal)
         try:
             while not stop.is_set():
-                records = consumer.poll(timeout_ms=200, max_records=POLL_RECORDS_MAX)
+                records = consumer.poll(timeout_ms=200, records_max=POLL_RECORDS_MAX)
                 for record in records:
                     value = (record.value or b"").decode()
                     journal.write(

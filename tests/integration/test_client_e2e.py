@@ -77,7 +77,7 @@ def test_producer_and_consumer_round_trip_through_a_real_broker(tmp_path: Path) 
             def all_received() -> bool:
                 received.extend(
                     (r.partition, r.offset, r.value)
-                    for r in consumer.poll(500, max_records=RECORDS_PER_POLL_MAX)
+                    for r in consumer.poll(500, records_max=RECORDS_PER_POLL_MAX)
                 )
                 return len(received) >= RECORDS
 

@@ -66,7 +66,7 @@ def test_a_consumer_follows_new_leaders_and_reads_everything_once(tmp_path: Path
                 assert time.monotonic() < deadline, f"only {count} of {RECORDS} read in time"
                 if len(received[target]) >= kill_after and brokers[victim].alive:
                     brokers[victim].kill()
-                for record in consumer.poll(200, max_records=POLL_RECORDS_MAX):
+                for record in consumer.poll(200, records_max=POLL_RECORDS_MAX):
                     received[record.partition].append((record.offset, record.value))
                     count += 1
             assert not consumer.poll(300), "nothing beyond what was produced"

@@ -110,7 +110,7 @@ class ThreadMember(ConsumerRebalanceListener):
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
-                records = self.consumer.poll(timeout_ms=200, max_records=POLL_RECORDS_MAX)
+                records = self.consumer.poll(timeout_ms=200, records_max=POLL_RECORDS_MAX)
                 if records:
                     self.record_times.append(time.monotonic())
                     self.read.extend((r.partition, r.offset) for r in records)
@@ -470,7 +470,7 @@ def test_describe_and_reset_offsets_match_what_was_produced_and_consumed(tmp_pat
             deadline = time.monotonic() + 60
             while consumed < per_partition * PARTITIONS:
                 assert time.monotonic() < deadline, f"only {consumed} consumed"
-                consumed += len(consumer.poll(timeout_ms=200, max_records=POLL_RECORDS_MAX))
+                consumed += len(consumer.poll(timeout_ms=200, records_max=POLL_RECORDS_MAX))
             consumer.commit()
             refused = groups_cli(
                 bootstrap,

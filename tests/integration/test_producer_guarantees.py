@@ -88,7 +88,7 @@ def _consume(brokers: dict[int, BrokerProcess], topic: str) -> dict[int, list[Co
         ends = {tp.partition: end for tp, end in consumer.end_offsets(partitions).items()}
 
         def all_received() -> bool:
-            for record in consumer.poll(500, max_records=RECORDS_PER_POLL_MAX):
+            for record in consumer.poll(500, records_max=RECORDS_PER_POLL_MAX):
                 received[record.partition].append(record)
             return all(len(received[p]) >= end for p, end in ends.items())
 

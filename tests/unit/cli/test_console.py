@@ -348,7 +348,7 @@ def test_ctrl_c_ends_consume_with_the_count(monkeypatch: pytest.MonkeyPatch) -> 
     polls = iter([[_record(b"v")]])
 
     class Interrupted:
-        def poll(self, timeout_ms: int, max_records: int | None) -> list[ConsumerRecord]:
+        def poll(self, timeout_ms: int, records_max: int | None) -> list[ConsumerRecord]:
             for answer in polls:
                 return answer
             raise KeyboardInterrupt

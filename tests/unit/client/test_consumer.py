@@ -44,7 +44,7 @@ def test_poll_hands_out_each_record_once_in_offset_order() -> None:
         ) as consumer:
             consumer.assign([T0, T1])
             assert consumer.assignment() == {T0, T1}
-            records = poll_until(consumer, 7, max_records=2)
+            records = poll_until(consumer, 7, records_max=2)
             assert len(records) == 7
             by_tp = {
                 tp: [(r.offset, r.value) for r in records if r.partition == tp.partition]
@@ -63,7 +63,7 @@ def test_max_records_limits_each_poll_and_keeps_the_rest() -> None:
         with Consumer(bootstrap_servers=cluster.bootstrap) as consumer:
             consumer.assign([T0])
             consumer.seek(T0, 0)
-            first = consumer.poll(timeout_ms=int(WAIT_S * 1000), max_records=2)
+            first = consumer.poll(timeout_ms=int(WAIT_S * 1000), records_max=2)
             assert [r.offset for r in first] == [0, 1]
             assert consumer.position(T0) == 2
             rest = poll_until(consumer, 3)
@@ -202,9 +202,9 @@ def test_poll_hands_out_at_most_max_poll_records_by_default() -> None:
             consumer.assign([T0])
             first = consumer.poll(timeout_ms=int(WAIT_S * 1000))
             assert [r.offset for r in first] == [0, 1, 2, 3, 4]
-            assert [r.offset for r in consumer.poll(max_records=10)] == list(range(5, 12))
-            with pytest.raises(ValueError, match="max_records must be at least 1"):
-                consumer.poll(max_records=0)
+            assert [r.offset for r in consumer.poll(records_max=10)] == list(range(5, 12))
+            with pytest.raises(ValueError, match="records_max must be at least 1"):
+                consumer.poll(records_max=0)
             with pytest.raises(ValueError, match="timeout_ms must be an integer of at least 0"):
                 consumer.poll(timeout_ms=-1)
 

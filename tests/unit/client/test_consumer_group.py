@@ -63,7 +63,7 @@ def poll_until(
     consumers: list[Consumer],
     condition: Callable[[list[ConsumerRecord]], bool],
     what: str,
-    max_records: int = 500,
+    records_max: int = 500,
 ) -> list[ConsumerRecord]:
     """Polls every consumer in turn (from this one thread) until `condition` holds for the
     records polled so far; returns them."""
@@ -72,7 +72,7 @@ def poll_until(
     while not condition(records):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         for consumer in consumers:
-            records += consumer.poll(timeout_ms=10, max_records=max_records)
+            records += consumer.poll(timeout_ms=10, records_max=records_max)
     return records
 
 
@@ -157,7 +157,7 @@ def test_a_new_member_gets_partitions_only_after_the_owner_revoked_them(every_an
                 [a],
                 lambda got: len({r.partition for r in got}) == 4,
                 "records of every partition",
-                max_records=3,
+                records_max=3,
             )
             kept_states = dict(a._subscription.partitions)
             assert all(s.fetches for s in kept_states.values()), "a has records buffered"
@@ -166,7 +166,7 @@ def test_a_new_member_gets_partitions_only_after_the_owner_revoked_them(every_an
                 [a, b],
                 lambda _: len(b.assignment()) == 2 and len(a.assignment()) == 2,
                 "the partitions shared out",
-                max_records=3,
+                records_max=3,
             )
             records += poll_until(
                 [a, b], lambda got: len(records) + len(got) >= 40, "every record", 3
@@ -196,14 +196,14 @@ def test_auto_commit_commits_only_what_poll_returned() -> None:
         fill(cluster, [T0], 10)
         with group_consumer(cluster, auto_commit_interval_ms=0) as consumer:
             consumer.subscribe(["t"])
-            first = poll_until([consumer], bool, "records", max_records=2)
+            first = poll_until([consumer], bool, "records", records_max=2)
             assert [r.offset for r in first] == [0, 1]
             assert consumer._subscription.partitions[T0].fetches, "the rest is buffered"
             group = consumer._group
             assert group is not None
             in_flight = group._auto_commit
             wait_until(lambda: in_flight is None or in_flight.done.is_set(), "no auto commit")
-            assert [r.offset for r in consumer.poll(timeout_ms=0, max_records=1)] == [2]
+            assert [r.offset for r in consumer.poll(timeout_ms=0, records_max=1)] == [2]
             wait_until(lambda: coordinator.commit_offset(T0) == 2, "the auto commit of 2")
             sent = [
                 (p.committed_offset, p.committed_leader_epoch)
@@ -309,7 +309,7 @@ def test_close_commits_revokes_and_leaves_and_a_static_member_gets_its_partition
         events: list[Event] = []
         with group_consumer(cluster, group_instance_id="i-1") as consumer:
             consumer.subscribe(["t"], listener=Recorder("c", events))
-            records = poll_until([consumer], bool, "records", max_records=3)
+            records = poll_until([consumer], bool, "records", records_max=3)
         assert [r.offset for r in records] == [0, 1, 2]
         assert events[-1] == ("c", "revoked", frozenset({T0}))
         assert coordinator.commit_offset(T0) == 3
@@ -319,7 +319,7 @@ def test_close_commits_revokes_and_leaves_and_a_static_member_gets_its_partition
 
         with group_consumer(cluster, group_instance_id="i-1") as again:
             again.subscribe(["t"])
-            rest = poll_until([again], bool, "records", max_records=3)
+            rest = poll_until([again], bool, "records", records_max=3)
             assert [r.offset for r in rest] == [3, 4, 5]
             assert coordinator.group_epoch == epoch  # no rebalance
 
@@ -341,7 +341,7 @@ def test_the_listener_may_commit_while_close_revokes() -> None:
         fill(cluster, [T0], 5)
         consumer = group_consumer(cluster, enable_auto_commit=False)
         consumer.subscribe(["t"], listener=CommitOnRevoke())
-        poll_until([consumer], bool, "records", max_records=2)
+        poll_until([consumer], bool, "records", records_max=2)
         assert coordinator.commit_offset(T0) is None
         consumer.close()
         assert coordinator.commit_offset(T0) == 2

@@ -47,7 +47,7 @@ def test_commit_without_offsets_commits_the_positions_poll_reached() -> None:
     ):
         joined(consumer, coordinator)
         fill(cluster, [T0], 4)
-        records = poll_until([consumer], bool, "records", max_records=3)
+        records = poll_until([consumer], bool, "records", records_max=3)
         assert [r.offset for r in records] == [0, 1, 2]
         assert consumer.position(T1) == 0  # looked up by auto_offset_reset
         consumer.commit()

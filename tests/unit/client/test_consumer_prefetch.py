@@ -102,7 +102,7 @@ def test_prefetch_runs_ahead_but_never_beyond_the_buffer_limit(buffer_peak: list
             # Without any poll the fetcher fills the buffer until no batch fits any more.
             wait_until(lambda: buffered_bytes(consumer) > limit - batch_bytes, "a full buffer")
             assert buffered_bytes(consumer) <= limit
-            records = poll_until(consumer, 300, max_records=7)
+            records = poll_until(consumer, 300, records_max=7)
         by_tp = {tp: [r for r in records if r.partition == tp.partition] for tp in (T0, T1)}
         assert offsets(by_tp[T0]) == list(range(150)) == offsets(by_tp[T1])
         assert values(by_tp[T0])[149] == b"a29-4" + b"." * 100
@@ -126,7 +126,7 @@ def test_an_answer_larger_than_the_free_room_waits_for_room_and_loses_nothing(
             fetch_buffer_bytes_max=limit,
         ) as consumer:
             consumer.assign([T0, T1])
-            records = poll_until(consumer, 16, max_records=1)
+            records = poll_until(consumer, 16, records_max=1)
         assert [r.value[:2] for r in records if r.partition == 0 and r.value] == [
             b"a%d" % i for i in range(8)
         ]
@@ -163,11 +163,11 @@ def test_batches_are_decoded_only_when_poll_reaches_them(monkeypatch: pytest.Mon
             c.assign([T0])
             wait_until(lambda: buffered_bytes(c) == total_bytes, "the whole log prefetched")
             assert decoded == []
-            assert offsets(c.poll(max_records=3)) == [0, 1, 2]
+            assert offsets(c.poll(records_max=3)) == [0, 1, 2]
             assert len(decoded) == 1
-            assert offsets(c.poll(max_records=2)) == [3, 4]
+            assert offsets(c.poll(records_max=2)) == [3, 4]
             assert len(decoded) == 2
-            assert offsets(c.poll(max_records=100)) == list(range(5, 40))
+            assert offsets(c.poll(records_max=100)) == list(range(5, 40))
             assert len(decoded) == 10
             assert buffered_bytes(c) == 0
 
@@ -178,7 +178,7 @@ def test_seek_drops_prefetched_records_and_answers_still_in_flight() -> None:
         with Consumer(bootstrap_servers=cluster.bootstrap, fetch_max_wait_ms=3000) as c:
             c.assign([T0])
             c.seek(T0, 0)
-            assert offsets(c.poll(timeout_ms=WAIT_MS, max_records=2)) == [0, 1]
+            assert offsets(c.poll(timeout_ms=WAIT_MS, records_max=2)) == [0, 1]
             assert buffered_bytes(c) > 0
             # Sought while a long poll at offset 10 waits on the broker: its answer (offset
             # 10, fetched for the old position) must not come out before 6..9.
@@ -266,7 +266,7 @@ def test_leaving_an_iteration_early_loses_no_record_and_close_in_the_body_ends_i
                 break
         assert offsets(taken) == [0, 1]
         assert consumer.position(T0) == 2
-        assert offsets(poll_until(consumer, 1, max_records=1)) == [2]
+        assert offsets(poll_until(consumer, 1, records_max=1)) == [2]
         rest = []
         for record in consumer:
             rest.append(record)
@@ -290,9 +290,9 @@ def test_consumer_follows_a_moving_leader_without_skipping_or_repeating() -> Non
                 cluster.append(T0, batch[:3])
                 cluster.append(T0, batch[3:])
                 expected += batch
-                got += values(consumer.poll(timeout_ms=20, max_records=4))
+                got += values(consumer.poll(timeout_ms=20, records_max=4))
                 cluster.move_leader(T0, round_ % 3 + 1)  # 1 (a newer epoch), 2, 3, 1, ...
-                got += values(consumer.poll(timeout_ms=20, max_records=4))
+                got += values(consumer.poll(timeout_ms=20, records_max=4))
             got += values(poll_until(consumer, len(expected) - len(got)))
             assert got == expected
         assert common_pb2.NOT_LEADER_OR_FOLLOWER in cluster.fetch_errors

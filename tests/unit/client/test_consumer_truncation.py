@@ -90,7 +90,7 @@ def test_records_fetched_ahead_past_the_cut_are_dropped_not_handed_out() -> None
     """Positioned below the cut, the consumer loses nothing it handed out: what it fetched
     ahead from the old leader is dropped, and it reads the new history from its position."""
     with assigned_at_zero("none") as (cluster, consumer):
-        first = poll_until(consumer, 3, max_records=3)
+        first = poll_until(consumer, 3, records_max=3)
         assert [r.value for r in first] == OLD[:3]
         wait_until(
             lambda: any(offset == 10 for _, _, offset, _ in cluster.fetch_log),
