@@ -14,7 +14,8 @@ from pathlib import Path
 
 import crc32c
 
-from pykraft.quorum.raft.durable_files import SnapshotCorruptError, fsync_directory, pwrite_all
+from pykraft.quorum.raft.errors import SnapshotCorruptError
+from pykraft.server_common.durable_files import fsync_directory, fsync_file, pwrite_all
 
 SNAPSHOT_FILE_NAME = "raft-snapshot"
 
@@ -58,9 +59,5 @@ def read_snapshot_file(path: Path) -> tuple[bytes, bytes]:
 
 def sync_snapshot_file(path: Path) -> None:
     """Makes a snapshot file that someone else wrote and renamed durable, content and name."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(path)
     fsync_directory(path.parent)

@@ -1,7 +1,9 @@
-"""File helpers that make writes survive power loss, and the errors of the Raft storage.
+"""File helpers that make writes survive power loss, for every server role's files.
 
-A write is durable only after fsync of the file and, when it created or renamed a directory
-entry, fsync of the directory too: the helpers here do both so callers cannot forget one.
+A write is durable only after fsync of the file and, when it created, renamed or removed a
+directory entry, fsync of the directory too: the helpers here do both so callers cannot forget
+one. The partition log, the broker's metadata image, the Raft journal and snapshot, and the
+controller's `meta.properties` all write through them.
 """
 
 from __future__ import annotations
@@ -10,21 +12,19 @@ import os
 from pathlib import Path
 
 
-class RaftStorageError(Exception):
-    """The Raft files cannot be trusted or written; the node must stop rather than guess."""
-
-
-class JournalCorruptError(RaftStorageError):
-    """The journal is damaged somewhere a crash cannot explain (not a torn tail)."""
-
-
-class SnapshotCorruptError(RaftStorageError):
-    """The snapshot file fails its magic, version or checksum test."""
-
-
 def fsync_directory(directory: Path) -> None:
     """Makes creations, renames and deletions inside `directory` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Makes the content of `path` durable, whoever wrote it (its name needs the directory's
+    fsync too, when it is new)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -42,7 +42,7 @@ def make_directory_durably(directory: Path) -> None:
         fsync_directory(created.parent)
 
 
-def pwrite_all(fd: int, data: bytes, offset: int) -> None:
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
     """Writes all of `data` at `offset` (os.pwrite may write less than asked)."""
     view = memoryview(data)
     while view:
@@ -53,7 +53,8 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 def replace_durably(path: Path, data: bytes) -> None:
     """Replaces `path` by a file holding `data`, atomically and durably: readers and a crash
-    see either the old or the new content, and once this returns the new one stays."""
+    see either the old or the new content, and once this returns the new one stays. The new
+    content is written to `<name>.tmp` first, which a crash may leave behind."""
     temp_path = path.with_name(path.name + ".tmp")
     fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -63,3 +64,16 @@ def replace_durably(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(temp_path, path)
     fsync_directory(path.parent)
+
+
+def unlink_durably(paths: list[Path]) -> None:
+    """Removes the files that exist among `paths` and makes the removal durable."""
+    directories = set()
+    for path in paths:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        directories.add(path.parent)
+    for directory in directories:
+        fsync_directory(directory)
