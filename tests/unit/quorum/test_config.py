@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.quorum.config import ConfigError, load_config, parse_node_addresses
+from pykraft.quorum.config import load_config, parse_node_addresses
 from pykraft.quorum.storage import StorageError, check_meta_properties
+from pykraft.server_common.config_files import ConfigError
 
 VOTERS = "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093"
 LISTENERS = "1@127.0.0.1:9091,2@127.0.0.1:9092,3@127.0.0.1:9093"
