@@ -51,17 +51,24 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> No
         offset += written
 
 
-def replace_durably(path: Path, data: bytes) -> None:
-    """Replaces `path` by a file holding `data`, atomically and durably: readers and a crash
-    see either the old or the new content, and once this returns the new one stays. The new
-    content is written to `<name>.tmp` first, which a crash may leave behind."""
-    temp_path = path.with_name(path.name + ".tmp")
-    fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_file_durably(path: Path, data: bytes) -> None:
+    """Makes `data` the whole content of `path` (created or truncated) and fsyncs it. Not
+    atomic, and a new name survives power loss only once the caller fsyncs the directory:
+    for files that are renamed into place afterwards."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         pwrite_all(fd, data, 0)
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_durably(path: Path, data: bytes) -> None:
+    """Replaces `path` by a file holding `data`, atomically and durably: readers and a crash
+    see either the old or the new content, and once this returns the new one stays. The new
+    content is written to `<name>.tmp` first, which a crash may leave behind."""
+    temp_path = path.with_name(path.name + ".tmp")
+    write_file_durably(temp_path, data)
     os.replace(temp_path, path)
     fsync_directory(path.parent)
 
