@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import faulthandler
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 import click
 
-from pykraft.broker.config import BrokerConfig, ConfigError, load_config
+from pykraft.broker.config import BrokerConfig, load_config
 from pykraft.broker.server import Broker
+from pykraft.server_common.config_files import ConfigError
+from pykraft.server_common.process import configure_logging, stop_on_signals
 
 log = logging.getLogger("pykraft.broker")
 
@@ -66,9 +64,7 @@ def broker() -> None:
     help="Any config key, as in the TOML file (Kafka's --override); repeatable.",
 )
 def run(config_path: Path | None, overrides: tuple[str, ...], **flags: object) -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"
-    )
+    configure_logging()
     settings: dict[str, object] = {_FLAG_KEYS[k]: v for k, v in flags.items()}
     for override in overrides:
         key, equals, value = override.partition("=")
@@ -84,16 +80,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], **flags: object) -
 
 def _serve_until_stopped(config: BrokerConfig) -> int:
     broker_ = Broker(config)
-    stopped = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stopped.set()
-        broker_.cancel_start()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    # `kill -USR1` prints every thread's stack to the log: what a stuck shutdown waits on.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    stopped = stop_on_signals(broker_.cancel_start)
     try:
         started = broker_.start()
     except (OSError, RuntimeError) as error:

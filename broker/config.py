@@ -13,7 +13,6 @@ fully processing it (see `service`), so tests can make producers retry a written
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,13 +21,7 @@ from typing import Any, Final
 from pykraft.broker.group.config import GroupConfig
 from pykraft.metadata_log import BROKER_SYNONYMS, ConfigValidationError, validate_config
 from pykraft.metadata_log.records import ConfigResourceType
-
-# gRPC messages, both ways, on the data plane and to the controllers (a fetch carries up to this).
-GRPC_MESSAGE_BYTES_MAX: Final = 64 * 1024 * 1024
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing or malformed; the message says which and why."""
+from pykraft.server_common.config_files import ConfigError, read_settings
 
 
 @dataclass(frozen=True)
@@ -199,11 +192,4 @@ def config_from_mapping(raw: Mapping[str, Any]) -> BrokerConfig:
 def load_config(path: Path | None, overrides: Mapping[str, Any]) -> BrokerConfig:
     """Reads `path` (TOML, optional), then applies `overrides` (flag values keyed like the TOML
     keys; None means the flag was not given)."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        try:
-            raw = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as error:
-            raise ConfigError(f"cannot read config file {path}: {error}") from error
-    raw.update({key: value for key, value in overrides.items() if value is not None})
-    return config_from_mapping(raw)
+    return config_from_mapping(read_settings(path, overrides))

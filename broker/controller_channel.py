@@ -22,9 +22,10 @@ from typing import Any, Final, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from pykraft.broker.config import GRPC_MESSAGE_BYTES_MAX, BrokerConfig
+from pykraft.broker.config import BrokerConfig
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.proto import common_pb2, controller_pb2, controller_pb2_grpc
+from pykraft.server_common.grpc_server import open_peer_channel
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,7 @@ class ControllerCaller:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.insecure_channel(
-                    address,
-                    options=[("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX)],
-                )
+                channel = open_peer_channel(address)
                 self._channels[address] = channel
         return stub_class(channel)
 

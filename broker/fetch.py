@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pykraft.broker.log import LogError
 from pykraft.broker.replica_manager import LeaderError, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
+from pykraft.server_common.errors import fill_error
 
 CONSUMER_REPLICA_ID = -1
 # The longest a Fetch may wait for records (Kafka's default request.timeout.ms: a client waiting
@@ -63,8 +64,7 @@ def _read_all(
             try:
                 data = _read_one(manager, request, topic.topic, item, result, now_ms)
             except LogError as error:
-                result.error_code = error.error_code  # type: ignore[assignment]
-                result.error_message = str(error)
+                fill_error(result, error)
                 if isinstance(error, LeaderError):
                     result.current_leader.CopyFrom(error.current_leader)
                 failed = True

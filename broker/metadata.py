@@ -5,13 +5,13 @@
 applies a snapshot (when the controller no longer holds the records asked for) or the batches,
 stores the new image, then hands `(delta, image)` to its listener in log order (`delta` is None
 after a snapshot: the listener must compare the whole images). `ImageFile` is the on-disk copy:
-`<first log dir>/__cluster_metadata/image`, replaced atomically (write, fsync, rename).
+`<first log dir>/__cluster_metadata/image`, replaced atomically and durably
+(`server_common.durable_files`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import threading
 import zlib
@@ -30,6 +30,7 @@ from pykraft.metadata_log import (
 from pykraft.metadata_log.errors import CorruptRecordError
 from pykraft.metadata_log.records import Record
 from pykraft.proto import common_pb2, controller_pb2
+from pykraft.server_common.durable_files import make_directory_durably, replace_durably
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +71,12 @@ class ImageFile:
         return replay_all(MetadataImage.EMPTY, records).apply(offset=offset, epoch=epoch)
 
     def write(self, image: MetadataImage) -> None:
-        """Replaces the stored image atomically: a crash leaves the old one or the new one."""
+        """Replaces the stored image atomically and durably: a crash leaves the old one or the
+        new one, and the directory it lives in survives power loss once this returns."""
         body = encode_records(image.write())
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(IMAGE_FILE_NAME + ".tmp")
-        with open(temporary, "wb") as file:
-            file.write(_HEADER.pack(image.offset, image.epoch, zlib.crc32(body)))
-            file.write(body)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        make_directory_durably(self.path.parent)
+        header = _HEADER.pack(image.offset, image.epoch, zlib.crc32(body))
+        replace_durably(self.path, header + body)
 
 
 def apply_fetch_response(

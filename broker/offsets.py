@@ -16,6 +16,7 @@ from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log import MetadataImage, TopicImage
 from pykraft.proto import broker_pb2, common_pb2
+from pykraft.server_common.errors import fill_error
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
@@ -36,8 +37,7 @@ def handle_list_offsets(
                     raise epoch_error
                 _list_offset(partition, item.timestamp, result)
             except LogError as error:
-                result.error_code = error.error_code  # type: ignore[assignment]
-                result.error_message = str(error)
+                fill_error(result, error)
     return response
 
 

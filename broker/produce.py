@@ -21,6 +21,7 @@ from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
 from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
+from pykraft.server_common.errors import fill_error
 
 
 @dataclass(eq=False)
@@ -74,8 +75,7 @@ def _produce_one(
         partition = manager.leader(topic, item.partition, now_ms)
         info, leader_epoch = partition.append_as_leader(item.records, acks=acks, now_ms=now_ms)
     except LogError as error:
-        result.error_code = error.error_code  # type: ignore[assignment]
-        result.error_message = str(error)
+        fill_error(result, error)
         if isinstance(error, LeaderError):
             result.current_leader.CopyFrom(error.current_leader)
         return None

@@ -22,11 +22,11 @@ from typing import Final
 import grpc
 
 from pykraft.broker import isr as isr_rules
-from pykraft.broker.config import GRPC_MESSAGE_BYTES_MAX
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import broker_pb2, broker_pb2_grpc, common_pb2
+from pykraft.server_common.grpc_server import open_peer_channel
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,7 @@ class FetcherThread:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._channel = grpc.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX)]
-        )
+        self._channel = open_peer_channel(address)
         self._stub = broker_pb2_grpc.BrokerServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._thread = threading.Thread(
             target=self._run, name=f"replica-fetcher-{leader_id}", daemon=True

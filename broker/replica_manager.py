@@ -286,7 +286,11 @@ class LeaderError(LogError):
     """A partition this broker cannot serve as leader, with the leader it knows of."""
 
     def __init__(
-        self, error_code: int, message: str, leader_id: int = _NO_LEADER, leader_epoch: int = -1
+        self,
+        error_code: int,
+        message: str,
+        leader_id: int = _NO_LEADER,
+        leader_epoch: int = -1,
     ) -> None:
         super().__init__(error_code, message)
         self.current_leader = broker_pb2.LeaderIdAndEpoch(

@@ -12,11 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from pykraft.broker.config import GRPC_MESSAGE_BYTES_MAX, BrokerConfig
+from pykraft.broker.config import BrokerConfig
 from pykraft.broker.fetch import FETCH_WAIT_MS_MAX, handle_fetch
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
@@ -25,7 +24,7 @@ from pykraft.broker.producer_ids import ProducerIdAllocator, handle_init_produce
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import admin_pb2_grpc, broker_pb2, broker_pb2_grpc, group_pb2
 from pykraft.proto.record_batch import BatchError, iter_batches
-from pykraft.proto.unparsable_requests import RefuseUnparsableRequests
+from pykraft.server_common.grpc_server import start_server
 
 log = logging.getLogger(__name__)
 
@@ -171,22 +170,11 @@ def serve(
 ) -> grpc.Server:
     """Starts the gRPC server on `address` with `workers_max` threads (long polls hold one each)
     for the data plane and the forwarded admin API; raises OSError if it cannot bind."""
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="grpc"),
-        options=[
-            ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
-            ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
-            ("grpc.so_reuseport", 0),
+    return start_server(
+        address,
+        workers_max,
+        [
+            (broker_pb2_grpc.add_BrokerServiceServicer_to_server, service),
+            (admin_pb2_grpc.add_AdminServiceServicer_to_server, admin),
         ],
-        interceptors=[RefuseUnparsableRequests()],
     )
-    broker_pb2_grpc.add_BrokerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        service, server
-    )
-    admin_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        admin, server
-    )
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot listen on {address}")
-    server.start()
-    return server

@@ -3,21 +3,19 @@
 
 from __future__ import annotations
 
-import faulthandler
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 import click
 
-from pykraft.quorum.config import ConfigError, ControllerConfig, load_config
+from pykraft.quorum.config import ControllerConfig, load_config
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.raft import RaftConfig
 from pykraft.quorum.service import serve
 from pykraft.quorum.storage import StorageError, check_meta_properties
+from pykraft.server_common.config_files import ConfigError
+from pykraft.server_common.process import configure_logging, stop_on_signals
 
 log = logging.getLogger("pykraft.controller")
 
@@ -48,9 +46,7 @@ def controller() -> None:
     help="Seconds between automatic preferred leader elections (300).",
 )
 def run(config_path: Path | None, **flags: object) -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"
-    )
+    configure_logging()
     keys = {
         "node_id": "node.id",
         "voters": "controller.quorum.voters",
@@ -86,15 +82,7 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
         log.error("%s", error)
         quorum_controller.stop()
         return 1
-    stopped = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stopped.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    # `kill -USR1` prints every thread's stack to the log: what a stuck shutdown waits on.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    stopped = stop_on_signals()
     log.info("controller %d serving on %s", config.node_id, config.listener)
     while not stopped.wait(0.5):
         if quorum_controller.failed is not None:

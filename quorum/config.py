@@ -8,15 +8,12 @@ form, so any controller can redirect a client to the active one.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-
-class ConfigError(ValueError):
-    """A configuration value is missing or malformed; the message says which and why."""
+from pykraft.server_common.config_files import ConfigError, read_settings
 
 
 @dataclass(frozen=True)
@@ -91,13 +88,7 @@ def parse_node_addresses(text: str, *, key: str) -> dict[int, str]:
 
 def load_config(path: Path | None, overrides: Mapping[str, Any]) -> ControllerConfig:
     """Reads `path` (TOML, optional), applies `overrides` (flag values keyed like the TOML keys)."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        try:
-            raw = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as error:
-            raise ConfigError(f"cannot read config file {path}: {error}") from error
-    raw.update({k: v for k, v in overrides.items() if v is not None})
+    raw = read_settings(path, overrides)
     unknown = sorted(set(raw) - set(_KEYS))
     if unknown:
         raise ConfigError(f"unknown config keys: {', '.join(unknown)}")

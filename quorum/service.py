@@ -3,18 +3,14 @@ controller thread (see `quorum_controller.py`), which decides, commits and answe
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import grpc
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
-from pykraft.proto.unparsable_requests import RefuseUnparsableRequests
 from pykraft.quorum import describe
 from pykraft.quorum.controller import cluster, configs, elections, producer_ids, reads, topics
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.quorum_controller import DecideContext, QuorumController
-
-GRPC_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+from pykraft.server_common.grpc_server import start_server
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):
@@ -176,23 +172,14 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
 def serve(controller: QuorumController, address: str, workers_max: int) -> grpc.Server:
     """Starts the gRPC server for both services on `address`; raises if it cannot bind."""
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="grpc"),
-        options=[
-            ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
-            ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
-            ("grpc.so_reuseport", 0),
+    return start_server(
+        address,
+        workers_max,
+        [
+            (admin_pb2_grpc.add_AdminServiceServicer_to_server, AdminService(controller)),
+            (
+                controller_pb2_grpc.add_ControllerServiceServicer_to_server,
+                ControllerService(controller),
+            ),
         ],
-        interceptors=[RefuseUnparsableRequests()],
     )
-    # The generated registration functions carry no annotations.
-    admin_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AdminService(controller), server
-    )
-    controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        ControllerService(controller), server
-    )
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot listen on {address}")
-    server.start()
-    return server

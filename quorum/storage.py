@@ -3,8 +3,9 @@ node of one cluster refuses to start as another, so logs of different clusters n
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from pykraft.server_common.durable_files import make_directory_durably, replace_durably
 
 
 class StorageError(ValueError):
@@ -12,8 +13,9 @@ class StorageError(ValueError):
 
 
 def check_meta_properties(data_dir: Path, *, node_id: int, cluster_id: str) -> None:
-    """Creates `data_dir/meta.properties` on first start; afterwards it must match."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    """Creates `data_dir/meta.properties` (and `data_dir`) durably on first start; afterwards it
+    must match."""
+    make_directory_durably(data_dir)
     path = data_dir / "meta.properties"
     wanted = {"version": "1", "node.id": str(node_id), "cluster.id": cluster_id}
     if path.exists():
@@ -25,8 +27,4 @@ def check_meta_properties(data_dir: Path, *, node_id: int, cluster_id: str) -> N
                     "use another data directory"
                 )
         return
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(f"{k}={v}\n" for k, v in wanted.items()))
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    tmp.rename(path)
+    replace_durably(path, "".join(f"{k}={v}\n" for k, v in wanted.items()).encode())

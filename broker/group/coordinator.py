@@ -43,6 +43,7 @@ from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import BatchBuilder, decode_batch, iter_batches
+from pykraft.server_common.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,9 @@ T = TypeVar("T")
 R = TypeVar("R", bound=Message)
 
 
-class CoordinatorError(Exception):
-    """This broker cannot serve the group now; `code` tells the client what to do."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+class CoordinatorError(ApiError):
+    """This broker cannot serve the group now; `error_code` tells the client what to do. Kept
+    apart from the log's errors, which the coordinator turns into one of these."""
 
 
 class _ShardState(Enum):

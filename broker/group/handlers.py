@@ -20,6 +20,7 @@ from pykraft.broker.group.shard import Decision, GroupShard
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import admin_pb2, admin_pb2_grpc, common_pb2, group_pb2
+from pykraft.server_common.errors import fill_error
 
 GROUP_KEY_TYPE: Final = 0
 # Kafka's offsets.topic.segment.bytes default; the topic is compacted.
@@ -225,8 +226,7 @@ class GroupHandlers:
                 item = self._coordinator.run(group_id, decision(group_id))
             except CoordinatorError as error:
                 item = item_type(group_id=group_id)
-                item.error_code = error.code  # type: ignore[assignment]
-                item.error_message = str(error)
+                fill_error(item, error)
             items.append(item)
         return items
 
@@ -275,6 +275,5 @@ def _unavailable() -> CoordinatorError:
 
 
 def _failed(response: ResponseT, error: CoordinatorError) -> ResponseT:
-    response.header.error_code = error.code  # type: ignore[assignment]
-    response.header.error_message = str(error)
+    fill_error(response.header, error)
     return response

@@ -53,6 +53,7 @@ from pykraft.broker.group.records import (
     RecordType,
 )
 from pykraft.proto import common_pb2, group_pb2
+from pykraft.server_common.errors import ApiError, fill_error
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +64,8 @@ PROTOCOL_TYPE: Final = "consumer"
 _INTERNAL_PREFIX: Final = "__"
 
 
-class GroupRequestError(Exception):
-    """A request refused as a whole, with Kafka's error code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+class GroupRequestError(ApiError):
+    """A request refused as a whole, with Kafka's error code (`error_code`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +149,7 @@ class GroupShard:
                 member.session_deadline_ms = now_ms + self.config.session_timeout_ms
                 self._fill_assignment(response, member)
         except GroupRequestError as error:
-            response.header.error_code = error.code  # type: ignore[assignment]
-            response.header.error_message = str(error)
+            fill_error(response.header, error)
         return self._decision(response)
 
     def _check_heartbeat(self, request: group_pb2.ConsumerGroupHeartbeatRequest) -> None:
@@ -453,8 +449,7 @@ class GroupShard:
         try:
             self._check_committer(request)
         except GroupRequestError as error:
-            response.header.error_code = error.code  # type: ignore[assignment]
-            response.header.error_message = str(error)
+            fill_error(response.header, error)
             return self._decision(response)
         for topic in request.topics:
             topic_result = response.topics.add(topic=topic.topic)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from pykraft.broker.log.errors import storage_error
-from pykraft.broker.log.files import replace_durably
+from pykraft.server_common.durable_files import replace_durably
 
 CHECKPOINT_VERSION: Final = 0
 RECOVERY_POINT_FILE: Final = "recovery-point-offset-checkpoint"

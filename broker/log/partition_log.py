@@ -52,7 +52,6 @@ from typing import Final, NamedTuple
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError, storage_error
-from pykraft.broker.log.files import fsync_directory, unlink_durably
 from pykraft.broker.log.producer_snapshots import (
     delete_obsolete_snapshots,
     delete_snapshots,
@@ -86,6 +85,7 @@ from pykraft.broker.log.validation import (
 )
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import NO_TIMESTAMP, BatchError, TimestampType, iter_batches
+from pykraft.server_common.durable_files import fsync_directory, unlink_durably
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,6 @@ from pykraft.broker.log.checkpoints import (
     TopicPartition,
 )
 from pykraft.broker.log.config import LogConfig
-from pykraft.broker.log.files import fsync_directory, make_directory_durably, unlink_durably
 from pykraft.broker.log.index import IndexCorruptError
 from pykraft.broker.log.leader_epochs import LeaderEpochCache
 from pykraft.broker.log.segment import (
@@ -48,6 +47,11 @@ from pykraft.broker.log.segment import (
     file_name,
 )
 from pykraft.proto.record_batch import BatchHeader, CorruptBatchError
+from pykraft.server_common.durable_files import (
+    fsync_directory,
+    make_directory_durably,
+    unlink_durably,
+)
 
 log = logging.getLogger(__name__)
 

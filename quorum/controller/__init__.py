@@ -17,11 +17,7 @@ from pykraft.quorum.controller.leadership import (
 from pykraft.quorum.controller.placement import PlacementError, ReplicaPlacer, UsableBroker
 from pykraft.quorum.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
 from pykraft.quorum.controller.reads import describe_topics
-from pykraft.quorum.controller.result import (
-    RECORDS_PER_OPERATION_MAX,
-    ApiError,
-    ControllerResult,
-)
+from pykraft.quorum.controller.result import RECORDS_PER_OPERATION_MAX, ControllerResult
 from pykraft.quorum.controller.topics import (
     alter_partition,
     create_partitions,
@@ -32,7 +28,6 @@ from pykraft.quorum.controller.topics import (
 __all__ = [
     "PRODUCER_ID_BLOCK_SIZE",
     "RECORDS_PER_OPERATION_MAX",
-    "ApiError",
     "ControllerResult",
     "HeartbeatTracker",
     "PlacementError",

@@ -35,7 +35,8 @@ from pykraft.quorum.controller.leadership import (
     records_to_remove_from_isrs,
     records_to_unfence_broker,
 )
-from pykraft.quorum.controller.result import ApiError, ControllerResult, error_header, ok_header
+from pykraft.quorum.controller.result import ControllerResult
+from pykraft.server_common.errors import ApiError, error_header, ok_header
 
 DEFAULT_SECURITY_PROTOCOL: Final = "PLAINTEXT"
 

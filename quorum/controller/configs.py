@@ -30,13 +30,12 @@ from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType
 from pykraft.proto import admin_pb2, common_pb2
 from pykraft.quorum.controller.guards import duplicates
 from pykraft.quorum.controller.result import (
-    ApiError,
     ControllerResult,
     OperationTooLarge,
     RecordBuffer,
-    ok_header,
     refused_whole,
 )
+from pykraft.server_common.errors import ApiError, fill_error, ok_header
 
 CLUSTER_DEFAULT_BROKER: Final = ""
 
@@ -167,7 +166,7 @@ def describe_configs(
         result = response.results.add(type=resource.type, name=resource.name)
         resource_type = _resource(image, resource.type, resource.name, must_be_registered=True)
         if isinstance(resource_type, ApiError):
-            result.error_code, result.error_message = resource_type.code, resource_type.message
+            fill_error(result, resource_type)
             continue
         known = config_definitions(resource_type)
         unknown = [key for key in resource.keys if key not in known]
@@ -233,12 +232,12 @@ def incremental_alter_configs(
             else:
                 outcome = _alter_records(image, resource)
             if isinstance(outcome, ApiError):
-                result.error_code, result.error_message = outcome.code, outcome.message
+                fill_error(result, outcome)
             else:
                 buffer.extend(outcome)
     except OperationTooLarge as too_large:
         keys = ({"type": r.type, "name": r.name} for r in request.resources)
-        failed = refused_whole(admin_pb2.AlterConfigsResponse, too_large.error, "results", keys)
+        failed = refused_whole(admin_pb2.AlterConfigsResponse, too_large, "results", keys)
         return ControllerResult((), failed)
     records = () if request.validate_only else buffer.freeze()
     return ControllerResult(records, response)

@@ -25,14 +25,8 @@ from pykraft.metadata_log.image import MetadataImage, PartitionRegistration, Top
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import admin_pb2, common_pb2
 from pykraft.quorum.controller.leadership import partitions_in_order
-from pykraft.quorum.controller.result import (
-    ApiError,
-    ControllerResult,
-    OperationTooLarge,
-    RecordBuffer,
-    error_header,
-    ok_header,
-)
+from pykraft.quorum.controller.result import ControllerResult, OperationTooLarge, RecordBuffer
+from pykraft.server_common.errors import ApiError, error_header, fill_error, ok_header
 
 # Kafka's bound on the preferred elections one automatic rebalance writes (one batch).
 ELECTIONS_PER_BALANCE_MAX: Final = 1000
@@ -110,12 +104,11 @@ def elect_leaders(
                 continue
             outcome = preferred_election(topic, partition_id, partition, can_lead)
             if isinstance(outcome, ApiError):
-                result.error_code = outcome.code
-                result.error_message = outcome.message
+                fill_error(result, outcome)
             else:
                 records.extend((outcome,))
     except OperationTooLarge as too_large:
-        failed = admin_pb2.ElectLeadersResponse(header=error_header(too_large.error))
+        failed = admin_pb2.ElectLeadersResponse(header=error_header(too_large))
         return ControllerResult((), failed)
     return ControllerResult(records.freeze(), response)
 

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.proto import common_pb2
-from pykraft.quorum.controller.result import ApiError
+from pykraft.server_common.errors import ApiError
 
 
 def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError | None:

@@ -13,7 +13,8 @@ from pykraft.metadata_log.image import MetadataImage
 from pykraft.metadata_log.records import ProducerIdsRecord
 from pykraft.proto import common_pb2, controller_pb2
 from pykraft.quorum.controller.guards import check_broker_epoch
-from pykraft.quorum.controller.result import ApiError, ControllerResult, error_header, ok_header
+from pykraft.quorum.controller.result import ControllerResult
+from pykraft.server_common.errors import ApiError, error_header, ok_header
 
 PRODUCER_ID_BLOCK_SIZE: Final = 1000
 PRODUCER_ID_MAX: Final = (1 << 63) - 1

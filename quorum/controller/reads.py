@@ -7,7 +7,7 @@ from pykraft.metadata_log.image import MetadataImage, TopicImage
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import admin_pb2, common_pb2
 from pykraft.quorum.controller.configs import config_entry
-from pykraft.quorum.controller.result import ok_header
+from pykraft.server_common.errors import ok_header
 
 
 def _describe_topic(

@@ -20,14 +20,8 @@ from pykraft.metadata_log.image import MetadataImage, PartitionRegistration, Top
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import common_pb2, controller_pb2
 from pykraft.quorum.controller.guards import check_broker_epoch, parse_uuid
-from pykraft.quorum.controller.result import (
-    ApiError,
-    ControllerResult,
-    OperationTooLarge,
-    RecordBuffer,
-    error_header,
-    ok_header,
-)
+from pykraft.quorum.controller.result import ControllerResult, OperationTooLarge, RecordBuffer
+from pykraft.server_common.errors import ApiError, error_header, fill_error, ok_header
 
 # A partition as it will be, and the record that makes it so (None when nothing changes).
 _Outcome = tuple[PartitionRegistration, PartitionChangeRecord | None]
@@ -159,7 +153,7 @@ def alter_partition(
                 )
                 outcome = _item_outcome(image, request.broker_id, topic, item, seen)
                 if isinstance(outcome, ApiError):
-                    result.error_code, result.error_message = outcome.code, outcome.message
+                    fill_error(result, outcome)
                     continue
                 partition, change = outcome
                 buffer.extend([] if change is None else [change])
@@ -169,6 +163,6 @@ def alter_partition(
                 result.isr.extend(partition.isr)
     except OperationTooLarge as too_large:
         return ControllerResult(
-            (), controller_pb2.AlterPartitionResponse(header=error_header(too_large.error))
+            (), controller_pb2.AlterPartitionResponse(header=error_header(too_large))
         )
     return ControllerResult(buffer.freeze(), response)

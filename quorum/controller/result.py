@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 
 from pykraft.metadata_log.records import Record
 from pykraft.proto import common_pb2
+from pykraft.server_common.errors import ApiError, error_header, fill_error
 
 T_co = TypeVar("T_co", covariant=True)
 M = TypeVar("M", bound=Message)
@@ -33,35 +34,16 @@ class ControllerResult(Generic[T_co]):
     response: T_co
 
 
-@dataclass(frozen=True, slots=True)
-class ApiError:
-    """One error code with the sentence that explains it, for a request or one item of it."""
-
-    code: common_pb2.ErrorCode
-    message: str
-
-
-def ok_header() -> common_pb2.ResponseHeader:
-    return common_pb2.ResponseHeader(error_code=common_pb2.NONE)
-
-
-def error_header(error: ApiError) -> common_pb2.ResponseHeader:
-    return common_pb2.ResponseHeader(error_code=error.code, error_message=error.message)
-
-
-class OperationTooLarge(Exception):
-    """An operation would write more records than `RECORDS_PER_OPERATION_MAX`; it fails whole.
-
-    `error` is the POLICY_VIOLATION to report (Kafka's answer to an over-long record list).
-    """
+class OperationTooLarge(ApiError):
+    """An operation would write more records than `RECORDS_PER_OPERATION_MAX`; it fails whole,
+    with POLICY_VIOLATION (Kafka's answer to an over-long record list)."""
 
     def __init__(self, records_wanted: int, records_max: int) -> None:
-        self.error = ApiError(
+        super().__init__(
             common_pb2.POLICY_VIOLATION,
             f"Unable to perform excessively large batch operation: it needs {records_wanted} "
             f"records, more than the limit of {records_max} per operation.",
         )
-        super().__init__(self.error.message)
 
 
 class RecordBuffer:
@@ -102,5 +84,5 @@ def refused_whole(
     response = response_cls(header=error_header(error))
     items = getattr(response, items_field)
     for key in item_keys:
-        items.add(**key, error_code=error.code, error_message=error.message)
+        fill_error(items.add(**key), error)
     return response

@@ -29,13 +29,12 @@ from pykraft.quorum.controller.guards import duplicates
 from pykraft.quorum.controller.placement import PlacementError, ReplicaPlacer
 from pykraft.quorum.controller.replication import alter_partition
 from pykraft.quorum.controller.result import (
-    ApiError,
     ControllerResult,
     OperationTooLarge,
     RecordBuffer,
-    ok_header,
     refused_whole,
 )
+from pykraft.server_common.errors import ApiError, fill_error, ok_header
 
 __all__ = ["alter_partition", "create_partitions", "create_topics", "delete_topics"]
 
@@ -181,11 +180,11 @@ def create_topics(
             result = response.topics.add(name=topic.name)
             if topic.name in repeated:
                 error = ApiError(common_pb2.INVALID_REQUEST, "Topic named more than once.")
-                result.error_code, result.error_message = error.code, error.message
+                fill_error(result, error)
                 continue
             outcome = _create_one(image, topic, taken, placer, buffer, new_topic_id)
             if isinstance(outcome, ApiError):
-                result.error_code, result.error_message = outcome.code, outcome.message
+                fill_error(result, outcome)
                 continue
             created, topic_id = outcome
             taken[_collision_key(topic.name)] = topic.name
@@ -194,7 +193,7 @@ def create_topics(
             result.replication_factor = created.replication_factor
     except OperationTooLarge as too_large:
         names = ({"name": topic.name} for topic in request.topics)
-        failed = refused_whole(admin_pb2.CreateTopicsResponse, too_large.error, "topics", names)
+        failed = refused_whole(admin_pb2.CreateTopicsResponse, too_large, "topics", names)
         return ControllerResult((), failed)
     return ControllerResult(() if request.validate_only else buffer.freeze(), response)
 
@@ -218,14 +217,14 @@ def delete_topics(
                     common_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist."
                 )
             if error is not None:
-                result.error_code, result.error_message = error.code, error.message
+                fill_error(result, error)
                 continue
             assert topic is not None
             buffer.extend([RemoveTopicRecord(topic.topic_id)])
             result.topic_id = str(topic.topic_id)
     except OperationTooLarge as too_large:
         names = ({"name": name} for name in request.names)
-        failed = refused_whole(admin_pb2.DeleteTopicsResponse, too_large.error, "topics", names)
+        failed = refused_whole(admin_pb2.DeleteTopicsResponse, too_large, "topics", names)
         return ControllerResult((), failed)
     return ControllerResult(buffer.freeze(), response)
 
@@ -286,9 +285,9 @@ def create_partitions(
             else:
                 error = _add_partitions(image, item, placer, buffer)
             if error is not None:
-                result.error_code, result.error_message = error.code, error.message
+                fill_error(result, error)
     except OperationTooLarge as too_large:
         names = ({"name": item.name} for item in request.topics)
-        failed = refused_whole(admin_pb2.CreatePartitionsResponse, too_large.error, "topics", names)
+        failed = refused_whole(admin_pb2.CreatePartitionsResponse, too_large, "topics", names)
         return ControllerResult((), failed)
     return ControllerResult(() if request.validate_only else buffer.freeze(), response)

@@ -13,7 +13,7 @@ from pykraft.quorum.raft.api import (
     StateMachine,
     VoterProgress,
 )
-from pykraft.quorum.raft.durable_files import (
+from pykraft.quorum.raft.errors import (
     JournalCorruptError,
     RaftStorageError,
     SnapshotCorruptError,

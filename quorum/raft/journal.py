@@ -29,10 +29,10 @@ from typing import overload
 
 import crc32c
 
-from pykraft.quorum.raft.durable_files import (
-    JournalCorruptError,
-    RaftStorageError,
+from pykraft.quorum.raft.errors import JournalCorruptError, RaftStorageError
+from pykraft.server_common.durable_files import (
     fsync_directory,
+    fsync_file,
     pwrite_all,
     replace_durably,
 )
@@ -318,9 +318,5 @@ class DurableJournal:
         node never acknowledges an entry, term or vote that a power loss could still undo."""
         os.fsync(self._fd)
         if self._state_path.exists():
-            fd = os.open(self._state_path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(self._state_path)
         fsync_directory(self._directory)

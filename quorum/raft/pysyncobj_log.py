@@ -50,11 +50,7 @@ from pykraft.quorum.raft.api import (
     StateMachine,
     VoterProgress,
 )
-from pykraft.quorum.raft.durable_files import (
-    JournalCorruptError,
-    RaftStorageError,
-    make_directory_durably,
-)
+from pykraft.quorum.raft.errors import JournalCorruptError, RaftStorageError
 from pykraft.quorum.raft.journal import JOURNAL_FILE_NAME, DurableJournal
 from pykraft.quorum.raft.snapshot_file import (
     SNAPSHOT_FILE_NAME,
@@ -62,6 +58,7 @@ from pykraft.quorum.raft.snapshot_file import (
     sync_snapshot_file,
     write_snapshot_file,
 )
+from pykraft.server_common.durable_files import make_directory_durably
 
 # pysyncobj drops a connection that received nothing for this long; links between followers
 # are idle, so a short value only makes them reconnect more often. pysyncobj's default.

@@ -8,13 +8,13 @@ from half a snapshot would silently lose every entry compacted into it.
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
 import crc32c
 
-from pykraft.quorum.raft.durable_files import SnapshotCorruptError, fsync_directory, pwrite_all
+from pykraft.quorum.raft.errors import SnapshotCorruptError
+from pykraft.server_common.durable_files import fsync_directory, fsync_file, write_file_durably
 
 SNAPSHOT_FILE_NAME = "raft-snapshot"
 
@@ -29,12 +29,7 @@ def write_snapshot_file(path: Path, state: bytes, raft_data: bytes) -> None:
     directory (pysyncobj renames; `DurableJournal.deleteEntriesTo` syncs)."""
     body = _STATE_LENGTH.pack(len(state)) + state + raft_data
     data = _HEADER.pack(_MAGIC, _FORMAT_VERSION, crc32c.crc32c(body)) + body
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        pwrite_all(fd, data, 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_file_durably(path, data)
 
 
 def read_snapshot_file(path: Path) -> tuple[bytes, bytes]:
@@ -58,9 +53,5 @@ def read_snapshot_file(path: Path) -> tuple[bytes, bytes]:
 
 def sync_snapshot_file(path: Path) -> None:
     """Makes a snapshot file that someone else wrote and renamed durable, content and name."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(path)
     fsync_directory(path.parent)

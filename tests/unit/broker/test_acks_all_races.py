@@ -133,6 +133,6 @@ def test_group_state_is_not_confirmed_when_leadership_moves_inside_the_check(
         with pytest.raises(CoordinatorError) as raised:
             coordinator._await_replicated(shard, appended.info.last_offset + 1)
         assert move.done
-        assert raised.value.code == common_pb2.NOT_COORDINATOR
+        assert raised.value.error_code == common_pb2.NOT_COORDINATOR
     finally:
         harness.manager.close()

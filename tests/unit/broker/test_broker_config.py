@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 
-from pykraft.broker.config import BrokerConfig, ConfigError, config_from_mapping, load_config
+from pykraft.broker.config import BrokerConfig, config_from_mapping, load_config
+from pykraft.server_common.config_files import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE: dict[str, Any] = {

@@ -64,3 +64,14 @@ def test_an_empty_answer_changes_nothing() -> None:
     delta, applied = apply_fetch_response(image, controller_pb2.MetadataFetchResponse())
     assert applied is image
     assert delta is not None
+
+
+def test_the_image_file_creates_its_directory_durably(
+    tmp_path: Path, fsynced_paths: list[Path]
+) -> None:
+    """A power loss after the first write must not lose the directory the image lives in: every
+    directory the write creates is fsynced in its parent, as the partition log's are."""
+    image_file = ImageFile(tmp_path / "logs" / "__cluster_metadata")
+    image_file.write(cluster_image(ORDERS))
+    for directory in (tmp_path, tmp_path / "logs", tmp_path / "logs" / "__cluster_metadata"):
+        assert directory in fsynced_paths, f"{directory} was not fsynced"

@@ -216,3 +216,17 @@ def test_clients_cannot_write_to_the_internal_offsets_topic(tmp_path: Path) -> N
         assert partition is not None and partition.log.log_end_offset == 0
     finally:
         harness.manager.close()
+
+
+def test_refusals_carry_the_sentence_and_the_code_apart(harness: Harness) -> None:
+    """As Kafka and the controllers answer: the code in error_code, the sentence alone in
+    error_message, so a client printing "NAME: message" does not name the error twice."""
+    refused: list[broker_pb2.ProducePartitionResult | broker_pb2.FetchPartitionResult] = [
+        harness.produce(2, [b"x"]),  # not the leader
+        harness.produce(3, [b"x"]),  # no such partition
+        harness.fetch({0: 4})[0],  # past the log end
+    ]
+    for result in refused:
+        name = common_pb2.ErrorCode.Name(result.error_code)
+        assert result.error_code != common_pb2.NONE
+        assert result.error_message and name not in result.error_message, result.error_message

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.quorum.config import ConfigError, load_config, parse_node_addresses
+from pykraft.quorum.config import load_config, parse_node_addresses
 from pykraft.quorum.storage import StorageError, check_meta_properties
+from pykraft.server_common.config_files import ConfigError
 
 VOTERS = "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093"
 LISTENERS = "1@127.0.0.1:9091,2@127.0.0.1:9092,3@127.0.0.1:9093"
@@ -72,3 +73,15 @@ def test_data_dir_belongs_to_one_node_of_one_cluster(tmp_path: Path) -> None:
         check_meta_properties(tmp_path, node_id=2, cluster_id="a")
     with pytest.raises(StorageError, match=r"cluster\.id"):
         check_meta_properties(tmp_path, node_id=1, cluster_id="b")
+
+
+def test_meta_properties_and_its_directory_are_written_durably(
+    tmp_path: Path, fsynced_paths: list[Path]
+) -> None:
+    """After a power loss the data directory still says whose it is: the file, its name and
+    every directory made for it reach the disk before the controller starts."""
+    data_dir = tmp_path / "data" / "controller-1"
+    check_meta_properties(data_dir, node_id=1, cluster_id="a")
+    for directory in (tmp_path, tmp_path / "data", data_dir):
+        assert directory in fsynced_paths, f"{directory} was not fsynced"
+    assert sorted(p.name for p in data_dir.iterdir()) == ["meta.properties"]

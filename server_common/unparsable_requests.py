@@ -2,9 +2,10 @@
 
 Left to itself, grpc answers a request its deserializer cannot parse with INTERNAL ("Exception
 deserializing request!") and logs a traceback, as if the server had failed. Every pykraft
-server installs `RefuseUnparsableRequests` as an interceptor: it wraps each unary method's
-deserializer so a parse error becomes a marker, and the method answers the marker with
-INVALID_ARGUMENT naming the method and the parse error, without running the handler.
+server installs `RefuseUnparsableRequests` as an interceptor (`grpc_server.start_server`): it
+wraps each unary method's deserializer so a parse error becomes a marker, and the method answers
+the marker with INVALID_ARGUMENT naming the method and the parse error, without running the
+handler.
 """
 
 from __future__ import annotations

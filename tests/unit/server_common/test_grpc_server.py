@@ -1,16 +1,17 @@
-"""RefuseUnparsableRequests: bytes that are no request answer INVALID_ARGUMENT with a sentence,
-and the handler never runs; well-formed requests pass through."""
+"""The server every role starts (`start_server`): bytes that are no request answer
+INVALID_ARGUMENT with a sentence and the handler never runs (`RefuseUnparsableRequests`);
+well-formed requests pass through, larger than gRPC's default 4 MiB both ways."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc
-from pykraft.proto.unparsable_requests import RefuseUnparsableRequests
+from pykraft.server_common.grpc_server import open_peer_channel, start_server
+from tests.ports import free_port
 
 PATH = "/pykraft.AdminService/DescribeTopics"
 
@@ -30,14 +31,12 @@ class Topics(admin_pb2_grpc.AdminServiceServicer):
 
 @pytest.fixture
 def served() -> Iterator[tuple[grpc.Channel, Topics]]:
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=2), interceptors=[RefuseUnparsableRequests()]
-    )
     servicer = Topics()
-    admin_pb2_grpc.add_AdminServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    address = f"127.0.0.1:{free_port()}"
+    server = start_server(
+        address, 2, [(admin_pb2_grpc.add_AdminServiceServicer_to_server, servicer)]
+    )
+    channel = open_peer_channel(address)
     try:
         yield channel, servicer
     finally:
@@ -76,3 +75,13 @@ def test_well_formed_requests_reach_the_handler(served: tuple[grpc.Channel, Topi
         )
         assert [t.name for t in answer.topics] == ["a", "b"]
     assert servicer.calls == 2
+
+
+def test_messages_larger_than_grpc_default_pass_both_ways(
+    served: tuple[grpc.Channel, Topics],
+) -> None:
+    channel, _ = served
+    names = [f"{index:08d}" + "x" * 1000 for index in range(6000)]  # about 6 MiB
+    request = admin_pb2.DescribeTopicsRequest(names=names)
+    answer = admin_pb2.DescribeTopicsResponse.FromString(_raw(channel, request.SerializeToString()))
+    assert [t.name for t in answer.topics] == names
