@@ -258,8 +258,10 @@ class ControllerCore:
                 self._deactivate(f"a write failed ({reason})", out)
             return
         self._answer(out, write.request_id, write.response)
-        if not self._inflight:
-            # Nothing in flight: the pending image must now be exactly the committed one.
+        if not self._inflight and self.state.active_epoch == self._role.epoch:
+            # Nothing in flight: the pending image must now be exactly the committed one. (When
+            # a newer controller's LEADER_CHANGE applied in the same poll, it is not; this node
+            # steps down on the Raft status that follows.)
             assert self._pending_image.offset == self.state.image.offset
             self._pending_image = self.state.image
 
