@@ -124,11 +124,7 @@ class ControllerCore:
         elif isinstance(event, RaftPolled):
             self._follow_raft_role(event.status, out)
         elif isinstance(event, Stop):
-            self._stop_reason = event.reason
-            parked, self._parked_fetches = self._parked_fetches, []
-            for fetch in parked:
-                response = self._not_controller(fetch.response_cls, event.reason)
-                self._answer(out, fetch.request_id, response)
+            self._stop(event.reason, out)
         else:
             assert isinstance(event, Tick)
             self._run_timers(now_ms, out)
@@ -183,6 +179,12 @@ class ControllerCore:
             # Their outcome is unknown here: they may still commit under the next controller.
             self._answer(out, write.request_id, self._not_controller(write.response_cls, reason))
         log.info("node %d stops being %s: %s", self.config.node_id, was.value, reason)
+
+    def _stop(self, reason: str, out: Output) -> None:
+        self._stop_reason = reason
+        parked, self._parked_fetches = self._parked_fetches, []
+        for fetch in parked:
+            self._answer(out, fetch.request_id, self._not_controller(fetch.response_cls, reason))
 
     # ---- requests ----------------------------------------------------------------------------
 
