@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pykraft.metadata_log.image import BrokerRegistration
 from pykraft.proto import admin_pb2
-from pykraft.quorum.quorum_controller import ReadContext
+from pykraft.quorum.events import ReadContext
 
 
 def describe_cluster(context: ReadContext) -> admin_pb2.DescribeClusterResponse:

@@ -1,5 +1,6 @@
 """The controller's gRPC services. Handlers only translate: every request becomes an event for the
-controller thread (see `quorum_controller.py`), which decides, commits and answers."""
+controller thread (see `quorum_controller.py` and `controller_core.py`), which decides,
+commits and answers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_
 from pykraft.quorum import describe
 from pykraft.quorum.controller import cluster, configs, elections, producer_ids, reads, topics
 from pykraft.quorum.controller.result import ControllerResult
-from pykraft.quorum.quorum_controller import DecideContext, QuorumController
+from pykraft.quorum.events import DecideContext
+from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.server_common.grpc_server import start_server
 
 

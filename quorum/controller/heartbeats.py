@@ -82,3 +82,11 @@ class HeartbeatTracker:
         self._last_contact_ms.pop(broker_id, None)
         self._metadata_offsets.pop(broker_id, None)
         self._shutdown_offsets.pop(broker_id, None)
+
+    def next_expiry_ms(self, now_ms: int) -> int | None:
+        """The earliest time after `now_ms` at which a session heard from now expires (None:
+        none will), so a driver knows when to look for brokers to fence."""
+        expiries = (
+            last_ms + self.session_timeout_ms + 1 for last_ms in self._last_contact_ms.values()
+        )
+        return min((ms for ms in expiries if ms > now_ms), default=None)

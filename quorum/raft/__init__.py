@@ -1,6 +1,7 @@
 """The controller quorum's Raft log: a narrow, durable interface over pysyncobj.
 
-Callers use `RaftLog` with their `StateMachine`; nothing else of pysyncobj shows through.
+Callers code against `RaftLog` (a Protocol) with their `StateMachine`; `PySyncObjRaftLog` is the
+one implementation, and nothing else of pysyncobj shows through.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from pykraft.quorum.raft.api import (
     AppendCallback,
     AppendError,
     RaftConfig,
+    RaftLog,
     RaftStatus,
     StateMachine,
     VoterProgress,
@@ -18,12 +20,13 @@ from pykraft.quorum.raft.errors import (
     RaftStorageError,
     SnapshotCorruptError,
 )
-from pykraft.quorum.raft.pysyncobj_log import RaftLog
+from pykraft.quorum.raft.pysyncobj_log import PySyncObjRaftLog
 
 __all__ = [
     "AppendCallback",
     "AppendError",
     "JournalCorruptError",
+    "PySyncObjRaftLog",
     "RaftConfig",
     "RaftLog",
     "RaftStatus",

@@ -1,6 +1,7 @@
 """The narrow interface of the controller's Raft log: what the controller codes against.
 
-Nothing here knows pysyncobj; `pykraft.quorum.raft.pysyncobj_log` implements it.
+Nothing here knows pysyncobj; `pykraft.quorum.raft.pysyncobj_log.PySyncObjRaftLog` implements
+`RaftLog`, and the controller simulation test has an in-memory one.
 """
 
 from __future__ import annotations
@@ -108,3 +109,33 @@ class RaftStatus:
     voters: tuple[
         VoterProgress, ...
     ]  # progress as the leader sees it (match_index None on followers)
+
+
+class RaftLog(Protocol):
+    """The replicated log of one voter, used from one thread (the polling thread).
+
+    What a caller may rely on: the `StateMachine` given to the log applies committed entries, in
+    log order, only from inside `poll()`; each append's callback runs exactly once, from a later
+    `poll()` (or from `close()`), after the entry was applied here or with the reason it was not.
+    """
+
+    def append(self, payload: bytes, callback: AppendCallback) -> None:
+        """Appends `payload` when this node leads; never forwarded to another node."""
+        ...
+
+    def poll(self, timeout_ms: int) -> None:
+        """Runs Raft for up to `timeout_ms` (less after `wakeup()`), applies what committed,
+        then runs the append callbacks whose outcome is known."""
+        ...
+
+    def wakeup(self) -> None:
+        """Makes a waiting `poll()` return soon. Thread-safe."""
+        ...
+
+    def status(self) -> RaftStatus:
+        """The state as of the end of the last `poll()`. Thread-safe."""
+        ...
+
+    def close(self) -> None:
+        """Releases the log; appends still in flight are called back with SHUTDOWN."""
+        ...

@@ -1,4 +1,4 @@
-"""`RaftLog` on pysyncobj 0.3.17, the only module that imports pysyncobj.
+"""`RaftLog` (see `api.py`) on pysyncobj 0.3.17, the only module that imports pysyncobj.
 
 pysyncobj replicates and elects well but does not make anything durable before it answers
 (its issues #84 and #201). This module closes those gaps without forking it:
@@ -309,7 +309,7 @@ def _check_snapshot_and_journal(journal: DurableJournal, snapshot_path: Path) ->
 # ---- the interface -----------------------------------------------------------------------------
 
 
-class RaftLog:
+class PySyncObjRaftLog:
     """The replicated log of one voter.
 
     Single-threaded: build it, append() and poll() on one thread (the polling thread); the

@@ -1,5 +1,5 @@
-"""In-process Raft voters for the tests: each RaftLog is built and polled on its own thread, and
-the test thread hands it work through `VoterThread.run`."""
+"""In-process Raft voters for the tests: each PySyncObjRaftLog is built and polled on its own
+thread, and the test thread hands it work through `VoterThread.run`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pykraft.quorum.raft import AppendError, RaftConfig, RaftLog, RaftStatus
+from pykraft.quorum.raft import AppendError, PySyncObjRaftLog, RaftConfig, RaftStatus
 from pykraft.quorum.raft.journal import DurableJournal
 from tests.ports import free_port
 
@@ -53,14 +53,14 @@ class ListStateMachine:
 
 
 class VoterThread:
-    """One voter: builds its RaftLog on its own thread and polls it until stopped."""
+    """One voter: builds its PySyncObjRaftLog on its own thread and polls it until stopped."""
 
     def __init__(self, config: RaftConfig) -> None:
         self.config = config
         self.state_machine = ListStateMachine()
-        self._tasks: queue.SimpleQueue[tuple[Callable[[RaftLog], Any], Future[Any]]]
+        self._tasks: queue.SimpleQueue[tuple[Callable[[PySyncObjRaftLog], Any], Future[Any]]]
         self._tasks = queue.SimpleQueue()
-        self._started: Future[RaftLog] = Future()
+        self._started: Future[PySyncObjRaftLog] = Future()
         self._stopping = threading.Event()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(
@@ -68,7 +68,7 @@ class VoterThread:
         )
 
     @property
-    def log(self) -> RaftLog:
+    def log(self) -> PySyncObjRaftLog:
         return self._started.result(timeout=DEADLINE_S)
 
     @property
@@ -77,7 +77,7 @@ class VoterThread:
 
     def start(self) -> VoterThread:
         self._thread.start()
-        self._started.result(timeout=DEADLINE_S)  # raises what the RaftLog constructor raised
+        self._started.result(timeout=DEADLINE_S)  # raises what the constructor raised
         return self
 
     def stop(self) -> None:
@@ -91,7 +91,7 @@ class VoterThread:
     def status(self) -> RaftStatus:
         return self.log.status()
 
-    def run(self, task: Callable[[RaftLog], T]) -> T:
+    def run(self, task: Callable[[PySyncObjRaftLog], T]) -> T:
         """Runs `task` on the voter's thread, between two polls, and returns its result."""
         future: Future[T] = Future()
         self._tasks.put((task, future))
@@ -106,7 +106,7 @@ class VoterThread:
         outcomes: list[Future[Outcome]] = [Future() for _ in payloads]
         sink = [] if acknowledged is None else acknowledged
 
-        def append_all(log: RaftLog) -> None:
+        def append_all(log: PySyncObjRaftLog) -> None:
             for payload, outcome in zip(payloads, outcomes, strict=True):
                 log.append(payload, _acknowledge(payload, outcome, sink))
 
@@ -115,7 +115,7 @@ class VoterThread:
 
     def _main(self) -> None:
         try:
-            log = RaftLog(self.config, self.state_machine)
+            log = PySyncObjRaftLog(self.config, self.state_machine)
         except BaseException as error:
             self._started.set_exception(error)
             return

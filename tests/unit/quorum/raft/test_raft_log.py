@@ -1,4 +1,5 @@
-"""RaftLog with real sockets and files: voters run in this process, each on its own thread."""
+"""PySyncObjRaftLog with real sockets and files: voters run in this process, each on its own
+thread."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from pykraft.quorum.raft import (
     AppendCallback,
     AppendError,
     JournalCorruptError,
+    PySyncObjRaftLog,
     RaftConfig,
-    RaftLog,
     SnapshotCorruptError,
 )
 from pykraft.quorum.raft.journal import DurableJournal
@@ -44,7 +45,7 @@ def _payloads(prefix: str, count: int) -> list[bytes]:
     return [f"{prefix}-{i:03d}".encode() for i in range(count)]
 
 
-def _poll_until(log: RaftLog, condition: Callable[[], bool], what: str) -> None:
+def _poll_until(log: PySyncObjRaftLog, condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
@@ -73,7 +74,7 @@ def test_config_refuses_what_pysyncobj_cannot_run(
 
 
 def test_a_voter_without_quorum_refuses_appends_and_close_fails_the_rest(tmp_path: Path) -> None:
-    log = RaftLog(raft_config(1, free_voters(3), tmp_path), ListStateMachine())
+    log = PySyncObjRaftLog(raft_config(1, free_voters(3), tmp_path), ListStateMachine())
     outcomes: list[tuple[object, AppendError | None]] = []
     log.append(b"x", lambda result, error: outcomes.append((result, error)))
     assert outcomes == []  # callbacks run from poll(), never from append()
@@ -94,8 +95,8 @@ def test_a_taken_port_is_an_os_error_and_leaves_nothing_open(tmp_path: Path) -> 
         squatter.bind((host, int(port)))
         squatter.listen()
         with pytest.raises(OSError, match="cannot listen for Raft on"):
-            RaftLog(raft_config(1, voters, tmp_path), ListStateMachine())
-    RaftLog(raft_config(1, voters, tmp_path), ListStateMachine()).close()
+            PySyncObjRaftLog(raft_config(1, voters, tmp_path), ListStateMachine())
+    PySyncObjRaftLog(raft_config(1, voters, tmp_path), ListStateMachine()).close()
 
 
 def test_a_damaged_snapshot_stops_the_start(tmp_path: Path) -> None:
@@ -103,7 +104,7 @@ def test_a_damaged_snapshot_stops_the_start(tmp_path: Path) -> None:
     config.data_dir.mkdir()
     (config.data_dir / SNAPSHOT_FILE_NAME).write_bytes(b"PKRSNAP\x00" + b"\x00" * 40)
     with pytest.raises(SnapshotCorruptError):
-        RaftLog(config, ListStateMachine())
+        PySyncObjRaftLog(config, ListStateMachine())
 
 
 def test_a_compacted_journal_without_its_snapshot_stops_the_start(tmp_path: Path) -> None:
@@ -113,7 +114,7 @@ def test_a_compacted_journal_without_its_snapshot_stops_the_start(tmp_path: Path
     journal.add(NO_OP_COMMAND, 7, 1)
     journal._destroy()
     with pytest.raises(JournalCorruptError, match=r"no .*raft-snapshot"):
-        RaftLog(config, ListStateMachine())
+        PySyncObjRaftLog(config, ListStateMachine())
 
 
 def test_a_compaction_cut_short_by_a_crash_keeps_the_later_entries(tmp_path: Path) -> None:
@@ -131,7 +132,7 @@ def test_a_compaction_cut_short_by_a_crash_keeps_the_later_entries(tmp_path: Pat
     write_snapshot_file(config.data_dir / SNAPSHOT_FILE_NAME, snapshot_state.snapshot(), raft_data)
 
     state_machine = ListStateMachine()
-    log = RaftLog(config, state_machine)
+    log = PySyncObjRaftLog(config, state_machine)
     try:
         _poll_until(log, lambda: state_machine.restores == 1, "the snapshot is loaded")
         assert state_machine.applied == [b"from-snapshot"]
@@ -145,7 +146,7 @@ def test_a_lone_voter_acknowledges_only_what_its_journal_synced(tmp_path: Path) 
     """With one voter nothing is ever sent, so only poll()'s flush-before-callbacks can make
     the entry durable before its acknowledgement."""
     state_machine = ListStateMachine()
-    log = RaftLog(raft_config(1, free_voters(1), tmp_path), state_machine)
+    log = PySyncObjRaftLog(raft_config(1, free_voters(1), tmp_path), state_machine)
     try:
         _poll_until(log, lambda: log.status().is_leader, "the lone voter leads")
         seen: list[tuple[AppendError | None, bool, int, int]] = []
@@ -218,7 +219,7 @@ def test_a_command_left_in_a_former_leaders_queue_is_not_forwarded(
     follower = next(node for node in cluster if node is not leader)
     outcome: Future[tuple[object, AppendError | None]] = Future()
 
-    def queue_behind_the_leadership_check(log: RaftLog) -> None:
+    def queue_behind_the_leadership_check(log: PySyncObjRaftLog) -> None:
         log._in_flight[-1] = lambda result, error: outcome.set_result((result, error))
         on_outcome = functools.partial(log._on_outcome, -1)
         log._node.apply_payload(b"queued-on-a-follower", callback=on_outcome)

@@ -1,0 +1,51 @@
+"""The error answers the controller gives on behalf of any request, whatever its response type:
+every controller response carries a `ResponseHeader` (or is one)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from pykraft.proto import common_pb2
+from pykraft.quorum.config import ControllerConfig
+from pykraft.server_common.errors import ApiError, fill_error
+
+M = TypeVar("M", bound=Message)
+
+
+def not_controller(
+    response_cls: type[M], config: ControllerConfig, leader_id: int | None, reason: str = ""
+) -> M:
+    """NOT_CONTROLLER from node `config.node_id`, naming the Raft leader (when one is known) so
+    the client can go there."""
+    leader = leader_id if leader_id is not None else -1
+    address = config.controller_listeners.get(leader, "") if leader >= 0 else ""
+    message = f"node {config.node_id} is not the active controller"
+    if leader >= 0:
+        message += f"; the Raft leader is node {leader} at {address}"
+    if reason:
+        message += f" ({reason})"
+    response = response_cls()
+    header = header_of(response)
+    fill_error(header, ApiError(common_pb2.NOT_CONTROLLER, message))
+    header.controller_id = leader
+    header.controller_address = address
+    return response
+
+
+def error_response(response_cls: type[M], code: int, message: str) -> M:
+    """A `response_cls` failing whole with `code`; no controller is named."""
+    response = response_cls()
+    header = header_of(response)
+    fill_error(header, ApiError(code, message))
+    header.controller_id = -1
+    return response
+
+
+def header_of(response: Message) -> common_pb2.ResponseHeader:
+    if isinstance(response, common_pb2.ResponseHeader):
+        return response
+    header = response.header  # type: ignore[attr-defined]
+    assert isinstance(header, common_pb2.ResponseHeader)
+    return header

@@ -1,0 +1,174 @@
+"""Random controller requests for the simulation, made by the real gRPC services.
+
+`RequestMaker` stands where `QuorumController` stands for `AdminService` and
+`ControllerService`: each service call is turned into the request event the controller thread
+would queue, with the decide (or read) function the service really builds.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any, TypeVar, cast
+
+from google.protobuf.message import Message
+
+from pykraft.metadata_log.image import MetadataImage
+from pykraft.proto import admin_pb2, controller_pb2
+from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.events import Decide, FetchRequest, Read, ReadRequest, Request, WriteRequest
+from pykraft.quorum.quorum_controller import QuorumController
+from pykraft.quorum.service import AdminService, ControllerService
+
+M = TypeVar("M", bound=Message)
+
+BROKER_IDS = (1, 2, 3, 4)
+TOPIC_NAMES = ("orders", "payments", "clicks")
+
+
+class RequestMaker:
+    """What the services see of the controller: `write`, `read`, `fetch` and `config`."""
+
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.request_id = 0
+        self.now_ms = 0
+        self.made: Request | None = None
+
+    def write(self, decide: Decide, response_cls: type[M], timeout_ms: int) -> M:
+        self.made = WriteRequest(self.request_id, response_cls, self.now_ms + timeout_ms, decide)
+        return response_cls()
+
+    def read(self, read: Read, response_cls: type[M], timeout_ms: int) -> M:
+        self.made = ReadRequest(self.request_id, response_cls, self.now_ms + timeout_ms, read)
+        return response_cls()
+
+    def fetch(
+        self,
+        after_offset: int,
+        wait_ms: int,
+        response_cls: type[M],
+        timeout_ms: int,
+        *,
+        allow_standby: bool = False,
+    ) -> M:
+        self.made = FetchRequest(
+            self.request_id, response_cls, self.now_ms + wait_ms, after_offset, allow_standby
+        )
+        return response_cls()
+
+
+class Workload:
+    """Draws requests from `rng`: brokers registering and heartbeating (so sessions expire and
+    brokers get fenced when they stop), topics created, grown, configured and deleted, producer
+    ids, reads and metadata fetches."""
+
+    def __init__(self, rng: random.Random, config: ControllerConfig) -> None:
+        self._rng = rng
+        self._maker = RequestMaker(config)
+        controller = cast(QuorumController, self._maker)
+        self._admin = AdminService(controller)
+        self._controller = ControllerService(controller)
+        self._incarnations = {broker_id: self._uuid() for broker_id in BROKER_IDS}
+
+    def next_request(self, request_id: int, now_ms: int, image: MetadataImage) -> Request:
+        """A request as a client would send it knowing `image` (the furthest committed one)."""
+        self._maker.request_id = request_id
+        self._maker.now_ms = now_ms
+        self._maker.made = None
+        kinds = (
+            self._register, self._heartbeat, self._heartbeat, self._heartbeat, self._create,
+            self._delete, self._grow, self._alter_configs, self._producer_ids, self._describe,
+            self._fetch, self._elect,
+        )  # fmt: skip
+        self._rng.choice(kinds)(image)
+        assert self._maker.made is not None
+        return self._maker.made
+
+    def _register(self, image: MetadataImage) -> None:
+        broker_id = self._rng.choice(BROKER_IDS)
+        if self._rng.random() < 0.1:
+            self._incarnations[broker_id] = self._uuid()  # the broker restarted
+        request = controller_pb2.BrokerRegistrationRequest(
+            broker_id=broker_id,
+            cluster_id=self._maker.config.cluster_id,
+            incarnation_id=str(self._incarnations[broker_id]),
+            listeners=[controller_pb2.Listener(name="PLAINTEXT", host="b", port=9000 + broker_id)],
+            rack=f"rack-{broker_id % 2}",
+        )
+        self._controller.RegisterBroker(request, _NO_CONTEXT)
+
+    def _heartbeat(self, image: MetadataImage) -> None:
+        broker_id = self._rng.choice(BROKER_IDS)
+        registration = image.cluster.brokers.get(broker_id)
+        request = controller_pb2.BrokerHeartbeatRequest(
+            broker_id=broker_id,
+            broker_epoch=registration.broker_epoch if registration is not None else -1,
+            current_metadata_offset=image.offset,
+            want_fence=self._rng.random() < 0.02,
+            want_shut_down=self._rng.random() < 0.03,
+        )
+        self._controller.BrokerHeartbeat(request, _NO_CONTEXT)
+
+    def _create(self, image: MetadataImage) -> None:
+        topic = admin_pb2.CreatableTopic(
+            name=self._rng.choice(TOPIC_NAMES),
+            num_partitions=self._rng.randint(1, 3),
+            replication_factor=self._rng.randint(1, 3),
+        )
+        self._admin.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[topic]), _NO_CONTEXT)
+
+    def _delete(self, image: MetadataImage) -> None:
+        request = admin_pb2.DeleteTopicsRequest(names=[self._rng.choice(TOPIC_NAMES)])
+        self._admin.DeleteTopics(request, _NO_CONTEXT)
+
+    def _grow(self, image: MetadataImage) -> None:
+        count = admin_pb2.PartitionCount(name=self._rng.choice(TOPIC_NAMES), count=4)
+        request = admin_pb2.CreatePartitionsRequest(topics=[count])
+        self._admin.CreatePartitions(request, _NO_CONTEXT)
+
+    def _alter_configs(self, image: MetadataImage) -> None:
+        config = admin_pb2.AlterableConfig(
+            name="retention.ms", op=admin_pb2.ALTER_CONFIG_SET, value=str(self._rng.randint(1, 9))
+        )
+        resource = admin_pb2.AlterConfigsResource(
+            type=admin_pb2.CONFIG_RESOURCE_TOPIC,
+            name=self._rng.choice(TOPIC_NAMES),
+            configs=[config],
+        )
+        request = admin_pb2.AlterConfigsRequest(resources=[resource])
+        self._admin.IncrementalAlterConfigs(request, _NO_CONTEXT)
+
+    def _producer_ids(self, image: MetadataImage) -> None:
+        broker_id = self._rng.choice(BROKER_IDS)
+        registration = image.cluster.brokers.get(broker_id)
+        request = controller_pb2.AllocateProducerIdsRequest(
+            broker_id=broker_id,
+            broker_epoch=registration.broker_epoch if registration is not None else -1,
+        )
+        self._controller.AllocateProducerIds(request, _NO_CONTEXT)
+
+    def _describe(self, image: MetadataImage) -> None:
+        if self._rng.random() < 0.5:
+            self._admin.DescribeTopics(admin_pb2.DescribeTopicsRequest(), _NO_CONTEXT)
+        else:
+            self._admin.DescribeQuorum(admin_pb2.DescribeQuorumRequest(), _NO_CONTEXT)
+
+    def _fetch(self, image: MetadataImage) -> None:
+        request = controller_pb2.MetadataFetchRequest(
+            broker_id=self._rng.choice(BROKER_IDS),
+            after_offset=max(-1, image.offset - self._rng.randint(0, 3)),
+            max_wait_ms=self._rng.choice((0, 500)),
+            allow_standby=self._rng.random() < 0.5,
+        )
+        self._controller.MetadataFetch(request, _NO_CONTEXT)
+
+    def _elect(self, image: MetadataImage) -> None:
+        request = admin_pb2.ElectLeadersRequest(election_type=admin_pb2.ELECTION_TYPE_PREFERRED)
+        self._admin.ElectLeaders(request, _NO_CONTEXT)
+
+    def _uuid(self) -> uuid.UUID:
+        return uuid.UUID(int=self._rng.getrandbits(128))
+
+
+_NO_CONTEXT: Any = None  # the services never read their gRPC context
