@@ -28,59 +28,45 @@ A background thread (`fetcher.Fetcher`) fetches ahead of `poll` into a bounded b
 `fetch_collector` hands out from; see there for what seek and pause do to it.
 
 Settings are Kafka's consumer configs with `_` for `.`, with Kafka's defaults (`config`).
+`offsets_for_times`, `beginning_offsets`, `end_offsets` and `partitions_for` ask the cluster
+and work for any partition (`offset_queries`).
 
 The consumer is not thread-safe, like Kafka's: use it from one thread. The one exception is
 `close`, which any thread may call: a `poll` or an iteration blocked in another thread then
 returns (an empty list, or the end of the iteration) promptly, and the group work of close
-(commit, listener, leave) runs after it, on the closing thread. The rebalance listener and
-`commit_async` callbacks run on the thread that calls poll (or commit, unsubscribe, close).
+(commit, listener, leave) runs after it, on the closing thread (`shutdown`). The rebalance
+listener and `commit_async` callbacks run on the thread that calls poll (or commit,
+unsubscribe, close).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Final, Literal, Self
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Literal
 
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
-from pykraft.client.consumer.arguments import (
-    check_timestamps,
-    checked_offsets,
-    subscription_topics,
-    timeout_or,
-)
+from pykraft.client.consumer.arguments import checked_offsets, subscription_topics, timeout_or
 from pykraft.client.consumer.commits import CommitCallback
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_collector import FetchCollector
 from pykraft.client.consumer.fetcher import Fetcher
 from pykraft.client.consumer.group import ConsumerGroup
 from pykraft.client.consumer.listener import ConsumerRebalanceListener
+from pykraft.client.consumer.offset_queries import OffsetQueries
+from pykraft.client.consumer.shutdown import Shutdown, shut_down
 from pykraft.client.consumer.subscription import (
     RESET_TIMESTAMPS,
     PartitionState,
     SubscriptionState,
 )
-from pykraft.client.errors import (
-    InvalidGroupIdError,
-    RequestTimedOutError,
-)
+from pykraft.client.errors import InvalidGroupIdError, RequestTimedOutError
 from pykraft.client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from pykraft.client.routing import parse_bootstrap
-from pykraft.client.types import (
-    ConsumerRecord,
-    OffsetAndMetadata,
-    OffsetAndTimestamp,
-    TopicPartition,
-)
-
-# close() waits at most this long for the fetcher thread (it stops within milliseconds: the
-# connection pool is closed first, which cancels whatever request it waits on).
-_CLOSE_JOIN_MS_MAX: Final = 5000
-# Kafka's default bound on close (DEFAULT_CLOSE_TIMEOUT_MS): the final commit and the leave.
-_CLOSE_TIMEOUT_MS: Final = 30000
+from pykraft.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 
 class IllegalStateError(RuntimeError):
@@ -88,9 +74,10 @@ class IllegalStateError(RuntimeError):
     while subscribed, or `subscribe` while partitions are assigned. Call `unsubscribe` first."""
 
 
-class Consumer:
+class Consumer(Shutdown, OffsetQueries):
     """Manual assignment (`assign`) or group subscription (`subscribe`), positions,
-    prefetching `poll`, iteration and committed offsets."""
+    prefetching `poll`, iteration and committed offsets; the offset queries are
+    `OffsetQueries`' and `close` is `Shutdown`'s, mixed in."""
 
     def __init__(
         self,
@@ -178,7 +165,7 @@ class Consumer:
         # A consumer dropped without close() still stops its threads and connections.
         self._shut_down = weakref.finalize(
             self,
-            _shut_down,
+            shut_down,
             self._fetcher,
             self._pool,
             None if self._group is None else self._group.stopper(),
@@ -397,6 +384,13 @@ class Consumer:
         with self._subscription.lock:
             return {tp for tp, s in self._subscription.partitions.items() if s.paused}
 
+    def _assigned(self, tp: TopicPartition) -> PartitionState:
+        self._check_open()
+        state = self._subscription.partitions.get(tp)
+        if state is None:
+            raise ValueError(f"{tp} is not assigned to this consumer")
+        return state
+
     # --- records ---
 
     def poll(self, timeout_ms: int = 0, records_max: int | None = None) -> list[ConsumerRecord]:
@@ -479,109 +473,3 @@ class Consumer:
                 if self._closing or state.generation != generation or state.paused:
                     break
             self._collector.finish(state, fetch, generation)
-
-    # --- offsets and metadata ---
-
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """For each partition, the earliest offset whose record timestamp (ms) is at least
-        the one given, with that timestamp; None when no record is that recent. Partitions
-        need not be assigned. Waits up to default_api_timeout_ms."""
-        self._check_open()
-        check_timestamps(timestamps)
-        found = self._offsets.list_offsets(timestamps, self._config.default_api_timeout_ms)
-        return {
-            tp: None
-            if found[tp].offset < 0
-            else OffsetAndTimestamp(found[tp].offset, found[tp].timestamp)
-            for tp in timestamps
-        }
-
-    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's log start offset (need not be assigned)."""
-        return self._offsets_at(partitions, EARLIEST_TIMESTAMP)
-
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's high-water mark: the offset the next committed record gets."""
-        return self._offsets_at(partitions, LATEST_TIMESTAMP)
-
-    def _offsets_at(
-        self, partitions: Iterable[TopicPartition], timestamp: int
-    ) -> dict[TopicPartition, int]:
-        self._check_open()
-        wanted = dict.fromkeys(partitions, timestamp)
-        found = self._offsets.list_offsets(wanted, self._config.default_api_timeout_ms)
-        return {tp: found[tp].offset for tp in wanted}
-
-    def partitions_for(self, topic: str) -> list[int]:
-        """The topic's partition numbers, from the cluster's metadata."""
-        self._check_open()
-        count = self._metadata.wait_for_topic(topic, self._config.default_api_timeout_ms)
-        return list(range(count))
-
-    # --- lifecycle ---
-
-    def _assigned(self, tp: TopicPartition) -> PartitionState:
-        self._check_open()
-        state = self._subscription.partitions.get(tp)
-        if state is None:
-            raise ValueError(f"{tp} is not assigned to this consumer")
-        return state
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("the consumer is closed")
-
-    def close(self, timeout_ms: int | None = None) -> None:
-        """Stops the fetcher thread and closes the connections; idempotent, and the one
-        method another thread may call (a blocked poll or iteration then returns).
-
-        In a group it first commits the positions (with auto commit), calls
-        on_partitions_revoked, leaves the group (a static member only for now: its
-        partitions wait for it until its session times out), and runs the callbacks of
-        pending commit_async calls, all within `timeout_ms` (default 30000, Kafka's). Raises
-        what the listener raised, once everything is closed."""
-        timeout_ms = timeout_or(_CLOSE_TIMEOUT_MS, timeout_ms)
-        subscription = self._subscription
-        with subscription.lock:
-            if self._closing:
-                return
-            self._closing = True
-            subscription.changed()
-        errors: list[Exception] = []
-        try:
-            if self._group is not None:
-                errors = self._close_group(self._group, timeout_ms)
-        finally:
-            self._closed = True
-            self._shut_down()
-            self._fetcher.join(_CLOSE_JOIN_MS_MAX)
-        if errors:
-            raise errors[0]
-
-    def _close_group(self, group: ConsumerGroup, timeout_ms: int) -> list[Exception]:
-        """The group part of close, once the application thread is out of poll."""
-        if not self._app_lock.acquire(timeout=timeout_ms / 1000):
-            return []  # the application thread is stuck (in a listener?): no commit, no leave
-        try:
-            return group.close(timeout_ms)
-        finally:
-            self._app_lock.release()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def _shut_down(
-    fetcher: Fetcher, pool: ConnectionPool, stop_group: Callable[[], None] | None
-) -> None:
-    """Stops the fetcher thread (and the group's threads), then closes the connections, which
-    cancels the request it may be waiting on (so it stops within milliseconds)."""
-    fetcher.stop()
-    if stop_group is not None:
-        stop_group()
-    pool.close()
