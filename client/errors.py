@@ -86,9 +86,8 @@ retriable errors until their timeout, so one that reaches a caller means the con
     │   └── CommitFailedError                          113 (consumer: the commit cannot succeed)
     └── InvalidRegularExpressionError                  128
 
-`NoOffsetForPartitionError` lives in `pykraft.client.consumer.consumer` and
-`BufferExhaustedError` in `pykraft.client.producer.accumulator`; both are exported by
-`pykraft.client`. `error_for(code, message)` builds the right class for a code read off the
+`BufferExhaustedError` lives in `pykraft.client.producer.accumulator`; it is exported by
+`pykraft.client` like every class here. `error_for(code, message)` builds the right class for a code read off the
 wire; a code this client has no class for yields a plain `KafkaError` that still reports the
 code and its name.
 """
