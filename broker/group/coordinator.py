@@ -170,7 +170,7 @@ class GroupCoordinator:
         end = partition.log.log_end_offset
         count = 0
         while offset < end:
-            read = partition.log.read(offset, max_bytes=LOAD_READ_BYTES_MAX, upper_offset=end)
+            read = partition.log.read(offset, bytes_max=LOAD_READ_BYTES_MAX, upper_offset=end)
             if not read.data:
                 break
             for position, _ in iter_batches(read.data):

@@ -38,16 +38,12 @@ with each other, and see every batch of an append or none of it.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
 
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
@@ -57,26 +53,29 @@ from pykraft.broker.log.producer_snapshots import (
     delete_obsolete_snapshots,
     delete_snapshots,
     delete_snapshots_above,
-    load_newest_snapshot,
     snapshot_offsets,
     write_snapshot,
 )
-from pykraft.broker.log.producer_state import Duplicate, ProducerEntry, ProducerStateManager
-from pykraft.broker.log.recovery import (
-    CLEAN_SHUTDOWN_FILE,
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    SWAP_SUFFIX,
-    load_log,
+from pykraft.broker.log.producer_state import ProducerEntry, ProducerStateManager
+from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_log
+from pykraft.broker.log.results import (
+    AppendInfo,
+    ReadResult,
+    append_info,
+    duplicate_info,
+    nothing_appended,
 )
-from pykraft.broker.log.segment import (
-    LOG_SUFFIX,
-    SEGMENT_SUFFIXES,
-    LogSegment,
-    SegmentInfo,
-    base_offset_of,
-    file_name,
+from pykraft.broker.log.retention import deletable_prefix
+from pykraft.broker.log.segment import SEGMENT_SUFFIXES, LogSegment, SegmentInfo, file_name
+from pykraft.broker.log.segment_swap import (
+    check_cleaned_offsets,
+    commit_swap,
+    delete_replaced,
+    locate,
+    open_cleaned,
 )
+from pykraft.broker.log.segment_view import SegmentView, read_view, rebuilt_producer_state
+from pykraft.broker.log.shared_lock import SharedExclusiveLock
 from pykraft.broker.log.validation import (
     Batches,
     assign_offsets,
@@ -85,87 +84,9 @@ from pykraft.broker.log.validation import (
     split_batches,
 )
 from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import NO_TIMESTAMP, BatchError, TimestampType, iter_batches
+from pykraft.proto.record_batch import BatchError, TimestampType
 
 log = logging.getLogger(__name__)
-
-# Bytes read at a time when replaying batch headers into the producer state.
-PRODUCER_SCAN_BYTES_MAX: Final = 1 << 20
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    """What an append wrote: offsets first..last (last = first - 1 when nothing), the largest
-    timestamp, the LogAppendTime stamped (-1 with CreateTime), batches and bytes. With
-    `duplicate`, the idempotent producer's batches were written before: nothing was written
-    now, and the offsets, timestamps and LogAppendTime are the original batches'."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time_ms: int
-    batch_count: int
-    size_bytes: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True)
-class ReadResult:
-    """Whole batches as stored. `first_offset` is the first batch's base offset (it may be
-    below the offset asked for, as batches are not split), `next_offset` the offset after the
-    last returned batch; both equal the offset asked for when `data` is empty."""
-
-    data: bytes
-    first_offset: int
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-
-
-class _SegmentView(NamedTuple):
-    """The segments and their base offsets, replaced as one value so readers see a pair."""
-
-    segments: tuple[LogSegment, ...]
-    bases: tuple[int, ...]
-
-
-class _SharedExclusiveLock:
-    """Many shared holders or one exclusive holder; a waiting exclusive holder stops new
-    shared ones from entering, so truncation is not starved by a stream of reads."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._exclusive_waiting = 0
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._condition:
-            while self._exclusive or self._exclusive_waiting:
-                self._condition.wait()
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._shared -= 1
-                self._condition.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._condition:
-            self._exclusive_waiting += 1
-            while self._exclusive or self._shared:
-                self._condition.wait()
-            self._exclusive_waiting -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._exclusive = False
-                self._condition.notify_all()
 
 
 class PartitionLog:
@@ -179,7 +100,6 @@ class PartitionLog:
         self._config = config
         self._files = loaded.files
         self._epochs = loaded.epochs
-        self._view = _SegmentView((), ())
         self._publish(loaded.segments)
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.segments[-1].next_offset
@@ -191,7 +111,7 @@ class PartitionLog:
         self._failure: str | None = None
         self._closed = False
         self._lock = threading.RLock()
-        self._segments_lock = _SharedExclusiveLock()
+        self._segments_lock = SharedExclusiveLock()
         try:
             delete_snapshots_above(directory, self._log_end_offset)
             self._producer_state = self._rebuilt_producer_state(self._log_end_offset)
@@ -281,12 +201,12 @@ class PartitionLog:
                     f"epoch {leader_epoch} is older than {self._epochs.latest_epoch}",
                 )
             if not parsed:
-                return self._nothing_appended()
+                return nothing_appended(self._log_end_offset)
             duplicate = self._producer_state.check_leader_append(
                 [h for _, h in parsed], base_offset=self._log_end_offset
             )
             if duplicate is not None:
-                return _duplicate_info(duplicate, config)
+                return duplicate_info(duplicate, config)
             data = bytearray(batches)
             assigned = assign_offsets(
                 data,
@@ -298,7 +218,7 @@ class PartitionLog:
             )
             self._append(data, assigned, now_ms=now_ms)
         stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-        return _append_info(data, assigned, now_ms if stamped else -1)
+        return append_info(data, assigned, now_ms if stamped else -1)
 
     def append_as_follower(self, batches: bytes) -> AppendInfo:
         """Appends batches fetched from the leader with their offsets and epochs. The first
@@ -309,14 +229,10 @@ class PartitionLog:
         with self._lock:
             self._check_writable()
             if not parsed:
-                return self._nothing_appended()
+                return nothing_appended(self._log_end_offset)
             check_follower_batches(parsed, log_end_offset=self._log_end_offset)
             self._append(batches, parsed, now_ms=None)
-        return _append_info(batches, parsed, -1)
-
-    def _nothing_appended(self) -> AppendInfo:
-        end = self._log_end_offset
-        return AppendInfo(end, end - 1, NO_TIMESTAMP, -1, 0, 0)
+        return append_info(batches, parsed, -1)
 
     def _append(self, data: bytes | bytearray, batches: Batches, *, now_ms: int | None) -> None:
         """Rolls if due, writes, learns epochs, publishes the new end, flushes if due. Holds
@@ -381,8 +297,7 @@ class PartitionLog:
             raise storage_error(f"{self.directory} is offline: {self._failure}")
 
     def _publish(self, segments: Sequence[LogSegment]) -> None:
-        assert segments, "a log always has an active segment"
-        self._view = _SegmentView(tuple(segments), tuple(s.base_offset for s in segments))
+        self._view = SegmentView.of(segments)
 
     # --- rolling and flushing ---
 
@@ -470,13 +385,13 @@ class PartitionLog:
             except (OSError, BatchError) as error:
                 raise storage_error(f"read of {self.directory}: {error}") from error
 
-    def read(self, offset: int, *, max_bytes: int, upper_offset: int | None = None) -> ReadResult:
+    def read(self, offset: int, *, bytes_max: int, upper_offset: int | None = None) -> ReadResult:
         """Whole batches from the one holding `offset`: at least one batch if there is any
-        below the bound, then more while they fit `max_bytes`, from one segment (as Kafka).
+        below the bound, then more while they fit `bytes_max`, from one segment (as Kafka).
         No batch whose last offset is >= `upper_offset` (default: the log end; consumers pass
         the high watermark). LogError(OFFSET_OUT_OF_RANGE) below the log start offset or above
         the log end offset."""
-        assert max_bytes >= 0, max_bytes
+        assert bytes_max >= 0, bytes_max
         with self._reading():
             log_end_offset = self._log_end_offset  # before the view: see _append's publishing
             view = self._view
@@ -487,7 +402,7 @@ class PartitionLog:
                     f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]",
                 )
             upper = log_end_offset if upper_offset is None else min(upper_offset, log_end_offset)
-            found = _read_view(view, offset, max_bytes, upper) if offset < upper else None
+            found = read_view(view, offset, bytes_max, upper) if offset < upper else None
         data, first_offset, next_offset = found or (b"", offset, offset)
         return ReadResult(data, first_offset, next_offset, high_watermark, log_start_offset)
 
@@ -596,30 +511,9 @@ class PartitionLog:
     # --- producer state ---
 
     def _rebuilt_producer_state(self, end_offset: int) -> ProducerStateManager:
-        """The producer state after every batch below `end_offset` (a batch boundary): the
-        newest usable snapshot at or below it, then the batch headers after the snapshot read
-        back from the segments. Holds the lock, or runs in __init__ (reads take no lock here:
-        nothing else changes the segments meanwhile). Raises OSError, also for a batch header
-        that does not parse (damage the caller must treat as a storage failure)."""
-        view = self._view
-        state = load_newest_snapshot(
-            self.directory, low_offset=view.bases[0], high_offset=end_offset
-        )
-        offset = state.end_offset
-        while offset < end_offset:
-            try:
-                found = _read_view(view, offset, PRODUCER_SCAN_BYTES_MAX, end_offset)
-                if found is None:
-                    break  # the rest is a gap the leader's cleaner left
-                data, _, next_offset = found
-                batches = iter_batches(data, verify=False)
-                headers = [h for _, h in batches if h.base_offset >= offset]
-            except BatchError as error:
-                raise OSError(f"replaying producer state at offset {offset}: {error}") from error
-            assert next_offset > offset, (offset, next_offset)  # progress bounds the loop
-            state.apply(headers)
-            offset = next_offset
-        return state
+        """See segment_view.rebuilt_producer_state. Holds the lock, or runs in __init__
+        (nothing else changes the segments meanwhile)."""
+        return rebuilt_producer_state(self.directory, self._view, end_offset)
 
     def _delete_obsolete_snapshots(self) -> None:
         delete_obsolete_snapshots(
@@ -665,32 +559,14 @@ class PartitionLog:
                     self._delete_obsolete_snapshots()
 
     def _deletable_prefix(self, now_ms: int | None) -> int:
-        """How many of the oldest segments retention may delete (only by log start offset when
-        `now_ms` is None)."""
-        config = self._config
-        segments = self._view.segments
-        by_retention = now_ms is not None and config.deletes_old_segments
-        excess_bytes = None
-        if by_retention and config.retention_bytes >= 0:
-            excess_bytes = sum(segment.size for segment in segments) - config.retention_bytes
-        count = 0
-        for segment, following in itertools.pairwise(segments):
-            if following.base_offset > self._high_watermark:
-                break
-            below_start = following.base_offset <= self._log_start_offset
-            too_big = excess_bytes is not None and excess_bytes >= segment.size
-            too_old = (
-                by_retention
-                and now_ms is not None
-                and config.retention_ms >= 0
-                and now_ms - _largest_timestamp(segment) > config.retention_ms
-            )
-            if not (below_start or too_big or too_old):
-                break
-            if excess_bytes is not None:
-                excess_bytes -= segment.size
-            count += 1
-        return count
+        """See retention.deletable_prefix (only by log start offset when `now_ms` is None)."""
+        return deletable_prefix(
+            self._view.segments,
+            config=self._config,
+            log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
+            now_ms=now_ms,
+        )
 
     def _delete_prefix(self, count: int) -> None:
         view = self._view
@@ -721,14 +597,14 @@ class PartitionLog:
         new files are removed then. Verifying takes no lock: appends go on meanwhile."""
         if not old:
             raise ValueError("no segments to replace")
-        cleaned = self._open_cleaned(new_paths)
+        cleaned = open_cleaned(self.directory, self._config, new_paths)
         committed = False  # once set, the swap completes or the log goes offline
         try:
             with self._lock:
                 self._check_writable()
-                start = self._locate(old)
+                start = locate(self._view, old)
                 end_offset = self._view.segments[start + len(old)].base_offset
-                _check_cleaned_offsets(cleaned, old[0].base_offset, end_offset)
+                check_cleaned_offsets(cleaned, old[0].base_offset, end_offset)
                 committed = True
                 self._swap(start, len(old), cleaned)
         except BaseException:
@@ -741,54 +617,9 @@ class PartitionLog:
         view = self._view
         replaced = view.segments[start : start + count]
         with self._segments_lock.exclusive(), self._failing_on_error("swap segments"):
-            for segment in cleaned:
-                segment.rename(SWAP_SUFFIX)
-            fsync_directory(self.directory)
-            for segment in replaced:
-                segment.close_files()
-                segment.rename(DELETED_SUFFIX)
-            for segment in cleaned:
-                segment.rename("")
-            fsync_directory(self.directory)
+            commit_swap(self.directory, replaced, cleaned)
             self._publish((*view.segments[:start], *cleaned, *view.segments[start + count :]))
-            unlink_durably([path for segment in replaced for path in segment.paths()])
-
-    def _locate(self, old: Sequence[SegmentInfo]) -> int:
-        """The position of `old` among the segments; ValueError unless it is there unchanged
-        and does not include the active segment."""
-        view = self._view
-        start = bisect_left(view.bases, old[0].base_offset)
-        current = [segment.info() for segment in view.segments[start : start + len(old)]]
-        if current != list(old) or start + len(old) >= len(view.segments):
-            raise ValueError("the segments changed since the snapshot, or include the active one")
-        return start
-
-    def _open_cleaned(self, paths: Sequence[Path]) -> list[LogSegment]:
-        """The cleaned files as verified, fsynced segments (indexes built, named `.cleaned`)."""
-        if not paths:
-            raise ValueError("no cleaned segments")
-        opened: list[LogSegment] = []
-        try:
-            for path in paths:
-                base = base_offset_of(path)
-                if base is None or path != self.directory / (
-                    file_name(base, LOG_SUFFIX) + CLEANED_SUFFIX
-                ):
-                    raise ValueError(f"{path} is not a <base>.log.cleaned file of this log")
-                segment, cut_bytes = LogSegment.recovered(
-                    self.directory, base, self._config, lambda header: None, suffix=CLEANED_SUFFIX
-                )
-                opened.append(segment)
-                if cut_bytes:
-                    raise LogError(common_pb2.CORRUPT_MESSAGE, f"{path}: bad batch at the end")
-                segment.flush()
-        except BaseException as error:
-            for segment in opened:
-                segment.delete()
-            if isinstance(error, OSError):
-                raise storage_error(f"cleaned segment: {error}") from error
-            raise
-        return opened
+            delete_replaced(replaced)
 
     # --- closing ---
 
@@ -813,59 +644,3 @@ class PartitionLog:
                     for segment in self._view.segments:
                         segment.close_files()
                     self._closed = True
-
-
-def _read_view(
-    view: _SegmentView, offset: int, max_bytes: int, upper_offset: int
-) -> tuple[bytes, int, int] | None:
-    slot = bisect_right(view.bases, offset) - 1
-    assert slot >= 0, (offset, view.bases)
-    for segment in view.segments[slot:]:
-        position = segment.find_position(offset)
-        if position is not None:
-            return segment.read(position, max_bytes=max_bytes, upper_offset=upper_offset)
-    return None
-
-
-def _largest_timestamp(segment: LogSegment) -> int:
-    """The segment's largest record timestamp; its file's modification time when no batch has
-    a timestamp (Kafka's fallback)."""
-    if segment.max_timestamp != NO_TIMESTAMP:
-        return segment.max_timestamp
-    return os.stat(segment.log_path).st_mtime_ns // 1_000_000
-
-
-def _check_cleaned_offsets(segments: list[LogSegment], first_offset: int, end_offset: int) -> None:
-    if segments[0].base_offset != first_offset:
-        raise ValueError(f"cleaned segments start at {segments[0].base_offset}, not {first_offset}")
-    for earlier, later in itertools.pairwise(segments):
-        if later.base_offset < earlier.next_offset or later.base_offset <= earlier.base_offset:
-            raise ValueError(f"cleaned segment {later.base_offset} overlaps the one before")
-    if segments[-1].next_offset > end_offset:
-        raise ValueError(f"cleaned segments run past offset {end_offset}")
-
-
-def _duplicate_info(duplicate: Duplicate, config: LogConfig) -> AppendInfo:
-    """What a duplicate request answers: the original batches' offsets and largest timestamp,
-    which is their LogAppendTime when the topic stamps one."""
-    stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-    return AppendInfo(
-        first_offset=duplicate.first_offset,
-        last_offset=duplicate.last_offset,
-        max_timestamp=duplicate.max_timestamp,
-        log_append_time_ms=duplicate.max_timestamp if stamped else -1,
-        batch_count=0,
-        size_bytes=0,
-        duplicate=True,
-    )
-
-
-def _append_info(data: bytes | bytearray, batches: Batches, log_append_time_ms: int) -> AppendInfo:
-    return AppendInfo(
-        first_offset=batches[0][1].base_offset,
-        last_offset=batches[-1][1].last_offset,
-        max_timestamp=max(header.max_timestamp for _, header in batches),
-        log_append_time_ms=log_append_time_ms,
-        batch_count=len(batches),
-        size_bytes=len(data),
-    )

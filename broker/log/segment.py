@@ -370,14 +370,14 @@ class LogSegment:
         return None
 
     def read(
-        self, position: int, *, max_bytes: int, upper_offset: int
+        self, position: int, *, bytes_max: int, upper_offset: int
     ) -> tuple[bytes, int, int] | None:
         """Whole batches from `position` (a batch start): (data, base offset of the first,
-        offset after the last). The first batch comes even if larger than `max_bytes`; later
+        offset after the last). The first batch comes even if larger than `bytes_max`; later
         ones only while the total stays within it. No batch whose last offset is
         >= `upper_offset` is returned; None if the first one is such a batch."""
         end = self.size
-        data = read_at(self._file, min(max(max_bytes, HEADER_SIZE), end - position), position)
+        data = read_at(self._file, min(max(bytes_max, HEADER_SIZE), end - position), position)
         first = BatchHeader.parse(data)
         if first.last_offset >= upper_offset:
             return None
@@ -386,7 +386,7 @@ class LogSegment:
         taken, next_offset = first.size_bytes, first.next_offset
         while len(data) - taken >= HEADER_SIZE:
             header = BatchHeader.parse(data, taken)
-            too_big = taken + header.size_bytes > min(len(data), max_bytes)
+            too_big = taken + header.size_bytes > min(len(data), bytes_max)
             if too_big or header.last_offset >= upper_offset:
                 break
             taken, next_offset = taken + header.size_bytes, header.next_offset

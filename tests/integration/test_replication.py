@@ -96,7 +96,7 @@ def _log_bytes(directory: Path) -> bytes:
     try:
         data, offset = b"", log.log_start_offset
         while offset < log.log_end_offset:
-            read = log.read(offset, max_bytes=1 << 22)
+            read = log.read(offset, bytes_max=1 << 22)
             data += read.data
             offset = read.next_offset
         return data

@@ -154,7 +154,7 @@ def test_when_the_undo_fails_the_log_goes_offline_until_reopened(
     for mutation in (log.flush, lambda: log.truncate_to(0), lambda: log.roll(now_ms=NOW_MS)):
         with pytest.raises(LogError):
             mutation()
-    assert log.read(0, max_bytes=100).next_offset == 2  # what was appended stays readable
+    assert log.read(0, bytes_max=100).next_offset == 2  # what was appended stays readable
     log.close()  # no clean-shutdown marker: the next open recovers
     reopened = open_log(tmp_path / "t-0")
     assert not reopened.had_clean_shutdown
