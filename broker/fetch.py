@@ -108,7 +108,7 @@ def _read_one(
         return b""
     upper_offset = log_.high_watermark if consumer else None
     read = log_.read(
-        item.fetch_offset, max_bytes=max(item.partition_max_bytes, 0), upper_offset=upper_offset
+        item.fetch_offset, bytes_max=max(item.partition_max_bytes, 0), upper_offset=upper_offset
     )
     result.high_watermark = read.high_watermark
     result.last_stable_offset = read.high_watermark

@@ -36,7 +36,8 @@ from pykraft.broker.group.records import (
     encode_key,
     encode_value,
 )
-from pykraft.broker.group.shard import Decision, GroupShard
+from pykraft.broker.group.shard import GroupShard
+from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState
 from pykraft.broker.replica_manager import ReplicaManager
@@ -345,9 +346,9 @@ class GroupCoordinator:
             if shard.state is not _ShardState.ACTIVE:
                 return
             now_ms, wall_ms = self._clock_ms(), self._wall_clock_ms()
-            records = shard.shard.expire_members(topics, now_ms, wall_ms)
+            records = shard.shard.membership.expire_members(topics, now_ms, wall_ms)
             if check_offsets:
-                records += shard.shard.expire_offsets(wall_ms)
+                records += shard.shard.offsets.expire(wall_ms)
             if records:
                 with contextlib.suppress(CoordinatorError):
                     self._append(shard, records)

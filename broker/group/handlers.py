@@ -16,7 +16,8 @@ from typing import Final, TypeVar
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.group.coordinator import CoordinatorError, GroupCoordinator, partition_for
-from pykraft.broker.group.shard import Decision, GroupShard
+from pykraft.broker.group.shard import GroupShard
+from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import admin_pb2, admin_pb2_grpc, common_pb2, group_pb2
@@ -162,7 +163,7 @@ class GroupHandlers:
         return self._serve(
             request.group_id,
             group_pb2.ConsumerGroupHeartbeatResponse,
-            lambda shard: shard.heartbeat(
+            lambda shard: shard.membership.heartbeat(
                 request,
                 client_host=host,
                 topics=coordinator.topics(),
@@ -178,7 +179,7 @@ class GroupHandlers:
         return self._serve(
             request.group_id,
             group_pb2.OffsetCommitResponse,
-            lambda shard: shard.commit_offsets(
+            lambda shard: shard.offsets.commit(
                 request, topics=coordinator.topics(), wall_ms=self._wall_clock_ms()
             ),
         )
@@ -187,7 +188,7 @@ class GroupHandlers:
         return self._serve(
             request.group_id,
             group_pb2.OffsetFetchResponse,
-            lambda shard: Decision([], shard.fetch_offsets(request)),
+            lambda shard: Decision([], shard.offsets.fetch(request)),
         )
 
     def list_groups(self, request: group_pb2.ListGroupsRequest) -> group_pb2.ListGroupsResponse:

@@ -165,7 +165,7 @@ def test_fetch_max_bytes_in_all_lets_only_the_first_batch_exceed(harness: Harnes
     harness.produce(0, [b"x" * 100])
     harness.produce(1, [b"y" * 100])
     harness.fetch({1: 1}, replica_id=2)
-    fetched = harness.fetch({0: 0, 1: 0}, max_bytes=10)
+    fetched = harness.fetch({0: 0, 1: 0}, bytes_max=10)
     assert record_values(fetched[0].records) == [(0, b"x" * 100)]
     assert fetched[1].records == b"" and fetched[1].error_code == common_pb2.NONE
 
