@@ -39,12 +39,9 @@ def handle_fetch(
     while True:
         version = manager.version
         response, size_bytes, failed = _read_all(manager, request, clock_ms())
-        left_ms = deadline_ms - clock_ms()
-        if failed or size_bytes >= request.min_bytes or left_ms <= 0:
+        if failed or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
             return response
-        with manager.changed:
-            if manager.version == version:
-                manager.changed.wait(left_ms / 1000)
+        manager.await_change(version, deadline_ms=deadline_ms, clock_ms=clock_ms)
 
 
 def _read_all(

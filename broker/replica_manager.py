@@ -36,6 +36,7 @@ from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
+from pykraft.broker.waiting import wait_until
 from pykraft.metadata_log import BROKER_SYNONYMS, MetadataDelta, MetadataImage
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import broker_pb2, common_pb2
@@ -220,7 +221,17 @@ class ReplicaManager:
 
     @property
     def version(self) -> int:
+        """Counts the changes `notify` signalled; read it before looking, then `await_change`."""
         return self._version
+
+    def await_change(self, version: int, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
+        """Waits until a change after `version` is signalled (True) or `deadline_ms` passes."""
+        return wait_until(
+            self.changed,
+            lambda: self._version != version,
+            deadline_ms=deadline_ms,
+            clock_ms=clock_ms,
+        )
 
     # --- finding the leader ---
 

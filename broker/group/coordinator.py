@@ -41,6 +41,7 @@ from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.waiting import wait_until
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import BatchBuilder, decode_batch, iter_batches
@@ -302,29 +303,28 @@ class GroupCoordinator:
         step (`Partition.ack_state`) so a leader change cannot fall between the reads."""
         partition = self._manager.partition(OFFSETS_TOPIC, shard.index)
         deadline_ms = self._clock_ms() + self.config.commit_timeout_ms
-        with self._manager.changed:
-            while True:
-                state = (
-                    AckState.LOST
-                    if partition is None
-                    else partition.ack_state(shard.leader_epoch, end_offset)
+
+        def replicated() -> bool:
+            state = (
+                AckState.LOST
+                if partition is None
+                else partition.ack_state(shard.leader_epoch, end_offset)
+            )
+            if state is AckState.LOST:
+                raise CoordinatorError(
+                    common_pb2.NOT_COORDINATOR,
+                    f"leadership of {OFFSETS_TOPIC}-{shard.index} moved before the group "
+                    "state was replicated; find the coordinator again",
                 )
-                if state is AckState.LOST:
-                    raise CoordinatorError(
-                        common_pb2.NOT_COORDINATOR,
-                        f"leadership of {OFFSETS_TOPIC}-{shard.index} moved before the group "
-                        "state was replicated; find the coordinator again",
-                    )
-                if state is AckState.DONE:
-                    return
-                left_ms = deadline_ms - self._clock_ms()
-                if left_ms <= 0:
-                    raise CoordinatorError(
-                        common_pb2.COORDINATOR_NOT_AVAILABLE,
-                        f"the in-sync replicas of {OFFSETS_TOPIC}-{shard.index} did not "
-                        f"confirm the group state within {self.config.commit_timeout_ms} ms",
-                    )
-                self._manager.changed.wait(left_ms / 1000)
+            return state is AckState.DONE
+
+        changed = self._manager.changed
+        if not wait_until(changed, replicated, deadline_ms=deadline_ms, clock_ms=self._clock_ms):
+            raise CoordinatorError(
+                common_pb2.COORDINATOR_NOT_AVAILABLE,
+                f"the in-sync replicas of {OFFSETS_TOPIC}-{shard.index} did not "
+                f"confirm the group state within {self.config.commit_timeout_ms} ms",
+            )
 
     # --- timers ---
 

@@ -19,6 +19,7 @@ from pykraft.broker.group.coordinator import CoordinatorError, GroupCoordinator,
 from pykraft.broker.group.shard import GroupShard
 from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.waiting import wait_until
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import admin_pb2, admin_pb2_grpc, common_pb2, group_pb2
 
@@ -139,19 +140,22 @@ class GroupHandlers:
     def _await_leaders(self) -> MetadataImage:
         """The image once every offsets partition has a leader (bounded)."""
         deadline_ms = self._clock_ms() + CREATION_WAIT_MS_MAX
-        with self._manager.changed:
-            while True:
-                image = self._manager.image
-                topic = image.topics.get_by_name(OFFSETS_TOPIC)
-                if topic is not None and all(p.leader >= 0 for p in topic.partitions.values()):
-                    return image
-                left_ms = deadline_ms - self._clock_ms()
-                if left_ms <= 0:
-                    raise CoordinatorError(
-                        common_pb2.COORDINATOR_NOT_AVAILABLE,
-                        f"{OFFSETS_TOPIC} is being created; try again",
-                    )
-                self._manager.changed.wait(left_ms / 1000)
+        image = self._manager.image
+
+        def every_partition_led() -> bool:
+            nonlocal image
+            image = self._manager.image
+            topic = image.topics.get_by_name(OFFSETS_TOPIC)
+            return topic is not None and all(p.leader >= 0 for p in topic.partitions.values())
+
+        changed = self._manager.changed
+        if not wait_until(
+            changed, every_partition_led, deadline_ms=deadline_ms, clock_ms=self._clock_ms
+        ):
+            raise CoordinatorError(
+                common_pb2.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created; try again"
+            )
+        return image
 
     # --- the coordinator's calls ---
 
