@@ -80,10 +80,9 @@ def _produce_one(
         if isinstance(error, LeaderError):
             result.current_leader.CopyFrom(error.current_leader)
         return None
-    manager.notify()
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
-    result.log_start_offset = partition.log.log_start_offset
+    result.log_start_offset = partition.log_start_offset
     if acks != -1:
         return None
     return _Pending(partition, leader_epoch, result, info.last_offset + 1)

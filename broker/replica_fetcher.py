@@ -132,16 +132,15 @@ class FetcherThread:
             if parked.get(key, 0) > now_ms or not self._follows(partition):
                 continue
             assert partition is not None
-            log_ = partition.log
             topic = topics.get(key[0])
             if topic is None:
                 topic = topics[key[0]] = request.topics.add(topic=key[0])
             topic.partitions.add(
                 partition=key[1],
                 current_leader_epoch=partition.leader_epoch,
-                fetch_offset=log_.log_end_offset,
-                last_fetched_epoch=log_.latest_epoch,
-                log_start_offset=log_.log_start_offset,
+                fetch_offset=partition.log_end_offset,
+                last_fetched_epoch=partition.latest_epoch,
+                log_start_offset=partition.log_start_offset,
                 partition_max_bytes=REPLICA_FETCH_MAX_BYTES,
             )
             fetching[key] = (partition, partition.leader_epoch)
@@ -157,7 +156,6 @@ class FetcherThread:
     def _handle_response(
         self, response: broker_pb2.FetchResponse, fetching: dict[_Key, tuple[Partition, int]]
     ) -> None:
-        appended = False
         for topic in response.topics:
             for result in topic.partitions:
                 key = (topic.topic, result.partition)
@@ -169,62 +167,55 @@ class FetcherThread:
                     if not still_following:
                         continue  # leadership moved while the fetch was out
                     try:
-                        appended |= self._handle_partition(partition, result)
+                        self._handle_partition(partition, result)
                     except LogError as error:
                         log.warning("%s-%d: cannot apply fetched data: %s", *key, error)
                         self._park(key)
-        if appended:
-            self._manager.notify()
 
     def _handle_partition(
         self, partition: Partition, result: broker_pb2.FetchPartitionResult
-    ) -> bool:
-        """Applies one partition's answer; says whether its log grew."""
+    ) -> None:
+        """Applies one partition's answer (the partition wakes its own waiters)."""
         key = (partition.topic, partition.partition)
-        log_ = partition.log
         if result.error_code == common_pb2.OFFSET_OUT_OF_RANGE and (
-            log_.log_end_offset < result.log_start_offset
+            partition.log_end_offset < result.log_start_offset
         ):
             log.info(
                 "%s-%d: restarting at the leader's log start %d", *key, result.log_start_offset
             )
-            log_.truncate_fully_and_start_at(result.log_start_offset)
-            return False
-        if result.error_code != common_pb2.NONE:
+            partition.truncate_fully_and_start_at(result.log_start_offset)
+        elif result.error_code != common_pb2.NONE:
             log.info("%s-%d: fetch failed: %s", *key, result.error_message)
             self._park(key)
-            return False
-        if result.HasField("diverging_epoch"):
+        elif result.HasField("diverging_epoch"):
             self._truncate(partition, result.diverging_epoch)
-            return False
-        if result.records:
+        elif result.records:
             partition.append_as_follower(
                 result.records, leader_high_watermark=result.high_watermark
             )
-            return True
-        log_.update_high_watermark(min(max(result.high_watermark, 0), log_.log_end_offset))
-        return False
+        else:
+            partition.take_leader_high_watermark(result.high_watermark)
 
     def _truncate(self, partition: Partition, diverging: broker_pb2.EpochEndOffset) -> None:
-        log_ = partition.log
         name = f"{partition.topic}-{partition.partition}"
         if diverging.epoch == isr_rules.UNDEFINED_EPOCH:
             log.info("%s: the leader holds no epoch; restarting at %d", name, diverging.end_offset)
-            log_.truncate_fully_and_start_at(max(diverging.end_offset, 0))
+            partition.truncate_fully_and_start_at(max(diverging.end_offset, 0))
             return
+        log_end_offset = partition.log_end_offset
         offset = isr_rules.truncation_offset(
             diverging=(diverging.epoch, diverging.end_offset),
-            follower_answer=log_.end_offset_for_epoch(diverging.epoch),
-            log_end_offset=log_.log_end_offset,
+            follower_answer=partition.end_offset_for_epoch(diverging.epoch),
+            log_end_offset=log_end_offset,
         )
         log.info(
             "%s: diverged from the leader at epoch %d; truncating %d -> %d",
             name,
             diverging.epoch,
-            log_.log_end_offset,
+            log_end_offset,
             offset,
         )
-        log_.truncate_to(offset)
+        partition.truncate_to(offset)
 
     def _park(self, key: _Key) -> None:
         with self._lock:

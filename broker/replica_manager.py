@@ -14,8 +14,9 @@ Every request goes through `leader`: unknown topic or partition -> UNKNOWN_TOPIC
 a broker that may not serve (fenced, or no heartbeat within the session timeout) or a partition it
 does not lead -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry;
 an offline replica -> KAFKA_STORAGE_ERROR.
-Fetch long polls wait on one condition variable, signalled on every append, high-water mark move
-and metadata change.
+Requests that wait (acks=all, Fetch long polls, the group coordinator) wait on one condition
+variable, `changed`: each `Partition` signals it when its log end, high-water mark or role
+changes (the `on_change` it is given is `notify`), and this manager on every metadata change.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class ReplicaManager:
         # Set when every log directory has failed: the broker can serve nothing and must stop.
         self.failure: StorageError | None = None
         self._lock = threading.Lock()
-        # Signalled on appends, high-water mark moves and metadata changes (fetch long polls).
+        # Signalled by the partitions' changes and on metadata changes (see the module doc).
         self.changed = threading.Condition()
         self._version = 0
         self.maintenance = LogMaintenance(
@@ -146,7 +147,12 @@ class ReplicaManager:
             return None
         self.maintenance.track(log_)
         partition = Partition(
-            local, log_, broker_id=self._broker_id, min_insync_replicas=min_insync, now_ms=now_ms
+            local,
+            log_,
+            broker_id=self._broker_id,
+            min_insync_replicas=min_insync,
+            now_ms=now_ms,
+            on_change=self.notify,
         )
         self._partitions[key] = partition
         return partition
@@ -278,8 +284,7 @@ class ReplicaManager:
         answer can still reach the client, and none starts to wait from here on."""
         with self._lock:
             for partition in self._partitions.values():
-                partition.detach()
-        self.notify()
+                partition.detach()  # which wakes the partition's waiters
 
     def close(self) -> None:
         """Closes every log; requests still waiting (acks=all, long polls) are woken and see

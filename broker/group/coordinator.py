@@ -168,11 +168,11 @@ class GroupCoordinator:
         partition = self._manager.partition(OFFSETS_TOPIC, shard.index)
         if partition is None or not partition.leads_in(shard.leader_epoch):
             return
-        offset = partition.log.log_start_offset
-        end = partition.log.log_end_offset
+        offset = partition.log_start_offset
+        end = partition.log_end_offset
         count = 0
         while offset < end:
-            read = partition.log.read(offset, bytes_max=LOAD_READ_BYTES_MAX, upper_offset=end)
+            read = partition.read(offset, bytes_max=LOAD_READ_BYTES_MAX, upper_offset=end)
             if not read.data:
                 break
             for position, _ in iter_batches(read.data):
@@ -287,7 +287,6 @@ class GroupCoordinator:
                 f"the group state could not be written to {OFFSETS_TOPIC}-{shard.index}: "
                 f"{error}; find the coordinator again",
             ) from None
-        self._manager.notify()
 
     def _reload(self, shard: _Shard) -> None:
         with self._lock:
