@@ -31,9 +31,9 @@ from pykraft.proto import broker_pb2, broker_pb2_grpc, common_pb2
 log = logging.getLogger(__name__)
 
 # Kafka's replica.fetch.* defaults (wait and backoff shortened: failover waits on the backoff).
-REPLICA_FETCH_MAX_BYTES: Final = 1 << 20
-REPLICA_FETCH_RESPONSE_MAX_BYTES: Final = 10 << 20
-REPLICA_FETCH_WAIT_MAX_MS: Final = 500
+REPLICA_FETCH_PARTITION_BYTES_MAX: Final = 1 << 20
+REPLICA_FETCH_RESPONSE_BYTES_MAX: Final = 10 << 20
+REPLICA_FETCH_WAIT_MS_MAX: Final = 500
 REPLICA_FETCH_MIN_BYTES: Final = 1
 REPLICA_FETCH_BACKOFF_MS: Final = 200
 FETCH_TIMEOUT_EXTRA_MS: Final = 5000
@@ -100,7 +100,7 @@ class FetcherThread:
             if not fetching:
                 self._wake.wait(REPLICA_FETCH_BACKOFF_MS / 1000)
                 continue
-            timeout_s = (REPLICA_FETCH_WAIT_MAX_MS + FETCH_TIMEOUT_EXTRA_MS) / 1000
+            timeout_s = (REPLICA_FETCH_WAIT_MS_MAX + FETCH_TIMEOUT_EXTRA_MS) / 1000
             try:
                 response = self._stub.Fetch(request, timeout=timeout_s)
             except grpc.RpcError as error:
@@ -121,9 +121,9 @@ class FetcherThread:
         request = broker_pb2.FetchRequest(
             replica_id=self._broker_id,
             replica_epoch=self._broker_epoch(),
-            max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS,
+            max_wait_ms=REPLICA_FETCH_WAIT_MS_MAX,
             min_bytes=REPLICA_FETCH_MIN_BYTES,
-            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES,
+            max_bytes=REPLICA_FETCH_RESPONSE_BYTES_MAX,
         )
         fetching: dict[_Key, tuple[Partition, int]] = {}
         topics: dict[str, broker_pb2.FetchTopic] = {}
@@ -141,7 +141,7 @@ class FetcherThread:
                 fetch_offset=partition.log_end_offset,
                 last_fetched_epoch=partition.latest_epoch,
                 log_start_offset=partition.log_start_offset,
-                partition_max_bytes=REPLICA_FETCH_MAX_BYTES,
+                partition_max_bytes=REPLICA_FETCH_PARTITION_BYTES_MAX,
             )
             fetching[key] = (partition, partition.leader_epoch)
         return request, fetching

@@ -91,10 +91,10 @@ class CommittedOffsets:
         if item.committed_offset < 0:
             return common_pb2.INVALID_REQUEST, f"offset {item.committed_offset} is negative"
         size = len(item.committed_metadata.encode())
-        if size > self._state.config.offset_metadata_max_bytes:
+        if size > self._state.config.offset_metadata_bytes_max:
             return common_pb2.OFFSET_METADATA_TOO_LARGE, (
                 f"metadata of {size} bytes exceeds offset.metadata.max.bytes="
-                f"{self._state.config.offset_metadata_max_bytes}"
+                f"{self._state.config.offset_metadata_bytes_max}"
             )
         return None
 

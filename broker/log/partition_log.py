@@ -217,6 +217,10 @@ class PartitionLog:
                 now_ms=now_ms,
             )
             self._append(data, assigned, now_ms=now_ms)
+            assert self._epochs.latest_epoch == leader_epoch, (
+                self._epochs.latest_epoch,
+                leader_epoch,
+            )
         stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
         return append_info(data, assigned, now_ms if stamped else -1)
 
@@ -238,6 +242,10 @@ class PartitionLog:
         """Rolls if due, writes, learns epochs, publishes the new end, flushes if due. Holds
         the lock. On OSError puts everything back (or goes offline) and raises."""
         last = batches[-1][1]
+        assert batches[0][1].base_offset >= self._log_end_offset, (
+            batches[0][1],
+            self._log_end_offset,
+        )
         max_timestamp = max(header.max_timestamp for _, header in batches)
         active = self._view.segments[-1]
         if active.should_roll(
@@ -258,7 +266,9 @@ class PartitionLog:
 
             self._undo(f"append to {active.log_path}", error, undo)
         self._producer_state.apply([header for _, header in batches])
+        assert active.next_offset > self._log_end_offset, "the log end never moves back on append"
         self._log_end_offset = active.next_offset
+        self._assert_offsets()
         self._unflushed_messages += sum(header.record_count for _, header in batches)
         self._maybe_flush(now_ms)
 
@@ -295,6 +305,14 @@ class PartitionLog:
             raise storage_error(f"{self.directory} is closed")
         if self._failure is not None:
             raise storage_error(f"{self.directory} is offline: {self._failure}")
+
+    def _assert_offsets(self) -> None:
+        """The offsets' order, checked after every change: log start <= log end, high
+        watermark <= log end, recovery point <= log end."""
+        end = self._log_end_offset
+        assert 0 <= self._log_start_offset <= end, (self._log_start_offset, end)
+        assert 0 <= self._high_watermark <= end, (self._high_watermark, end)
+        assert 0 <= self._recovery_point <= end, (self._recovery_point, end)
 
     def _publish(self, segments: Sequence[LogSegment]) -> None:
         self._view = SegmentView.of(segments)
@@ -439,6 +457,7 @@ class PartitionLog:
         with self._lock:
             assert 0 <= offset <= self._log_end_offset, (offset, self._log_end_offset)
             self._high_watermark = max(self._high_watermark, offset)
+            self._assert_offsets()
 
     def truncate_to(self, offset: int) -> None:
         """Drops every batch that holds an offset >= `offset` (a follower that diverged). A
@@ -507,6 +526,7 @@ class PartitionLog:
             self._files.recovery_point.write(log_end_offset)
         delete_snapshots_above(self.directory, log_end_offset)
         self._producer_state = self._rebuilt_producer_state(log_end_offset)
+        self._assert_offsets()
 
     # --- producer state ---
 
@@ -572,6 +592,7 @@ class PartitionLog:
         view = self._view
         assert 0 < count < len(view.segments), "the active segment stays"
         log_start_offset = max(self._log_start_offset, view.segments[count].base_offset)
+        assert log_start_offset <= self._log_end_offset, (log_start_offset, self._log_end_offset)
         with self._segments_lock.exclusive(), self._failing_on_error("delete segments"):
             self._publish(view.segments[count:])
             self._log_start_offset = log_start_offset

@@ -104,8 +104,8 @@ class LogSegment:
         self.index_path = directory / (file_name(base_offset, INDEX_SUFFIX) + suffix)
         self.time_index_path = directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + suffix)
         self.configure(config)
-        self._max_index_entries = config.segment_index_bytes // OffsetIndex.ENTRY.size
-        self._max_time_index_entries = config.segment_index_bytes // TimeIndex.ENTRY.size
+        self._index_entries_max = config.segment_index_bytes // OffsetIndex.ENTRY.size
+        self._time_index_entries_max = config.segment_index_bytes // TimeIndex.ENTRY.size
         # Append mode: writes land at the end, which truncation and rollback keep at `size`.
         self._file: BinaryIO = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115
         try:
@@ -172,10 +172,10 @@ class LogSegment:
     def _open_indexes(self, *, empty: bool) -> tuple[OffsetIndex, TimeIndex]:
         offset_opener = OffsetIndex.create if empty else OffsetIndex.load
         time_opener = TimeIndex.create if empty else TimeIndex.load
-        offsets = offset_opener(self.index_path, self.base_offset, self._max_index_entries)
+        offsets = offset_opener(self.index_path, self.base_offset, self._index_entries_max)
         try:
             times = time_opener(
-                self.time_index_path, self.base_offset, self._max_time_index_entries
+                self.time_index_path, self.base_offset, self._time_index_entries_max
             )
         except BaseException:
             offsets.close()
@@ -390,6 +390,8 @@ class LogSegment:
             if too_big or header.last_offset >= upper_offset:
                 break
             taken, next_offset = taken + header.size_bytes, header.next_offset
+        assert taken <= max(bytes_max, first.size_bytes), (taken, bytes_max, first.size_bytes)
+        assert next_offset <= upper_offset, (next_offset, upper_offset)
         return data[:taken], first.base_offset, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
