@@ -1,7 +1,8 @@
 """The rules of DEVELOPERS.md that code review alone would let slip, checked on the source.
 
 - Imports point one way: `metadata_log` imports nothing of ours; `server_common` imports `proto`
-  only; `quorum` and `broker` import `server_common`, `metadata_log` and `proto`; `client` imports `proto` only; `spark` imports `client`.
+  only; `quorum` and `broker` import `server_common`, `metadata_log` and `proto`; `client`
+  imports `proto` only; `spark` imports `client`.
 - `metadata_log` is pure: no sockets, threads, files, processes or clocks.
 - pysyncobj is reached through one module only, so its gaps are closed in one place.
 """
