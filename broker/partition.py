@@ -203,7 +203,7 @@ class Partition:
                 )
             epoch = self.leader_epoch
             info = self.log.append_as_leader(batches, leader_epoch=epoch, now_ms=now_ms)
-        if not self.maybe_advance_high_watermark():
+        if not self._maybe_advance_high_watermark():
             self._on_change()  # the log end moved: followers' long polls wake
         return LeaderAppend(info, epoch)
 
@@ -262,13 +262,13 @@ class Partition:
             self._followers[replica_id] = state.after_fetch(
                 fetch_offset, self.log.log_end_offset, now_ms, broker_epoch
             )
-        return self.maybe_advance_high_watermark()
+        return self._maybe_advance_high_watermark()
 
     def follower_states(self) -> dict[int, FollowerState]:
         with self._lock:
             return dict(self._followers)
 
-    def maybe_advance_high_watermark(self) -> bool:
+    def _maybe_advance_high_watermark(self) -> bool:
         """Raises the high-water mark to the smallest log end offset over the maximal ISR (the
         ISR and the replicas an AlterPartition in flight adds; only as leader, and only with
         at least min.insync.replicas in the ISR); says whether it moved (and woke waiters)."""

@@ -30,25 +30,22 @@ What callers may rely on:
   consistent state, it goes offline: every later mutation raises the same error until the broker
   reopens the directory (which recovers it).
 
-Threads: one lock serialises mutations. `read`, `offset_for_timestamp` and `segments` do not
-take it: they share a second lock that only structural changes (truncation, segment deletion
-and replacement, rollback, close) hold exclusively, so reads run concurrently with appends and
-with each other, and see every batch of an append or none of it.
+Threads: one lock serialises mutations; reads (`read`, `offset_for_timestamp`, `segments`)
+take only the segments' shared lock (module `local_log`), so they run alongside appends and see
+every batch of an append or none of it.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError, storage_error
-from pykraft.broker.log.files import fsync_directory, unlink_durably
+from pykraft.broker.log.files import fsync_directory
+from pykraft.broker.log.local_log import LocalLog
 from pykraft.broker.log.producer_snapshots import (
     delete_obsolete_snapshots,
     delete_snapshots,
@@ -56,7 +53,7 @@ from pykraft.broker.log.producer_snapshots import (
     snapshot_offsets,
     write_snapshot,
 )
-from pykraft.broker.log.producer_state import ProducerEntry, ProducerStateManager
+from pykraft.broker.log.producer_state import ProducerEntry
 from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_log
 from pykraft.broker.log.results import (
     AppendInfo,
@@ -66,16 +63,9 @@ from pykraft.broker.log.results import (
     nothing_appended,
 )
 from pykraft.broker.log.retention import deletable_prefix
-from pykraft.broker.log.segment import SEGMENT_SUFFIXES, LogSegment, SegmentInfo, file_name
-from pykraft.broker.log.segment_swap import (
-    check_cleaned_offsets,
-    commit_swap,
-    delete_replaced,
-    locate,
-    open_cleaned,
-)
-from pykraft.broker.log.segment_view import SegmentView, read_view, rebuilt_producer_state
-from pykraft.broker.log.shared_lock import SharedExclusiveLock
+from pykraft.broker.log.segment import LogSegment, SegmentInfo
+from pykraft.broker.log.segment_swap import check_cleaned_offsets, locate, open_cleaned
+from pykraft.broker.log.segment_view import read_view, rebuilt_producer_state
 from pykraft.broker.log.validation import (
     Batches,
     assign_offsets,
@@ -84,9 +74,7 @@ from pykraft.broker.log.validation import (
     split_batches,
 )
 from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import BatchError, TimestampType
-
-log = logging.getLogger(__name__)
+from pykraft.proto.record_batch import TimestampType
 
 
 class PartitionLog:
@@ -100,7 +88,7 @@ class PartitionLog:
         self._config = config
         self._files = loaded.files
         self._epochs = loaded.epochs
-        self._publish(loaded.segments)
+        self._local = LocalLog(directory, config, loaded.segments)
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.segments[-1].next_offset
         self._recovery_point = loaded.recovery_point
@@ -108,13 +96,13 @@ class PartitionLog:
         self.had_clean_shutdown = loaded.had_clean_shutdown
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
-        self._failure: str | None = None
-        self._closed = False
         self._lock = threading.RLock()
-        self._segments_lock = SharedExclusiveLock()
         try:
             delete_snapshots_above(directory, self._log_end_offset)
-            self._producer_state = self._rebuilt_producer_state(self._log_end_offset)
+            # Nothing else changes the segments while the constructor runs.
+            self._producer_state = rebuilt_producer_state(
+                directory, self._local.view, self._log_end_offset
+            )
             self._delete_obsolete_snapshots()
         except BaseException:
             for segment in loaded.segments:
@@ -178,8 +166,7 @@ class PartitionLog:
         """Applies changed topic configs to later appends, rolls and retention passes."""
         with self._lock:
             self._config = config
-            for segment in self._view.segments:
-                segment.configure(config)
+            self._local.configure(config)
 
     # --- appending ---
 
@@ -194,7 +181,7 @@ class PartitionLog:
         parsed = split_batches(batches)
         check_leader_batches(batches, parsed, config, now_ms=now_ms)
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if leader_epoch < self._epochs.latest_epoch:
                 raise LogError(
                     common_pb2.FENCED_LEADER_EPOCH,
@@ -231,7 +218,7 @@ class PartitionLog:
         damaged batches, nothing written in either case."""
         parsed = split_batches(batches)
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if not parsed:
                 return nothing_appended(self._log_end_offset)
             check_follower_batches(parsed, log_end_offset=self._log_end_offset)
@@ -247,7 +234,7 @@ class PartitionLog:
             self._log_end_offset,
         )
         max_timestamp = max(header.max_timestamp for _, header in batches)
-        active = self._view.segments[-1]
+        active = self._local.active
         if active.should_roll(
             size_bytes=len(data), max_timestamp=max_timestamp, last_offset=last.last_offset
         ):
@@ -264,47 +251,13 @@ class PartitionLog:
                 active.rollback(mark)
                 self._epochs.restore(epochs_before)
 
-            self._undo(f"append to {active.log_path}", error, undo)
+            self._local.undo(f"append to {active.log_path}", error, undo)
         self._producer_state.apply([header for _, header in batches])
         assert active.next_offset > self._log_end_offset, "the log end never moves back on append"
         self._log_end_offset = active.next_offset
         self._assert_offsets()
         self._unflushed_messages += sum(header.record_count for _, header in batches)
         self._maybe_flush(now_ms)
-
-    @property
-    def failure(self) -> str | None:
-        """Why this log went offline after a storage error it could not undo, else None."""
-        return self._failure
-
-    def _undo(self, what: str, error: OSError, undo: Callable[[], None]) -> None:
-        """Runs `undo` exclusively, then raises KAFKA_STORAGE_ERROR for `error`; if `undo`
-        fails too, the log goes offline."""
-        try:
-            with self._segments_lock.exclusive():
-                undo()
-        except OSError as undo_error:
-            self._fail(f"{what} failed ({error}) and could not be undone ({undo_error})")
-        raise storage_error(f"{what}: {error}") from error
-
-    def _fail(self, reason: str) -> None:
-        log.error("%s: going offline: %s", self.directory, reason)
-        self._failure = reason
-
-    @contextmanager
-    def _failing_on_error(self, what: str) -> Iterator[None]:
-        """An OSError inside leaves files that only a reopen can sort out: offline."""
-        try:
-            yield
-        except OSError as error:
-            self._fail(f"{what}: {error}")
-            raise storage_error(f"{what}: {error}") from error
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise storage_error(f"{self.directory} is closed")
-        if self._failure is not None:
-            raise storage_error(f"{self.directory} is offline: {self._failure}")
 
     def _assert_offsets(self) -> None:
         """The offsets' order, checked after every change: log start <= log end, high
@@ -314,8 +267,10 @@ class PartitionLog:
         assert 0 <= self._high_watermark <= end, (self._high_watermark, end)
         assert 0 <= self._recovery_point <= end, (self._recovery_point, end)
 
-    def _publish(self, segments: Sequence[LogSegment]) -> None:
-        self._view = SegmentView.of(segments)
+    @property
+    def failure(self) -> str | None:
+        """Why this log went offline after a storage error it could not undo, else None."""
+        return self._local.failure
 
     # --- rolling and flushing ---
 
@@ -324,51 +279,37 @@ class PartitionLog:
         `now_ms` is accepted for the broker's scheduler; rolling itself needs no clock."""
         del now_ms
         with self._lock:
-            self._check_writable()
-            if self._view.segments[-1].size:
+            self._local.check_writable()
+            if self._local.active.size:
                 self._roll(self._log_end_offset)
 
     def _roll(self, base_offset: int) -> LogSegment:
         """Finishes the active segment (last time index entry, fsync), snapshots the producer
         state at `base_offset` (no batch lies between the log end and it) and publishes a new
         segment there. Holds the lock."""
-        old = self._view.segments[-1]
+        old = self._local.active
         try:
             old.on_become_inactive()  # an entry that stays valid if the roll fails below
             old.flush()
             write_snapshot(self.directory, self._producer_state, base_offset)
         except OSError as error:
             raise storage_error(f"roll of {self.directory} at {base_offset}: {error}") from error
-        created: list[LogSegment] = []
-        try:
-            created.append(LogSegment.create(self.directory, base_offset, self._config))
-            fsync_directory(self.directory)
-        except OSError as error:
-
-            def undo() -> None:
-                for segment in created:
-                    segment.close_files()
-                names = [file_name(base_offset, suffix) for suffix in SEGMENT_SUFFIXES]
-                unlink_durably([self.directory / name for name in names])
-
-            self._undo(f"roll at {base_offset}", error, undo)
-        new = created[0]
+        new = self._local.roll(base_offset)
         self._recovery_point = max(self._recovery_point, old.next_offset)
-        self._publish((*self._view.segments, new))
         return new
 
     def flush(self) -> None:
         """fsyncs everything appended, then advances the recovery point to the log end offset
         and stores it and the high watermark in their checkpoint files."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             self._flush()
 
     def maybe_flush(self, *, now_ms: int) -> None:
         """Flushes if flush.ms has passed since the last flush with messages unflushed (the
         broker's periodic task; appends check flush.messages themselves)."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             self._maybe_flush(now_ms)
 
     def _maybe_flush(self, now_ms: int | None) -> None:
@@ -381,27 +322,14 @@ class PartitionLog:
                 self._last_flush_ms = now_ms
 
     def _flush(self) -> None:
-        with self._failing_on_error(f"flush of {self.directory}"):
-            segments = self._view.segments
-            for segment in segments:
-                if segment.next_offset > self._recovery_point or segment is segments[-1]:
-                    segment.flush()
+        with self._local.failing_on_error(f"flush of {self.directory}"):
+            self._local.flush(self._recovery_point)
             self._files.recovery_point.write(self._log_end_offset)
             self._files.high_watermark.write(self._high_watermark)
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
 
     # --- reading ---
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        with self._segments_lock.shared():
-            if self._closed:
-                raise storage_error(f"{self.directory} is closed")
-            try:
-                yield
-            except (OSError, BatchError) as error:
-                raise storage_error(f"read of {self.directory}: {error}") from error
 
     def read(self, offset: int, *, bytes_max: int, upper_offset: int | None = None) -> ReadResult:
         """Whole batches from the one holding `offset`: at least one batch if there is any
@@ -410,9 +338,9 @@ class PartitionLog:
         the high watermark). LogError(OFFSET_OUT_OF_RANGE) below the log start offset or above
         the log end offset."""
         assert bytes_max >= 0, bytes_max
-        with self._reading():
+        with self._local.reading():
             log_end_offset = self._log_end_offset  # before the view: see _append's publishing
-            view = self._view
+            view = self._local.view
             log_start_offset, high_watermark = self._log_start_offset, self._high_watermark
             if not log_start_offset <= offset <= log_end_offset:
                 raise LogError(
@@ -428,9 +356,9 @@ class PartitionLog:
         """(offset, timestamp) of the earliest record at or after the log start whose timestamp
         is >= `timestamp_ms`, or None (Kafka's ListOffsets by time; the broker hides answers at
         or above the high watermark from consumers)."""
-        with self._reading():
+        with self._local.reading():
             log_start_offset = self._log_start_offset
-            for segment in self._view.segments:
+            for segment in self._local.view.segments:
                 if segment.max_timestamp < timestamp_ms or segment.next_offset <= log_start_offset:
                     continue
                 found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset)
@@ -446,8 +374,7 @@ class PartitionLog:
 
     def segments(self) -> tuple[SegmentInfo, ...]:
         """A snapshot of the segments, oldest first; the last one is the active segment."""
-        with self._reading():
-            return tuple(segment.info() for segment in self._view.segments)
+        return self._local.infos()
 
     # --- offsets that move ---
 
@@ -467,21 +394,14 @@ class PartitionLog:
         `offset`, as in Kafka."""
         assert offset >= 0, offset
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if offset >= self._log_end_offset:
                 return
             if offset < self._log_start_offset:
                 self._truncate_fully(offset)
                 return
-            with self._segments_lock.exclusive(), self._failing_on_error("truncate"):
-                view = self._view
-                keep = bisect_right(view.bases, offset)
-                for segment in reversed(view.segments[keep:]):
-                    segment.delete()
-                fsync_directory(self.directory)
-                self._publish(view.segments[:keep])
-                view.segments[keep - 1].truncate_to(offset)
-                log_end_offset = view.segments[keep - 1].next_offset
+            with self._local.exclusive(), self._local.failing_on_error("truncate"):
+                log_end_offset = self._local.truncate_segments(offset)
                 if log_end_offset < self._log_start_offset:
                     # The batch holding `offset` held the log start too: nothing is left.
                     self._reset_at(self._log_start_offset)
@@ -493,19 +413,16 @@ class PartitionLog:
         is below the leader's log start offset)."""
         assert offset >= 0, offset
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        with self._segments_lock.exclusive(), self._failing_on_error("truncate fully"):
+        with self._local.exclusive(), self._local.failing_on_error("truncate fully"):
             self._reset_at(offset)
 
     def _reset_at(self, offset: int) -> None:
         """Replaces every segment by an empty one at `offset`, the new log start and end."""
-        for segment in reversed(self._view.segments):
-            segment.delete()
-        self._publish([LogSegment.create(self.directory, offset, self._config)])
-        fsync_directory(self.directory)
+        self._local.reset_at(offset)
         delete_snapshots(self.directory, snapshot_offsets(self.directory))
         self._epochs.clear()
         self._log_start_offset = offset
@@ -525,20 +442,17 @@ class PartitionLog:
             self._recovery_point = log_end_offset
             self._files.recovery_point.write(log_end_offset)
         delete_snapshots_above(self.directory, log_end_offset)
-        self._producer_state = self._rebuilt_producer_state(log_end_offset)
+        self._producer_state = rebuilt_producer_state(
+            self.directory, self._local.view, log_end_offset
+        )
         self._assert_offsets()
 
     # --- producer state ---
 
-    def _rebuilt_producer_state(self, end_offset: int) -> ProducerStateManager:
-        """See segment_view.rebuilt_producer_state. Holds the lock, or runs in __init__
-        (nothing else changes the segments meanwhile)."""
-        return rebuilt_producer_state(self.directory, self._view, end_offset)
-
     def _delete_obsolete_snapshots(self) -> None:
         delete_obsolete_snapshots(
             self.directory,
-            first_segment_offset=self._view.bases[0],
+            first_segment_offset=self._local.view.bases[0],
             log_start_offset=self._log_start_offset,
         )
 
@@ -548,7 +462,7 @@ class PartitionLog:
         timestamp, or needed to bring the log within retention.bytes. Never the active segment
         and never data at or above the high watermark. Returns the segments deleted."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             count = self._deletable_prefix(now_ms)
             if count:
                 self._delete_prefix(count)
@@ -559,7 +473,7 @@ class PartitionLog:
         and segments wholly below it are deleted. LogError(OFFSET_OUT_OF_RANGE) above the
         high watermark."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if offset > self._high_watermark:
                 raise LogError(
                     common_pb2.OFFSET_OUT_OF_RANGE,
@@ -567,7 +481,7 @@ class PartitionLog:
                 )
             if offset <= self._log_start_offset:
                 return
-            with self._failing_on_error("delete records"):
+            with self._local.failing_on_error("delete records"):
                 self._files.log_start_offset.write(offset)
                 self._log_start_offset = offset
                 self._epochs.truncate_from_start(offset)
@@ -575,13 +489,13 @@ class PartitionLog:
             if count:
                 self._delete_prefix(count)
             else:
-                with self._failing_on_error("delete producer snapshots"):
+                with self._local.failing_on_error("delete producer snapshots"):
                     self._delete_obsolete_snapshots()
 
     def _deletable_prefix(self, now_ms: int | None) -> int:
         """See retention.deletable_prefix (only by log start offset when `now_ms` is None)."""
         return deletable_prefix(
-            self._view.segments,
+            self._local.view.segments,
             config=self._config,
             log_start_offset=self._log_start_offset,
             high_watermark=self._high_watermark,
@@ -589,17 +503,12 @@ class PartitionLog:
         )
 
     def _delete_prefix(self, count: int) -> None:
-        view = self._view
-        assert 0 < count < len(view.segments), "the active segment stays"
-        log_start_offset = max(self._log_start_offset, view.segments[count].base_offset)
+        log_start_offset = max(self._log_start_offset, self._local.view.bases[count])
         assert log_start_offset <= self._log_end_offset, (log_start_offset, self._log_end_offset)
-        with self._segments_lock.exclusive(), self._failing_on_error("delete segments"):
-            self._publish(view.segments[count:])
+        with self._local.exclusive(), self._local.failing_on_error("delete segments"):
             self._log_start_offset = log_start_offset
-            for segment in view.segments[:count]:
-                segment.delete()
-            fsync_directory(self.directory)
-        with self._failing_on_error("store the log start offset"):
+            self._local.delete_oldest(count)
+        with self._local.failing_on_error("store the log start offset"):
             self._files.log_start_offset.write(log_start_offset)
             self._epochs.truncate_from_start(log_start_offset)
             self._delete_obsolete_snapshots()
@@ -622,25 +531,19 @@ class PartitionLog:
         committed = False  # once set, the swap completes or the log goes offline
         try:
             with self._lock:
-                self._check_writable()
-                start = locate(self._view, old)
-                end_offset = self._view.segments[start + len(old)].base_offset
+                self._local.check_writable()
+                view = self._local.view
+                start = locate(view, old)
+                end_offset = view.bases[start + len(old)]
                 check_cleaned_offsets(cleaned, old[0].base_offset, end_offset)
                 committed = True
-                self._swap(start, len(old), cleaned)
+                with self._local.exclusive(), self._local.failing_on_error("swap segments"):
+                    self._local.swap(start, len(old), cleaned)
         except BaseException:
             if not committed:
                 for segment in cleaned:
                     segment.delete()
             raise
-
-    def _swap(self, start: int, count: int, cleaned: list[LogSegment]) -> None:
-        view = self._view
-        replaced = view.segments[start : start + count]
-        with self._segments_lock.exclusive(), self._failing_on_error("swap segments"):
-            commit_swap(self.directory, replaced, cleaned)
-            self._publish((*view.segments[:start], *cleaned, *view.segments[start + count :]))
-            delete_replaced(replaced)
 
     # --- closing ---
 
@@ -648,20 +551,17 @@ class PartitionLog:
         """Flushes, checkpoints and writes the clean-shutdown marker (unless the log is
         offline, so the next open recovers it), then closes every file. Idempotent."""
         with self._lock:
-            if self._closed:
+            if self._local.closed:
                 return
             try:
-                if self._failure is None:
-                    with self._failing_on_error(f"close of {self.directory}"):
-                        self._view.segments[-1].on_become_inactive()
+                if self._local.failure is None:
+                    with self._local.failing_on_error(f"close of {self.directory}"):
+                        self._local.active.on_become_inactive()
                     self._flush()
-                    with self._failing_on_error(f"close of {self.directory}"):
+                    with self._local.failing_on_error(f"close of {self.directory}"):
                         end = self._log_end_offset
                         write_snapshot(self.directory, self._producer_state, end)
                         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
                         fsync_directory(self.directory)
             finally:
-                with self._segments_lock.exclusive():
-                    for segment in self._view.segments:
-                        segment.close_files()
-                    self._closed = True
+                self._local.close()

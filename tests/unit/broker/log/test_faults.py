@@ -49,7 +49,7 @@ def log(tmp_path: Path) -> Iterator[PartitionLog]:
 
 
 def _active(log: PartitionLog) -> LogSegment:
-    return log._view.segments[-1]
+    return log._local.active
 
 
 def _append(log: PartitionLog, value: bytes, epoch: int = 0) -> None:
@@ -132,7 +132,7 @@ def test_a_failed_roll_leaves_the_log_usable(
         if failing == "create":
             patch.setattr(LogSegment, "create", fail)
         else:
-            patch.setattr("pykraft.broker.log.partition_log.fsync_directory", fail)
+            patch.setattr("pykraft.broker.log.local_log.fsync_directory", fail)
         with pytest.raises(LogError) as raised:
             log.roll(now_ms=NOW_MS)
         assert raised.value.error_code == common_pb2.KAFKA_STORAGE_ERROR
