@@ -3,7 +3,7 @@
 Writes the same bytes (16 KiB batches of 100-byte records) twice: once with plain sequential
 `write` calls to a file, once through `PartitionLog.append_as_leader` (verification, offset
 assignment, indexes, rolls); both end with one fsync. Then reads them back: plain sequential 1 MiB
-reads, and `PartitionLog.read` from offset 0 to the end with 1 MiB `max_bytes`. Prints MB/s,
+reads, and `PartitionLog.read` from offset 0 to the end with 1 MiB `bytes_max`. Prints MB/s,
 batches/s and the log's figure as a ratio of the raw one (the issue's goal: at least 50%).
 
 Run: `.venv/bin/python bench/partition_log.py [--mib 256] [--segment-mib 256]`.
@@ -71,7 +71,7 @@ def log_read(directory: Path, config: LogConfig) -> tuple[float, int]:
     offset, total = 0, 0
     started = time.perf_counter()
     while offset < log.log_end_offset:
-        result = log.read(offset, max_bytes=READ_BYTES)
+        result = log.read(offset, bytes_max=READ_BYTES)
         total += len(result.data)
         offset = result.next_offset
     elapsed = time.perf_counter() - started

@@ -101,7 +101,7 @@ _GROUP_INT_KEYS: Final = {
     "offsets.topic.num.partitions": "offsets_topic_partitions",
     "offsets.topic.replication.factor": "offsets_topic_replication_factor",
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
-    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "offset.metadata.max.bytes": "offset_metadata_bytes_max",
     "offsets.commit.timeout.ms": "commit_timeout_ms",
 }
 _GROUP_KEYS: Final = {*_GROUP_INT_KEYS, "offsets.retention.minutes", "group.consumer.assignors"}

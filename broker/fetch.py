@@ -40,12 +40,9 @@ def handle_fetch(
     while True:
         version = manager.version
         response, size_bytes, failed = _read_all(manager, request, clock_ms())
-        left_ms = deadline_ms - clock_ms()
-        if failed or size_bytes >= request.min_bytes or left_ms <= 0:
+        if failed or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
             return response
-        with manager.changed:
-            if manager.version == version:
-                manager.changed.wait(left_ms / 1000)
+        manager.await_change(version, deadline_ms=deadline_ms, clock_ms=clock_ms)
 
 
 def _read_all(
@@ -92,30 +89,28 @@ def _read_one(
     epoch_error = partition.epoch_error(item.current_leader_epoch)
     if epoch_error is not None:
         raise epoch_error
-    log_ = partition.log
     # Set before reading: a follower answered OFFSET_OUT_OF_RANGE restarts at the log start.
-    result.log_start_offset = log_.log_start_offset
-    result.high_watermark = log_.high_watermark
+    log_start_offset = result.log_start_offset = partition.log_start_offset
+    result.high_watermark = partition.high_watermark
     consumer = replica_id == CONSUMER_REPLICA_ID
-    if not consumer and item.fetch_offset < log_.log_start_offset:
+    if not consumer and item.fetch_offset < log_start_offset:
         raise LogError(
             common_pb2.OFFSET_OUT_OF_RANGE,
-            f"offset {item.fetch_offset} is below the log start {log_.log_start_offset}",
+            f"offset {item.fetch_offset} is below the log start {log_start_offset}",
         )
     diverging = partition.diverging_epoch(item.last_fetched_epoch, item.fetch_offset)
     if diverging is not None:
         result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
         return b""
-    upper_offset = log_.high_watermark if consumer else None
-    read = log_.read(
-        item.fetch_offset, max_bytes=max(item.partition_max_bytes, 0), upper_offset=upper_offset
-    )
+    bytes_max = max(item.partition_max_bytes, 0)
+    if consumer:
+        read = partition.read_committed(item.fetch_offset, bytes_max=bytes_max)
+    else:
+        read = partition.read(item.fetch_offset, bytes_max=bytes_max)
     result.high_watermark = read.high_watermark
     result.last_stable_offset = read.high_watermark
     result.log_start_offset = read.log_start_offset
     # Only an offset the leader holds tells it what the follower has (the read checked it).
-    if not consumer and partition.on_follower_fetch(
-        replica_id, item.fetch_offset, now_ms, request.replica_epoch
-    ):
-        manager.notify()
+    if not consumer:
+        partition.on_follower_fetch(replica_id, item.fetch_offset, now_ms, request.replica_epoch)
     return read.data

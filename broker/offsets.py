@@ -44,17 +44,16 @@ def handle_list_offsets(
 def _list_offset(
     partition: Partition, timestamp: int, result: broker_pb2.ListOffsetsPartitionResult
 ) -> None:
-    log = partition.log
     result.leader_epoch = partition.leader_epoch
     if timestamp == EARLIEST_TIMESTAMP:
-        result.offset = log.log_start_offset
+        result.offset = partition.log_start_offset
     elif timestamp == LATEST_TIMESTAMP:
-        result.offset = log.high_watermark
+        result.offset = partition.high_watermark
     elif timestamp < 0:
         raise LogError(common_pb2.INVALID_REQUEST, f"no such special timestamp {timestamp}")
     else:
-        found = log.offset_for_timestamp(timestamp)
-        if found is not None and found[0] < log.high_watermark:
+        found = partition.committed_offset_for_timestamp(timestamp)
+        if found is not None:
             result.offset, result.timestamp = found
 
 

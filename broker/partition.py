@@ -10,20 +10,26 @@ leader epoch forgets every follower (they are counted as caught up from that mom
 
 As follower: `append_as_follower` stores fetched batches and takes the leader's high-water mark
 (capped by the local log end); truncation by leader epochs is the fetcher's business.
+
+Waking waiters: every change a request may be waiting for (the log end or high-water mark
+moving, a truncation, a new registration, the replica dropped) calls `on_change` (the replica
+manager's `notify`) after the partition's locks are released, so callers never signal for it.
+Request handlers read and write through the methods here; `log` is for the replica manager,
+which opens, reconfigures and closes it.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
 
 from pykraft.broker import isr as isr_rules
 from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
-from pykraft.broker.log import AppendInfo, LogError, PartitionLog
+from pykraft.broker.log import AppendInfo, LogError, PartitionLog, ReadResult
 from pykraft.proto import common_pb2
 
 
@@ -53,8 +59,10 @@ class Partition:
         broker_id: int,
         min_insync_replicas: int,
         now_ms: int,
+        on_change: Callable[[], None],
     ) -> None:
         self.log = log
+        self._on_change = on_change
         self._broker_id = broker_id
         self._lock = threading.Lock()
         # Held across a role change and across a fetcher's write, so neither sees half the other.
@@ -103,6 +111,38 @@ class Partition:
     def is_leader(self) -> bool:
         return self._local.registration.leader == self._broker_id
 
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def latest_epoch(self) -> int:
+        """The leader epoch of the log's last batch (what a follower fetches after)."""
+        return self.log.latest_epoch
+
+    def read(self, offset: int, *, bytes_max: int, upper_offset: int | None = None) -> ReadResult:
+        """Whole batches from `offset`, none holding `upper_offset` or above (default: the log
+        end), as PartitionLog.read."""
+        return self.log.read(offset, bytes_max=bytes_max, upper_offset=upper_offset)
+
+    def read_committed(self, offset: int, *, bytes_max: int) -> ReadResult:
+        """What a consumer may see: `read` up to the high-water mark."""
+        return self.log.read(offset, bytes_max=bytes_max, upper_offset=self.log.high_watermark)
+
+    def committed_offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with a timestamp >= `timestamp_ms`, or
+        None; an answer at or above the high-water mark is hidden, as from consumers."""
+        found = self.log.offset_for_timestamp(timestamp_ms)
+        return found if found is not None and found[0] < self.log.high_watermark else None
+
     def update(self, local: LocalPartition, *, min_insync_replicas: int, now_ms: int) -> None:
         """Takes a newer registration (or new configs). A new leader epoch forgets what the
         previous epoch knew of the followers and counts them as caught up now; a new partition
@@ -120,7 +160,8 @@ class Partition:
                 self._joining = frozenset()
             self._local = local
             self._min_insync_replicas = min_insync_replicas
-        self.maybe_advance_high_watermark()
+            self._advance_high_watermark()
+        self._on_change()
 
     def _fresh_followers(self, local: LocalPartition, now_ms: int) -> dict[int, FollowerState]:
         replicas = local.registration.replicas
@@ -162,7 +203,8 @@ class Partition:
                 )
             epoch = self.leader_epoch
             info = self.log.append_as_leader(batches, leader_epoch=epoch, now_ms=now_ms)
-        self.maybe_advance_high_watermark()
+        if not self._maybe_advance_high_watermark():
+            self._on_change()  # the log end moved: followers' long polls wake
         return LeaderAppend(info, epoch)
 
     def leads_in(self, leader_epoch: int) -> bool:
@@ -187,6 +229,7 @@ class Partition:
         """The replica manager dropped this replica: every acks=all wait on it is LOST."""
         with self._lock:
             self._detached = True
+        self._on_change()
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """As leader: the (epoch, end offset) a follower fetching at `fetch_offset` after a
@@ -219,31 +262,38 @@ class Partition:
             self._followers[replica_id] = state.after_fetch(
                 fetch_offset, self.log.log_end_offset, now_ms, broker_epoch
             )
-        return self.maybe_advance_high_watermark()
+        return self._maybe_advance_high_watermark()
 
     def follower_states(self) -> dict[int, FollowerState]:
         with self._lock:
             return dict(self._followers)
 
-    def maybe_advance_high_watermark(self) -> bool:
+    def _maybe_advance_high_watermark(self) -> bool:
         """Raises the high-water mark to the smallest log end offset over the maximal ISR (the
         ISR and the replicas an AlterPartition in flight adds; only as leader, and only with
-        at least min.insync.replicas in the ISR); says whether it moved."""
+        at least min.insync.replicas in the ISR); says whether it moved (and woke waiters)."""
         with self._lock:
-            if not self.is_leader:
-                return False
-            candidate = isr_rules.high_watermark_candidate(
-                leader_id=self._broker_id,
-                leader_end_offset=self.log.log_end_offset,
-                isr=self.isr,
-                joining=self._joining,
-                followers=self._followers,
-                min_insync_replicas=self._min_insync_replicas,
-            )
-            if candidate is None or candidate <= self.log.high_watermark:
-                return False
-            self.log.update_high_watermark(candidate)
-            return True
+            moved = self._advance_high_watermark()
+        if moved:
+            self._on_change()
+        return moved
+
+    def _advance_high_watermark(self) -> bool:
+        """Holds `_lock`, under which `ack_state` reads the high-water mark."""
+        if not self.is_leader:
+            return False
+        candidate = isr_rules.high_watermark_candidate(
+            leader_id=self._broker_id,
+            leader_end_offset=self.log.log_end_offset,
+            isr=self.isr,
+            joining=self._joining,
+            followers=self._followers,
+            min_insync_replicas=self._min_insync_replicas,
+        )
+        if candidate is None or candidate <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(candidate)
+        return True
 
     def propose_isr(
         self, *, now_ms: int, lag_time_max_ms: int, eligible: Mapping[int, int]
@@ -302,6 +352,31 @@ class Partition:
         """As follower: appends fetched batches and takes the leader's high-water mark, capped
         by the local log end."""
         info = self.log.append_as_follower(batches)
+        self._take_leader_high_watermark(leader_high_watermark)
+        self._on_change()
+        return info
+
+    def take_leader_high_watermark(self, leader_high_watermark: int) -> None:
+        """As follower, from a fetch that brought no records: the leader's high-water mark,
+        capped by the local log end (it never moves back)."""
+        self._take_leader_high_watermark(leader_high_watermark)
+        self._on_change()
+
+    def _take_leader_high_watermark(self, leader_high_watermark: int) -> None:
         log_end_offset = self.log.log_end_offset
         self.log.update_high_watermark(min(max(leader_high_watermark, 0), log_end_offset))
-        return info
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """The local answer to OffsetForLeaderEpoch (see PartitionLog.end_offset_for_epoch)."""
+        return self.log.end_offset_for_epoch(epoch)
+
+    def truncate_to(self, offset: int) -> None:
+        """As follower whose log diverged from the leader's: see PartitionLog.truncate_to."""
+        self.log.truncate_to(offset)
+        self._on_change()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """As follower below the leader's log start: see
+        PartitionLog.truncate_fully_and_start_at."""
+        self.log.truncate_fully_and_start_at(offset)
+        self._on_change()

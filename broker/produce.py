@@ -20,6 +20,7 @@ from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
 from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
+from pykraft.broker.waiting import wait_until
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
 
@@ -79,10 +80,9 @@ def _produce_one(
         if isinstance(error, LeaderError):
             result.current_leader.CopyFrom(error.current_leader)
         return None
-    manager.notify()
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
-    result.log_start_offset = partition.log.log_start_offset
+    result.log_start_offset = partition.log_start_offset
     if acks != -1:
         return None
     return _Pending(partition, leader_epoch, result, info.last_offset + 1)
@@ -95,20 +95,20 @@ def _await_high_watermark(
     NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on; REQUEST_TIMED_OUT
     for those still waiting at the deadline."""
     lost: list[_Pending] = []
-    with manager.changed:
-        while True:
-            waiting_on: list[_Pending] = []
-            for waiting in pending:
-                state = waiting.state()
-                if state is AckState.LOST:
-                    lost.append(waiting)
-                elif state is AckState.WAIT:
-                    waiting_on.append(waiting)
-            pending = waiting_on
-            left_ms = deadline_ms - clock_ms()
-            if not pending or left_ms <= 0:
-                break
-            manager.changed.wait(left_ms / 1000)
+
+    def all_decided() -> bool:
+        nonlocal pending
+        waiting_on: list[_Pending] = []
+        for waiting in pending:
+            state = waiting.state()
+            if state is AckState.LOST:
+                lost.append(waiting)
+            elif state is AckState.WAIT:
+                waiting_on.append(waiting)
+        pending = waiting_on
+        return not pending
+
+    wait_until(manager.changed, all_decided, deadline_ms=deadline_ms, clock_ms=clock_ms)
     for waiting in lost:
         waiting.result.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
         waiting.result.error_message = (

@@ -28,6 +28,7 @@ from typing import Final, Protocol, TypeVar
 from google.protobuf.message import Message
 
 from pykraft.broker.controller_channel import ControllerUnavailableError
+from pykraft.broker.waiting import wait_until
 from pykraft.proto import broker_pb2, common_pb2, controller_pb2
 
 log = logging.getLogger(__name__)
@@ -145,13 +146,15 @@ class ProducerIdAllocator:
         raises when the deadline passes first, when that fetch failed, or when others took its
         ids and the deadline has passed (so the caller's loop ends by the deadline)."""
         with self._changed:
-            while self._fetches_done == fetches_done:
-                left_ms = deadline_ms - self._clock_ms()
-                if left_ms <= 0:
-                    raise ProducerIdsUnavailableError(
-                        "no block of producer ids arrived from the controller in time"
-                    )
-                self._changed.wait(left_ms / 1000)
+            if not wait_until(
+                self._changed,
+                lambda: self._fetches_done != fetches_done,
+                deadline_ms=deadline_ms,
+                clock_ms=self._clock_ms,
+            ):
+                raise ProducerIdsUnavailableError(
+                    "no block of producer ids arrived from the controller in time"
+                )
             if self._has_ids():
                 return
             if self._last_failure is not None:

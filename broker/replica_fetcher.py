@@ -31,9 +31,9 @@ from pykraft.server_common.grpc_server import open_peer_channel
 log = logging.getLogger(__name__)
 
 # Kafka's replica.fetch.* defaults (wait and backoff shortened: failover waits on the backoff).
-REPLICA_FETCH_MAX_BYTES: Final = 1 << 20
-REPLICA_FETCH_RESPONSE_MAX_BYTES: Final = 10 << 20
-REPLICA_FETCH_WAIT_MAX_MS: Final = 500
+REPLICA_FETCH_PARTITION_BYTES_MAX: Final = 1 << 20
+REPLICA_FETCH_RESPONSE_BYTES_MAX: Final = 10 << 20
+REPLICA_FETCH_WAIT_MS_MAX: Final = 500
 REPLICA_FETCH_MIN_BYTES: Final = 1
 REPLICA_FETCH_BACKOFF_MS: Final = 200
 FETCH_TIMEOUT_EXTRA_MS: Final = 5000
@@ -98,7 +98,7 @@ class FetcherThread:
             if not fetching:
                 self._wake.wait(REPLICA_FETCH_BACKOFF_MS / 1000)
                 continue
-            timeout_s = (REPLICA_FETCH_WAIT_MAX_MS + FETCH_TIMEOUT_EXTRA_MS) / 1000
+            timeout_s = (REPLICA_FETCH_WAIT_MS_MAX + FETCH_TIMEOUT_EXTRA_MS) / 1000
             try:
                 response = self._stub.Fetch(request, timeout=timeout_s)
             except grpc.RpcError as error:
@@ -119,9 +119,9 @@ class FetcherThread:
         request = broker_pb2.FetchRequest(
             replica_id=self._broker_id,
             replica_epoch=self._broker_epoch(),
-            max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS,
+            max_wait_ms=REPLICA_FETCH_WAIT_MS_MAX,
             min_bytes=REPLICA_FETCH_MIN_BYTES,
-            max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES,
+            max_bytes=REPLICA_FETCH_RESPONSE_BYTES_MAX,
         )
         fetching: dict[_Key, tuple[Partition, int]] = {}
         topics: dict[str, broker_pb2.FetchTopic] = {}
@@ -130,17 +130,16 @@ class FetcherThread:
             if parked.get(key, 0) > now_ms or not self._follows(partition):
                 continue
             assert partition is not None
-            log_ = partition.log
             topic = topics.get(key[0])
             if topic is None:
                 topic = topics[key[0]] = request.topics.add(topic=key[0])
             topic.partitions.add(
                 partition=key[1],
                 current_leader_epoch=partition.leader_epoch,
-                fetch_offset=log_.log_end_offset,
-                last_fetched_epoch=log_.latest_epoch,
-                log_start_offset=log_.log_start_offset,
-                partition_max_bytes=REPLICA_FETCH_MAX_BYTES,
+                fetch_offset=partition.log_end_offset,
+                last_fetched_epoch=partition.latest_epoch,
+                log_start_offset=partition.log_start_offset,
+                partition_max_bytes=REPLICA_FETCH_PARTITION_BYTES_MAX,
             )
             fetching[key] = (partition, partition.leader_epoch)
         return request, fetching
@@ -155,7 +154,6 @@ class FetcherThread:
     def _handle_response(
         self, response: broker_pb2.FetchResponse, fetching: dict[_Key, tuple[Partition, int]]
     ) -> None:
-        appended = False
         for topic in response.topics:
             for result in topic.partitions:
                 key = (topic.topic, result.partition)
@@ -167,62 +165,55 @@ class FetcherThread:
                     if not still_following:
                         continue  # leadership moved while the fetch was out
                     try:
-                        appended |= self._handle_partition(partition, result)
+                        self._handle_partition(partition, result)
                     except LogError as error:
                         log.warning("%s-%d: cannot apply fetched data: %s", *key, error)
                         self._park(key)
-        if appended:
-            self._manager.notify()
 
     def _handle_partition(
         self, partition: Partition, result: broker_pb2.FetchPartitionResult
-    ) -> bool:
-        """Applies one partition's answer; says whether its log grew."""
+    ) -> None:
+        """Applies one partition's answer (the partition wakes its own waiters)."""
         key = (partition.topic, partition.partition)
-        log_ = partition.log
         if result.error_code == common_pb2.OFFSET_OUT_OF_RANGE and (
-            log_.log_end_offset < result.log_start_offset
+            partition.log_end_offset < result.log_start_offset
         ):
             log.info(
                 "%s-%d: restarting at the leader's log start %d", *key, result.log_start_offset
             )
-            log_.truncate_fully_and_start_at(result.log_start_offset)
-            return False
-        if result.error_code != common_pb2.NONE:
+            partition.truncate_fully_and_start_at(result.log_start_offset)
+        elif result.error_code != common_pb2.NONE:
             log.info("%s-%d: fetch failed: %s", *key, result.error_message)
             self._park(key)
-            return False
-        if result.HasField("diverging_epoch"):
+        elif result.HasField("diverging_epoch"):
             self._truncate(partition, result.diverging_epoch)
-            return False
-        if result.records:
+        elif result.records:
             partition.append_as_follower(
                 result.records, leader_high_watermark=result.high_watermark
             )
-            return True
-        log_.update_high_watermark(min(max(result.high_watermark, 0), log_.log_end_offset))
-        return False
+        else:
+            partition.take_leader_high_watermark(result.high_watermark)
 
     def _truncate(self, partition: Partition, diverging: broker_pb2.EpochEndOffset) -> None:
-        log_ = partition.log
         name = f"{partition.topic}-{partition.partition}"
         if diverging.epoch == isr_rules.UNDEFINED_EPOCH:
             log.info("%s: the leader holds no epoch; restarting at %d", name, diverging.end_offset)
-            log_.truncate_fully_and_start_at(max(diverging.end_offset, 0))
+            partition.truncate_fully_and_start_at(max(diverging.end_offset, 0))
             return
+        log_end_offset = partition.log_end_offset
         offset = isr_rules.truncation_offset(
             diverging=(diverging.epoch, diverging.end_offset),
-            follower_answer=log_.end_offset_for_epoch(diverging.epoch),
-            log_end_offset=log_.log_end_offset,
+            follower_answer=partition.end_offset_for_epoch(diverging.epoch),
+            log_end_offset=log_end_offset,
         )
         log.info(
             "%s: diverged from the leader at epoch %d; truncating %d -> %d",
             name,
             diverging.epoch,
-            log_.log_end_offset,
+            log_end_offset,
             offset,
         )
-        log_.truncate_to(offset)
+        partition.truncate_to(offset)
 
     def _park(self, key: _Key) -> None:
         with self._lock:

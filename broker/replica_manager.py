@@ -14,8 +14,9 @@ Every request goes through `leader`: unknown topic or partition -> UNKNOWN_TOPIC
 a broker that may not serve (fenced, or no heartbeat within the session timeout) or a partition it
 does not lead -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry;
 an offline replica -> KAFKA_STORAGE_ERROR.
-Fetch long polls wait on one condition variable, signalled on every append, high-water mark move
-and metadata change.
+Requests that wait (acks=all, Fetch long polls, the group coordinator) wait on one condition
+variable, `changed`: each `Partition` signals it when its log end, high-water mark or role
+changes (the `on_change` it is given is `notify`), and this manager on every metadata change.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
+from pykraft.broker.waiting import wait_until
 from pykraft.metadata_log import BROKER_SYNONYMS, MetadataDelta, MetadataImage
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import broker_pb2, common_pb2
@@ -68,7 +70,7 @@ class ReplicaManager:
         # Set when every log directory has failed: the broker can serve nothing and must stop.
         self.failure: StorageError | None = None
         self._lock = threading.Lock()
-        # Signalled on appends, high-water mark moves and metadata changes (fetch long polls).
+        # Signalled by the partitions' changes and on metadata changes (see the module doc).
         self.changed = threading.Condition()
         self._version = 0
         self.maintenance = LogMaintenance(
@@ -145,7 +147,12 @@ class ReplicaManager:
             return None
         self.maintenance.track(log_)
         partition = Partition(
-            local, log_, broker_id=self._broker_id, min_insync_replicas=min_insync, now_ms=now_ms
+            local,
+            log_,
+            broker_id=self._broker_id,
+            min_insync_replicas=min_insync,
+            now_ms=now_ms,
+            on_change=self.notify,
         )
         self._partitions[key] = partition
         return partition
@@ -220,7 +227,17 @@ class ReplicaManager:
 
     @property
     def version(self) -> int:
+        """Counts the changes `notify` signalled; read it before looking, then `await_change`."""
         return self._version
+
+    def await_change(self, version: int, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
+        """Waits until a change after `version` is signalled (True) or `deadline_ms` passes."""
+        return wait_until(
+            self.changed,
+            lambda: self._version != version,
+            deadline_ms=deadline_ms,
+            clock_ms=clock_ms,
+        )
 
     # --- finding the leader ---
 
@@ -267,8 +284,7 @@ class ReplicaManager:
         answer can still reach the client, and none starts to wait from here on."""
         with self._lock:
             for partition in self._partitions.values():
-                partition.detach()
-        self.notify()
+                partition.detach()  # which wakes the partition's waiters
 
     def close(self) -> None:
         """Closes every log; requests still waiting (acks=all, long polls) are woken and see

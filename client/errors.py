@@ -87,9 +87,9 @@ retriable errors until their timeout, so one that reaches a caller means the con
     └── InvalidRegularExpressionError                  128
 
 `BufferExhaustedError` lives in `pykraft.client.producer.accumulator`; it is exported by
-`pykraft.client` like every class here. `error_for(code, message)` builds the right class for a code read off the
-wire; a code this client has no class for yields a plain `KafkaError` that still reports the
-code and its name.
+`pykraft.client` like every class here. `error_for(code, message)` builds the right class for a
+code read off the wire; a code this client has no class for yields a plain `KafkaError` that
+still reports the code and its name.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ class GroupConfig:
     # group.consumer.assignors: the first is the default
     assignors: tuple[str, ...] = ("uniform", "range")
     # group.consumer.max.size
-    max_size: int = 1_000
+    members_max: int = 1_000
     # offsets.topic.num.partitions / offsets.topic.replication.factor
     offsets_topic_partitions: int = 50
     offsets_topic_replication_factor: int = 3
@@ -24,7 +24,7 @@ class GroupConfig:
     offsets_retention_ms: int = 10_080 * 60_000
     offsets_retention_check_interval_ms: int = 600_000
     # offset.metadata.max.bytes
-    offset_metadata_max_bytes: int = 4096
+    offset_metadata_bytes_max: int = 4096
     # offsets.commit.timeout.ms: how long a write waits for every in-sync replica
     commit_timeout_ms: int = 5_000
 
@@ -32,7 +32,7 @@ class GroupConfig:
         for name in (
             "session_timeout_ms",
             "heartbeat_interval_ms",
-            "max_size",
+            "members_max",
             "offsets_topic_partitions",
             "offsets_topic_replication_factor",
             "offsets_retention_ms",

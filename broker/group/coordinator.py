@@ -36,10 +36,12 @@ from pykraft.broker.group.records import (
     encode_key,
     encode_value,
 )
-from pykraft.broker.group.shard import Decision, GroupShard
+from pykraft.broker.group.shard import GroupShard
+from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.waiting import wait_until
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import BatchBuilder, decode_batch, iter_batches
@@ -164,11 +166,11 @@ class GroupCoordinator:
         partition = self._manager.partition(OFFSETS_TOPIC, shard.index)
         if partition is None or not partition.leads_in(shard.leader_epoch):
             return
-        offset = partition.log.log_start_offset
-        end = partition.log.log_end_offset
+        offset = partition.log_start_offset
+        end = partition.log_end_offset
         count = 0
         while offset < end:
-            read = partition.log.read(offset, max_bytes=LOAD_READ_BYTES_MAX, upper_offset=end)
+            read = partition.read(offset, bytes_max=LOAD_READ_BYTES_MAX, upper_offset=end)
             if not read.data:
                 break
             for position, _ in iter_batches(read.data):
@@ -283,7 +285,6 @@ class GroupCoordinator:
                 f"the group state could not be written to {OFFSETS_TOPIC}-{shard.index}: "
                 f"{error}; find the coordinator again",
             ) from None
-        self._manager.notify()
 
     def _reload(self, shard: _Shard) -> None:
         with self._lock:
@@ -299,29 +300,28 @@ class GroupCoordinator:
         step (`Partition.ack_state`) so a leader change cannot fall between the reads."""
         partition = self._manager.partition(OFFSETS_TOPIC, shard.index)
         deadline_ms = self._clock_ms() + self.config.commit_timeout_ms
-        with self._manager.changed:
-            while True:
-                state = (
-                    AckState.LOST
-                    if partition is None
-                    else partition.ack_state(shard.leader_epoch, end_offset)
+
+        def replicated() -> bool:
+            state = (
+                AckState.LOST
+                if partition is None
+                else partition.ack_state(shard.leader_epoch, end_offset)
+            )
+            if state is AckState.LOST:
+                raise CoordinatorError(
+                    common_pb2.NOT_COORDINATOR,
+                    f"leadership of {OFFSETS_TOPIC}-{shard.index} moved before the group "
+                    "state was replicated; find the coordinator again",
                 )
-                if state is AckState.LOST:
-                    raise CoordinatorError(
-                        common_pb2.NOT_COORDINATOR,
-                        f"leadership of {OFFSETS_TOPIC}-{shard.index} moved before the group "
-                        "state was replicated; find the coordinator again",
-                    )
-                if state is AckState.DONE:
-                    return
-                left_ms = deadline_ms - self._clock_ms()
-                if left_ms <= 0:
-                    raise CoordinatorError(
-                        common_pb2.COORDINATOR_NOT_AVAILABLE,
-                        f"the in-sync replicas of {OFFSETS_TOPIC}-{shard.index} did not "
-                        f"confirm the group state within {self.config.commit_timeout_ms} ms",
-                    )
-                self._manager.changed.wait(left_ms / 1000)
+            return state is AckState.DONE
+
+        changed = self._manager.changed
+        if not wait_until(changed, replicated, deadline_ms=deadline_ms, clock_ms=self._clock_ms):
+            raise CoordinatorError(
+                common_pb2.COORDINATOR_NOT_AVAILABLE,
+                f"the in-sync replicas of {OFFSETS_TOPIC}-{shard.index} did not "
+                f"confirm the group state within {self.config.commit_timeout_ms} ms",
+            )
 
     # --- timers ---
 
@@ -343,9 +343,9 @@ class GroupCoordinator:
             if shard.state is not _ShardState.ACTIVE:
                 return
             now_ms, wall_ms = self._clock_ms(), self._wall_clock_ms()
-            records = shard.shard.expire_members(topics, now_ms, wall_ms)
+            records = shard.shard.membership.expire_members(topics, now_ms, wall_ms)
             if check_offsets:
-                records += shard.shard.expire_offsets(wall_ms)
+                records += shard.shard.offsets.expire(wall_ms)
             if records:
                 with contextlib.suppress(CoordinatorError):
                     self._append(shard, records)

@@ -16,8 +16,10 @@ from typing import Final, TypeVar
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.group.coordinator import CoordinatorError, GroupCoordinator, partition_for
-from pykraft.broker.group.shard import Decision, GroupShard
+from pykraft.broker.group.shard import GroupShard
+from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.waiting import wait_until
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import admin_pb2, admin_pb2_grpc, common_pb2, group_pb2
 from pykraft.server_common.errors import fill_error
@@ -139,19 +141,22 @@ class GroupHandlers:
     def _await_leaders(self) -> MetadataImage:
         """The image once every offsets partition has a leader (bounded)."""
         deadline_ms = self._clock_ms() + CREATION_WAIT_MS_MAX
-        with self._manager.changed:
-            while True:
-                image = self._manager.image
-                topic = image.topics.get_by_name(OFFSETS_TOPIC)
-                if topic is not None and all(p.leader >= 0 for p in topic.partitions.values()):
-                    return image
-                left_ms = deadline_ms - self._clock_ms()
-                if left_ms <= 0:
-                    raise CoordinatorError(
-                        common_pb2.COORDINATOR_NOT_AVAILABLE,
-                        f"{OFFSETS_TOPIC} is being created; try again",
-                    )
-                self._manager.changed.wait(left_ms / 1000)
+        image = self._manager.image
+
+        def every_partition_led() -> bool:
+            nonlocal image
+            image = self._manager.image
+            topic = image.topics.get_by_name(OFFSETS_TOPIC)
+            return topic is not None and all(p.leader >= 0 for p in topic.partitions.values())
+
+        changed = self._manager.changed
+        if not wait_until(
+            changed, every_partition_led, deadline_ms=deadline_ms, clock_ms=self._clock_ms
+        ):
+            raise CoordinatorError(
+                common_pb2.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created; try again"
+            )
+        return image
 
     # --- the coordinator's calls ---
 
@@ -163,7 +168,7 @@ class GroupHandlers:
         return self._serve(
             request.group_id,
             group_pb2.ConsumerGroupHeartbeatResponse,
-            lambda shard: shard.heartbeat(
+            lambda shard: shard.membership.heartbeat(
                 request,
                 client_host=host,
                 topics=coordinator.topics(),
@@ -179,7 +184,7 @@ class GroupHandlers:
         return self._serve(
             request.group_id,
             group_pb2.OffsetCommitResponse,
-            lambda shard: shard.commit_offsets(
+            lambda shard: shard.offsets.commit(
                 request, topics=coordinator.topics(), wall_ms=self._wall_clock_ms()
             ),
         )
@@ -188,7 +193,7 @@ class GroupHandlers:
         return self._serve(
             request.group_id,
             group_pb2.OffsetFetchResponse,
-            lambda shard: Decision([], shard.fetch_offsets(request)),
+            lambda shard: Decision([], shard.offsets.fetch(request)),
         )
 
     def list_groups(self, request: group_pb2.ListGroupsRequest) -> group_pb2.ListGroupsResponse:

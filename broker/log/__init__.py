@@ -11,7 +11,8 @@ from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError
 from pykraft.broker.log.leader_epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from pykraft.broker.log.partition_log import AppendInfo, PartitionLog, ReadResult
+from pykraft.broker.log.partition_log import PartitionLog
+from pykraft.broker.log.results import AppendInfo, ReadResult
 from pykraft.broker.log.segment import SegmentInfo
 
 __all__ = [

@@ -133,13 +133,13 @@ def _clean(
     if "compact" not in config.cleanup_policy:
         return NOTHING_CLEANED
     horizon_ms = now_ms - config.delete_retention_ms
-    max_batches = config.segment_index_bytes // TimeIndex.ENTRY.size
+    batches_max = config.segment_index_bytes // TimeIndex.ENTRY.size
     total = NOTHING_CLEANED
     try:
         cleanable = _cleanable_segments(log, now_ms)
         offset_map = _build_offset_map(log, cleanable, keys_max, should_stop)
         segments = [info for info in cleanable if info.base_offset < offset_map.end_offset]
-        for group in _group_segments(segments, offset_map, config.segment_bytes, max_batches):
+        for group in _group_segments(segments, offset_map, config.segment_bytes, batches_max):
             if should_stop():
                 raise _Stopped("the cleaner is stopping or the log was unregistered")
             total += _clean_group(log, group, offset_map, horizon_ms)
@@ -267,7 +267,7 @@ def _raise_unless_changed(log: PartitionLog, infos: Sequence[SegmentInfo]) -> No
 
 
 def _group_segments(
-    segments: Sequence[SegmentInfo], offset_map: _OffsetMap, max_bytes: int, max_batches: int
+    segments: Sequence[SegmentInfo], offset_map: _OffsetMap, bytes_max: int, batches_max: int
 ) -> list[list[SegmentInfo]]:
     """Consecutive segments, grouped while their sizes fit segment.bytes, their batches fit
     the time index (at most one entry a batch; the smaller of the two indexes) and their
@@ -278,8 +278,8 @@ def _group_segments(
         count = offset_map.batch_counts[info.base_offset]
         if (
             groups
-            and size_bytes + info.size_bytes <= max_bytes
-            and batches + count <= max_batches
+            and size_bytes + info.size_bytes <= bytes_max
+            and batches + count <= batches_max
             and info.last_offset - groups[-1][0].base_offset <= _INT32_MAX
         ):
             groups[-1].append(info)

@@ -54,11 +54,11 @@ class _SparseIndex:
 
     ENTRY: ClassVar[struct.Struct]
 
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        assert base_offset >= 0 and max_entries >= 0
+    def __init__(self, path: Path, base_offset: int, entries_max: int) -> None:
+        assert base_offset >= 0 and entries_max >= 0
         self.path = path
         self.base_offset = base_offset
-        self.max_entries = max_entries
+        self.entries_max = entries_max
         self._keys = array("q")
         self._values = array("q")
         self._unwritten = bytearray()  # packed entries not yet in the file
@@ -66,20 +66,20 @@ class _SparseIndex:
         self._file = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed by close()
 
     @classmethod
-    def create(cls, path: Path, base_offset: int, max_entries: int) -> Self:
+    def create(cls, path: Path, base_offset: int, entries_max: int) -> Self:
         """A new, empty index; an existing file at `path` is emptied."""
-        index = cls(path, base_offset, max_entries)
+        index = cls(path, base_offset, entries_max)
         index._file.truncate(0)
         return index
 
     @classmethod
-    def load(cls, path: Path, base_offset: int, max_entries: int) -> Self:
+    def load(cls, path: Path, base_offset: int, entries_max: int) -> Self:
         """The index stored at `path` (empty if there is no file); IndexCorruptError if the
         file is not a whole number of entries or the entries are out of order."""
         data = path.read_bytes() if path.exists() else b""
         if len(data) % cls.ENTRY.size:
             raise IndexCorruptError(f"{path}: {len(data)} bytes is not a whole number of entries")
-        index = cls(path, base_offset, max_entries)
+        index = cls(path, base_offset, entries_max)
         try:
             for stored in cls.ENTRY.iter_unpack(data):
                 key, value = index._from_stored(*stored)
@@ -98,7 +98,7 @@ class _SparseIndex:
 
     @property
     def is_full(self) -> bool:
-        return len(self._keys) >= self.max_entries
+        return len(self._keys) >= self.entries_max
 
     def _write_entry(self, key: int, value: int, *, allow_full: bool = False) -> None:
         """Adds an entry in memory; it reaches the file with the next `write_out`.

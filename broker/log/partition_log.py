@@ -30,52 +30,41 @@ What callers may rely on:
   consistent state, it goes offline: every later mutation raises the same error until the broker
   reopens the directory (which recovers it).
 
-Threads: one lock serialises mutations. `read`, `offset_for_timestamp` and `segments` do not
-take it: they share a second lock that only structural changes (truncation, segment deletion
-and replacement, rollback, close) hold exclusively, so reads run concurrently with appends and
-with each other, and see every batch of an append or none of it.
+Threads: one lock serialises mutations; reads (`read`, `offset_for_timestamp`, `segments`)
+take only the segments' shared lock (module `local_log`), so they run alongside appends and see
+every batch of an append or none of it.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
-import os
 import threading
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, NamedTuple
 
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError, storage_error
+from pykraft.broker.log.local_log import LocalLog
 from pykraft.broker.log.producer_snapshots import (
     delete_obsolete_snapshots,
     delete_snapshots,
     delete_snapshots_above,
-    load_newest_snapshot,
     snapshot_offsets,
     write_snapshot,
 )
-from pykraft.broker.log.producer_state import Duplicate, ProducerEntry, ProducerStateManager
-from pykraft.broker.log.recovery import (
-    CLEAN_SHUTDOWN_FILE,
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    SWAP_SUFFIX,
-    load_log,
+from pykraft.broker.log.producer_state import ProducerEntry
+from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_log
+from pykraft.broker.log.results import (
+    AppendInfo,
+    ReadResult,
+    append_info,
+    duplicate_info,
+    nothing_appended,
 )
-from pykraft.broker.log.segment import (
-    LOG_SUFFIX,
-    SEGMENT_SUFFIXES,
-    LogSegment,
-    SegmentInfo,
-    base_offset_of,
-    file_name,
-)
+from pykraft.broker.log.retention import deletable_prefix
+from pykraft.broker.log.segment import LogSegment, SegmentInfo
+from pykraft.broker.log.segment_swap import check_cleaned_offsets, locate, open_cleaned
+from pykraft.broker.log.segment_view import read_view, rebuilt_producer_state
 from pykraft.broker.log.validation import (
     Batches,
     assign_offsets,
@@ -84,88 +73,8 @@ from pykraft.broker.log.validation import (
     split_batches,
 )
 from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import NO_TIMESTAMP, BatchError, TimestampType, iter_batches
-from pykraft.server_common.durable_files import fsync_directory, unlink_durably
-
-log = logging.getLogger(__name__)
-
-# Bytes read at a time when replaying batch headers into the producer state.
-PRODUCER_SCAN_BYTES_MAX: Final = 1 << 20
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    """What an append wrote: offsets first..last (last = first - 1 when nothing), the largest
-    timestamp, the LogAppendTime stamped (-1 with CreateTime), batches and bytes. With
-    `duplicate`, the idempotent producer's batches were written before: nothing was written
-    now, and the offsets, timestamps and LogAppendTime are the original batches'."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time_ms: int
-    batch_count: int
-    size_bytes: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True)
-class ReadResult:
-    """Whole batches as stored. `first_offset` is the first batch's base offset (it may be
-    below the offset asked for, as batches are not split), `next_offset` the offset after the
-    last returned batch; both equal the offset asked for when `data` is empty."""
-
-    data: bytes
-    first_offset: int
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-
-
-class _SegmentView(NamedTuple):
-    """The segments and their base offsets, replaced as one value so readers see a pair."""
-
-    segments: tuple[LogSegment, ...]
-    bases: tuple[int, ...]
-
-
-class _SharedExclusiveLock:
-    """Many shared holders or one exclusive holder; a waiting exclusive holder stops new
-    shared ones from entering, so truncation is not starved by a stream of reads."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._exclusive_waiting = 0
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._condition:
-            while self._exclusive or self._exclusive_waiting:
-                self._condition.wait()
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._shared -= 1
-                self._condition.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._condition:
-            self._exclusive_waiting += 1
-            while self._exclusive or self._shared:
-                self._condition.wait()
-            self._exclusive_waiting -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._exclusive = False
-                self._condition.notify_all()
+from pykraft.proto.record_batch import TimestampType
+from pykraft.server_common.durable_files import fsync_directory
 
 
 class PartitionLog:
@@ -179,8 +88,7 @@ class PartitionLog:
         self._config = config
         self._files = loaded.files
         self._epochs = loaded.epochs
-        self._view = _SegmentView((), ())
-        self._publish(loaded.segments)
+        self._local = LocalLog(directory, config, loaded.segments)
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.segments[-1].next_offset
         self._recovery_point = loaded.recovery_point
@@ -188,13 +96,13 @@ class PartitionLog:
         self.had_clean_shutdown = loaded.had_clean_shutdown
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
-        self._failure: str | None = None
-        self._closed = False
         self._lock = threading.RLock()
-        self._segments_lock = _SharedExclusiveLock()
         try:
             delete_snapshots_above(directory, self._log_end_offset)
-            self._producer_state = self._rebuilt_producer_state(self._log_end_offset)
+            # Nothing else changes the segments while the constructor runs.
+            self._producer_state = rebuilt_producer_state(
+                directory, self._local.view, self._log_end_offset
+            )
             self._delete_obsolete_snapshots()
         except BaseException:
             for segment in loaded.segments:
@@ -258,8 +166,7 @@ class PartitionLog:
         """Applies changed topic configs to later appends, rolls and retention passes."""
         with self._lock:
             self._config = config
-            for segment in self._view.segments:
-                segment.configure(config)
+            self._local.configure(config)
 
     # --- appending ---
 
@@ -274,19 +181,19 @@ class PartitionLog:
         parsed = split_batches(batches)
         check_leader_batches(batches, parsed, config, now_ms=now_ms)
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if leader_epoch < self._epochs.latest_epoch:
                 raise LogError(
                     common_pb2.FENCED_LEADER_EPOCH,
                     f"epoch {leader_epoch} is older than {self._epochs.latest_epoch}",
                 )
             if not parsed:
-                return self._nothing_appended()
+                return nothing_appended(self._log_end_offset)
             duplicate = self._producer_state.check_leader_append(
                 [h for _, h in parsed], base_offset=self._log_end_offset
             )
             if duplicate is not None:
-                return _duplicate_info(duplicate, config)
+                return duplicate_info(duplicate, config)
             data = bytearray(batches)
             assigned = assign_offsets(
                 data,
@@ -297,8 +204,12 @@ class PartitionLog:
                 now_ms=now_ms,
             )
             self._append(data, assigned, now_ms=now_ms)
+            assert self._epochs.latest_epoch == leader_epoch, (
+                self._epochs.latest_epoch,
+                leader_epoch,
+            )
         stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-        return _append_info(data, assigned, now_ms if stamped else -1)
+        return append_info(data, assigned, now_ms if stamped else -1)
 
     def append_as_follower(self, batches: bytes) -> AppendInfo:
         """Appends batches fetched from the leader with their offsets and epochs. The first
@@ -307,23 +218,23 @@ class PartitionLog:
         damaged batches, nothing written in either case."""
         parsed = split_batches(batches)
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if not parsed:
-                return self._nothing_appended()
+                return nothing_appended(self._log_end_offset)
             check_follower_batches(parsed, log_end_offset=self._log_end_offset)
             self._append(batches, parsed, now_ms=None)
-        return _append_info(batches, parsed, -1)
-
-    def _nothing_appended(self) -> AppendInfo:
-        end = self._log_end_offset
-        return AppendInfo(end, end - 1, NO_TIMESTAMP, -1, 0, 0)
+        return append_info(batches, parsed, -1)
 
     def _append(self, data: bytes | bytearray, batches: Batches, *, now_ms: int | None) -> None:
         """Rolls if due, writes, learns epochs, publishes the new end, flushes if due. Holds
         the lock. On OSError puts everything back (or goes offline) and raises."""
         last = batches[-1][1]
+        assert batches[0][1].base_offset >= self._log_end_offset, (
+            batches[0][1],
+            self._log_end_offset,
+        )
         max_timestamp = max(header.max_timestamp for _, header in batches)
-        active = self._view.segments[-1]
+        active = self._local.active
         if active.should_roll(
             size_bytes=len(data), max_timestamp=max_timestamp, last_offset=last.last_offset
         ):
@@ -340,49 +251,26 @@ class PartitionLog:
                 active.rollback(mark)
                 self._epochs.restore(epochs_before)
 
-            self._undo(f"append to {active.log_path}", error, undo)
+            self._local.undo(f"append to {active.log_path}", error, undo)
         self._producer_state.apply([header for _, header in batches])
+        assert active.next_offset > self._log_end_offset, "the log end never moves back on append"
         self._log_end_offset = active.next_offset
+        self._assert_offsets()
         self._unflushed_messages += sum(header.record_count for _, header in batches)
         self._maybe_flush(now_ms)
+
+    def _assert_offsets(self) -> None:
+        """The offsets' order, checked after every change: log start <= log end, high
+        watermark <= log end, recovery point <= log end."""
+        end = self._log_end_offset
+        assert 0 <= self._log_start_offset <= end, (self._log_start_offset, end)
+        assert 0 <= self._high_watermark <= end, (self._high_watermark, end)
+        assert 0 <= self._recovery_point <= end, (self._recovery_point, end)
 
     @property
     def failure(self) -> str | None:
         """Why this log went offline after a storage error it could not undo, else None."""
-        return self._failure
-
-    def _undo(self, what: str, error: OSError, undo: Callable[[], None]) -> None:
-        """Runs `undo` exclusively, then raises KAFKA_STORAGE_ERROR for `error`; if `undo`
-        fails too, the log goes offline."""
-        try:
-            with self._segments_lock.exclusive():
-                undo()
-        except OSError as undo_error:
-            self._fail(f"{what} failed ({error}) and could not be undone ({undo_error})")
-        raise storage_error(f"{what}: {error}") from error
-
-    def _fail(self, reason: str) -> None:
-        log.error("%s: going offline: %s", self.directory, reason)
-        self._failure = reason
-
-    @contextmanager
-    def _failing_on_error(self, what: str) -> Iterator[None]:
-        """An OSError inside leaves files that only a reopen can sort out: offline."""
-        try:
-            yield
-        except OSError as error:
-            self._fail(f"{what}: {error}")
-            raise storage_error(f"{what}: {error}") from error
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise storage_error(f"{self.directory} is closed")
-        if self._failure is not None:
-            raise storage_error(f"{self.directory} is offline: {self._failure}")
-
-    def _publish(self, segments: Sequence[LogSegment]) -> None:
-        assert segments, "a log always has an active segment"
-        self._view = _SegmentView(tuple(segments), tuple(s.base_offset for s in segments))
+        return self._local.failure
 
     # --- rolling and flushing ---
 
@@ -391,51 +279,37 @@ class PartitionLog:
         `now_ms` is accepted for the broker's scheduler; rolling itself needs no clock."""
         del now_ms
         with self._lock:
-            self._check_writable()
-            if self._view.segments[-1].size:
+            self._local.check_writable()
+            if self._local.active.size:
                 self._roll(self._log_end_offset)
 
     def _roll(self, base_offset: int) -> LogSegment:
         """Finishes the active segment (last time index entry, fsync), snapshots the producer
         state at `base_offset` (no batch lies between the log end and it) and publishes a new
         segment there. Holds the lock."""
-        old = self._view.segments[-1]
+        old = self._local.active
         try:
             old.on_become_inactive()  # an entry that stays valid if the roll fails below
             old.flush()
             write_snapshot(self.directory, self._producer_state, base_offset)
         except OSError as error:
             raise storage_error(f"roll of {self.directory} at {base_offset}: {error}") from error
-        created: list[LogSegment] = []
-        try:
-            created.append(LogSegment.create(self.directory, base_offset, self._config))
-            fsync_directory(self.directory)
-        except OSError as error:
-
-            def undo() -> None:
-                for segment in created:
-                    segment.close_files()
-                names = [file_name(base_offset, suffix) for suffix in SEGMENT_SUFFIXES]
-                unlink_durably([self.directory / name for name in names])
-
-            self._undo(f"roll at {base_offset}", error, undo)
-        new = created[0]
+        new = self._local.roll(base_offset)
         self._recovery_point = max(self._recovery_point, old.next_offset)
-        self._publish((*self._view.segments, new))
         return new
 
     def flush(self) -> None:
         """fsyncs everything appended, then advances the recovery point to the log end offset
         and stores it and the high watermark in their checkpoint files."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             self._flush()
 
     def maybe_flush(self, *, now_ms: int) -> None:
         """Flushes if flush.ms has passed since the last flush with messages unflushed (the
         broker's periodic task; appends check flush.messages themselves)."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             self._maybe_flush(now_ms)
 
     def _maybe_flush(self, now_ms: int | None) -> None:
@@ -448,11 +322,8 @@ class PartitionLog:
                 self._last_flush_ms = now_ms
 
     def _flush(self) -> None:
-        with self._failing_on_error(f"flush of {self.directory}"):
-            segments = self._view.segments
-            for segment in segments:
-                if segment.next_offset > self._recovery_point or segment is segments[-1]:
-                    segment.flush()
+        with self._local.failing_on_error(f"flush of {self.directory}"):
+            self._local.flush(self._recovery_point)
             self._files.recovery_point.write(self._log_end_offset)
             self._files.high_watermark.write(self._high_watermark)
         self._recovery_point = self._log_end_offset
@@ -460,26 +331,16 @@ class PartitionLog:
 
     # --- reading ---
 
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        with self._segments_lock.shared():
-            if self._closed:
-                raise storage_error(f"{self.directory} is closed")
-            try:
-                yield
-            except (OSError, BatchError) as error:
-                raise storage_error(f"read of {self.directory}: {error}") from error
-
-    def read(self, offset: int, *, max_bytes: int, upper_offset: int | None = None) -> ReadResult:
+    def read(self, offset: int, *, bytes_max: int, upper_offset: int | None = None) -> ReadResult:
         """Whole batches from the one holding `offset`: at least one batch if there is any
-        below the bound, then more while they fit `max_bytes`, from one segment (as Kafka).
+        below the bound, then more while they fit `bytes_max`, from one segment (as Kafka).
         No batch whose last offset is >= `upper_offset` (default: the log end; consumers pass
         the high watermark). LogError(OFFSET_OUT_OF_RANGE) below the log start offset or above
         the log end offset."""
-        assert max_bytes >= 0, max_bytes
-        with self._reading():
+        assert bytes_max >= 0, bytes_max
+        with self._local.reading():
             log_end_offset = self._log_end_offset  # before the view: see _append's publishing
-            view = self._view
+            view = self._local.view
             log_start_offset, high_watermark = self._log_start_offset, self._high_watermark
             if not log_start_offset <= offset <= log_end_offset:
                 raise LogError(
@@ -487,7 +348,7 @@ class PartitionLog:
                     f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]",
                 )
             upper = log_end_offset if upper_offset is None else min(upper_offset, log_end_offset)
-            found = _read_view(view, offset, max_bytes, upper) if offset < upper else None
+            found = read_view(view, offset, bytes_max, upper) if offset < upper else None
         data, first_offset, next_offset = found or (b"", offset, offset)
         return ReadResult(data, first_offset, next_offset, high_watermark, log_start_offset)
 
@@ -495,9 +356,9 @@ class PartitionLog:
         """(offset, timestamp) of the earliest record at or after the log start whose timestamp
         is >= `timestamp_ms`, or None (Kafka's ListOffsets by time; the broker hides answers at
         or above the high watermark from consumers)."""
-        with self._reading():
+        with self._local.reading():
             log_start_offset = self._log_start_offset
-            for segment in self._view.segments:
+            for segment in self._local.view.segments:
                 if segment.max_timestamp < timestamp_ms or segment.next_offset <= log_start_offset:
                     continue
                 found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset)
@@ -513,8 +374,7 @@ class PartitionLog:
 
     def segments(self) -> tuple[SegmentInfo, ...]:
         """A snapshot of the segments, oldest first; the last one is the active segment."""
-        with self._reading():
-            return tuple(segment.info() for segment in self._view.segments)
+        return self._local.infos()
 
     # --- offsets that move ---
 
@@ -524,6 +384,7 @@ class PartitionLog:
         with self._lock:
             assert 0 <= offset <= self._log_end_offset, (offset, self._log_end_offset)
             self._high_watermark = max(self._high_watermark, offset)
+            self._assert_offsets()
 
     def truncate_to(self, offset: int) -> None:
         """Drops every batch that holds an offset >= `offset` (a follower that diverged). A
@@ -533,21 +394,14 @@ class PartitionLog:
         `offset`, as in Kafka."""
         assert offset >= 0, offset
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if offset >= self._log_end_offset:
                 return
             if offset < self._log_start_offset:
                 self._truncate_fully(offset)
                 return
-            with self._segments_lock.exclusive(), self._failing_on_error("truncate"):
-                view = self._view
-                keep = bisect_right(view.bases, offset)
-                for segment in reversed(view.segments[keep:]):
-                    segment.delete()
-                fsync_directory(self.directory)
-                self._publish(view.segments[:keep])
-                view.segments[keep - 1].truncate_to(offset)
-                log_end_offset = view.segments[keep - 1].next_offset
+            with self._local.exclusive(), self._local.failing_on_error("truncate"):
+                log_end_offset = self._local.truncate_segments(offset)
                 if log_end_offset < self._log_start_offset:
                     # The batch holding `offset` held the log start too: nothing is left.
                     self._reset_at(self._log_start_offset)
@@ -559,19 +413,16 @@ class PartitionLog:
         is below the leader's log start offset)."""
         assert offset >= 0, offset
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        with self._segments_lock.exclusive(), self._failing_on_error("truncate fully"):
+        with self._local.exclusive(), self._local.failing_on_error("truncate fully"):
             self._reset_at(offset)
 
     def _reset_at(self, offset: int) -> None:
         """Replaces every segment by an empty one at `offset`, the new log start and end."""
-        for segment in reversed(self._view.segments):
-            segment.delete()
-        self._publish([LogSegment.create(self.directory, offset, self._config)])
-        fsync_directory(self.directory)
+        self._local.reset_at(offset)
         delete_snapshots(self.directory, snapshot_offsets(self.directory))
         self._epochs.clear()
         self._log_start_offset = offset
@@ -591,40 +442,17 @@ class PartitionLog:
             self._recovery_point = log_end_offset
             self._files.recovery_point.write(log_end_offset)
         delete_snapshots_above(self.directory, log_end_offset)
-        self._producer_state = self._rebuilt_producer_state(log_end_offset)
+        self._producer_state = rebuilt_producer_state(
+            self.directory, self._local.view, log_end_offset
+        )
+        self._assert_offsets()
 
     # --- producer state ---
-
-    def _rebuilt_producer_state(self, end_offset: int) -> ProducerStateManager:
-        """The producer state after every batch below `end_offset` (a batch boundary): the
-        newest usable snapshot at or below it, then the batch headers after the snapshot read
-        back from the segments. Holds the lock, or runs in __init__ (reads take no lock here:
-        nothing else changes the segments meanwhile). Raises OSError, also for a batch header
-        that does not parse (damage the caller must treat as a storage failure)."""
-        view = self._view
-        state = load_newest_snapshot(
-            self.directory, low_offset=view.bases[0], high_offset=end_offset
-        )
-        offset = state.end_offset
-        while offset < end_offset:
-            try:
-                found = _read_view(view, offset, PRODUCER_SCAN_BYTES_MAX, end_offset)
-                if found is None:
-                    break  # the rest is a gap the leader's cleaner left
-                data, _, next_offset = found
-                batches = iter_batches(data, verify=False)
-                headers = [h for _, h in batches if h.base_offset >= offset]
-            except BatchError as error:
-                raise OSError(f"replaying producer state at offset {offset}: {error}") from error
-            assert next_offset > offset, (offset, next_offset)  # progress bounds the loop
-            state.apply(headers)
-            offset = next_offset
-        return state
 
     def _delete_obsolete_snapshots(self) -> None:
         delete_obsolete_snapshots(
             self.directory,
-            first_segment_offset=self._view.bases[0],
+            first_segment_offset=self._local.view.bases[0],
             log_start_offset=self._log_start_offset,
         )
 
@@ -634,7 +462,7 @@ class PartitionLog:
         timestamp, or needed to bring the log within retention.bytes. Never the active segment
         and never data at or above the high watermark. Returns the segments deleted."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             count = self._deletable_prefix(now_ms)
             if count:
                 self._delete_prefix(count)
@@ -645,7 +473,7 @@ class PartitionLog:
         and segments wholly below it are deleted. LogError(OFFSET_OUT_OF_RANGE) above the
         high watermark."""
         with self._lock:
-            self._check_writable()
+            self._local.check_writable()
             if offset > self._high_watermark:
                 raise LogError(
                     common_pb2.OFFSET_OUT_OF_RANGE,
@@ -653,7 +481,7 @@ class PartitionLog:
                 )
             if offset <= self._log_start_offset:
                 return
-            with self._failing_on_error("delete records"):
+            with self._local.failing_on_error("delete records"):
                 self._files.log_start_offset.write(offset)
                 self._log_start_offset = offset
                 self._epochs.truncate_from_start(offset)
@@ -661,48 +489,26 @@ class PartitionLog:
             if count:
                 self._delete_prefix(count)
             else:
-                with self._failing_on_error("delete producer snapshots"):
+                with self._local.failing_on_error("delete producer snapshots"):
                     self._delete_obsolete_snapshots()
 
     def _deletable_prefix(self, now_ms: int | None) -> int:
-        """How many of the oldest segments retention may delete (only by log start offset when
-        `now_ms` is None)."""
-        config = self._config
-        segments = self._view.segments
-        by_retention = now_ms is not None and config.deletes_old_segments
-        excess_bytes = None
-        if by_retention and config.retention_bytes >= 0:
-            excess_bytes = sum(segment.size for segment in segments) - config.retention_bytes
-        count = 0
-        for segment, following in itertools.pairwise(segments):
-            if following.base_offset > self._high_watermark:
-                break
-            below_start = following.base_offset <= self._log_start_offset
-            too_big = excess_bytes is not None and excess_bytes >= segment.size
-            too_old = (
-                by_retention
-                and now_ms is not None
-                and config.retention_ms >= 0
-                and now_ms - _largest_timestamp(segment) > config.retention_ms
-            )
-            if not (below_start or too_big or too_old):
-                break
-            if excess_bytes is not None:
-                excess_bytes -= segment.size
-            count += 1
-        return count
+        """See retention.deletable_prefix (only by log start offset when `now_ms` is None)."""
+        return deletable_prefix(
+            self._local.view.segments,
+            config=self._config,
+            log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
+            now_ms=now_ms,
+        )
 
     def _delete_prefix(self, count: int) -> None:
-        view = self._view
-        assert 0 < count < len(view.segments), "the active segment stays"
-        log_start_offset = max(self._log_start_offset, view.segments[count].base_offset)
-        with self._segments_lock.exclusive(), self._failing_on_error("delete segments"):
-            self._publish(view.segments[count:])
+        log_start_offset = max(self._log_start_offset, self._local.view.bases[count])
+        assert log_start_offset <= self._log_end_offset, (log_start_offset, self._log_end_offset)
+        with self._local.exclusive(), self._local.failing_on_error("delete segments"):
             self._log_start_offset = log_start_offset
-            for segment in view.segments[:count]:
-                segment.delete()
-            fsync_directory(self.directory)
-        with self._failing_on_error("store the log start offset"):
+            self._local.delete_oldest(count)
+        with self._local.failing_on_error("store the log start offset"):
             self._files.log_start_offset.write(log_start_offset)
             self._epochs.truncate_from_start(log_start_offset)
             self._delete_obsolete_snapshots()
@@ -721,74 +527,23 @@ class PartitionLog:
         new files are removed then. Verifying takes no lock: appends go on meanwhile."""
         if not old:
             raise ValueError("no segments to replace")
-        cleaned = self._open_cleaned(new_paths)
+        cleaned = open_cleaned(self.directory, self._config, new_paths)
         committed = False  # once set, the swap completes or the log goes offline
         try:
             with self._lock:
-                self._check_writable()
-                start = self._locate(old)
-                end_offset = self._view.segments[start + len(old)].base_offset
-                _check_cleaned_offsets(cleaned, old[0].base_offset, end_offset)
+                self._local.check_writable()
+                view = self._local.view
+                start = locate(view, old)
+                end_offset = view.bases[start + len(old)]
+                check_cleaned_offsets(cleaned, old[0].base_offset, end_offset)
                 committed = True
-                self._swap(start, len(old), cleaned)
+                with self._local.exclusive(), self._local.failing_on_error("swap segments"):
+                    self._local.swap(start, len(old), cleaned)
         except BaseException:
             if not committed:
                 for segment in cleaned:
                     segment.delete()
             raise
-
-    def _swap(self, start: int, count: int, cleaned: list[LogSegment]) -> None:
-        view = self._view
-        replaced = view.segments[start : start + count]
-        with self._segments_lock.exclusive(), self._failing_on_error("swap segments"):
-            for segment in cleaned:
-                segment.rename(SWAP_SUFFIX)
-            fsync_directory(self.directory)
-            for segment in replaced:
-                segment.close_files()
-                segment.rename(DELETED_SUFFIX)
-            for segment in cleaned:
-                segment.rename("")
-            fsync_directory(self.directory)
-            self._publish((*view.segments[:start], *cleaned, *view.segments[start + count :]))
-            unlink_durably([path for segment in replaced for path in segment.paths()])
-
-    def _locate(self, old: Sequence[SegmentInfo]) -> int:
-        """The position of `old` among the segments; ValueError unless it is there unchanged
-        and does not include the active segment."""
-        view = self._view
-        start = bisect_left(view.bases, old[0].base_offset)
-        current = [segment.info() for segment in view.segments[start : start + len(old)]]
-        if current != list(old) or start + len(old) >= len(view.segments):
-            raise ValueError("the segments changed since the snapshot, or include the active one")
-        return start
-
-    def _open_cleaned(self, paths: Sequence[Path]) -> list[LogSegment]:
-        """The cleaned files as verified, fsynced segments (indexes built, named `.cleaned`)."""
-        if not paths:
-            raise ValueError("no cleaned segments")
-        opened: list[LogSegment] = []
-        try:
-            for path in paths:
-                base = base_offset_of(path)
-                if base is None or path != self.directory / (
-                    file_name(base, LOG_SUFFIX) + CLEANED_SUFFIX
-                ):
-                    raise ValueError(f"{path} is not a <base>.log.cleaned file of this log")
-                segment, cut_bytes = LogSegment.recovered(
-                    self.directory, base, self._config, lambda header: None, suffix=CLEANED_SUFFIX
-                )
-                opened.append(segment)
-                if cut_bytes:
-                    raise LogError(common_pb2.CORRUPT_MESSAGE, f"{path}: bad batch at the end")
-                segment.flush()
-        except BaseException as error:
-            for segment in opened:
-                segment.delete()
-            if isinstance(error, OSError):
-                raise storage_error(f"cleaned segment: {error}") from error
-            raise
-        return opened
 
     # --- closing ---
 
@@ -796,76 +551,17 @@ class PartitionLog:
         """Flushes, checkpoints and writes the clean-shutdown marker (unless the log is
         offline, so the next open recovers it), then closes every file. Idempotent."""
         with self._lock:
-            if self._closed:
+            if self._local.closed:
                 return
             try:
-                if self._failure is None:
-                    with self._failing_on_error(f"close of {self.directory}"):
-                        self._view.segments[-1].on_become_inactive()
+                if self._local.failure is None:
+                    with self._local.failing_on_error(f"close of {self.directory}"):
+                        self._local.active.on_become_inactive()
                     self._flush()
-                    with self._failing_on_error(f"close of {self.directory}"):
+                    with self._local.failing_on_error(f"close of {self.directory}"):
                         end = self._log_end_offset
                         write_snapshot(self.directory, self._producer_state, end)
                         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
                         fsync_directory(self.directory)
             finally:
-                with self._segments_lock.exclusive():
-                    for segment in self._view.segments:
-                        segment.close_files()
-                    self._closed = True
-
-
-def _read_view(
-    view: _SegmentView, offset: int, max_bytes: int, upper_offset: int
-) -> tuple[bytes, int, int] | None:
-    slot = bisect_right(view.bases, offset) - 1
-    assert slot >= 0, (offset, view.bases)
-    for segment in view.segments[slot:]:
-        position = segment.find_position(offset)
-        if position is not None:
-            return segment.read(position, max_bytes=max_bytes, upper_offset=upper_offset)
-    return None
-
-
-def _largest_timestamp(segment: LogSegment) -> int:
-    """The segment's largest record timestamp; its file's modification time when no batch has
-    a timestamp (Kafka's fallback)."""
-    if segment.max_timestamp != NO_TIMESTAMP:
-        return segment.max_timestamp
-    return os.stat(segment.log_path).st_mtime_ns // 1_000_000
-
-
-def _check_cleaned_offsets(segments: list[LogSegment], first_offset: int, end_offset: int) -> None:
-    if segments[0].base_offset != first_offset:
-        raise ValueError(f"cleaned segments start at {segments[0].base_offset}, not {first_offset}")
-    for earlier, later in itertools.pairwise(segments):
-        if later.base_offset < earlier.next_offset or later.base_offset <= earlier.base_offset:
-            raise ValueError(f"cleaned segment {later.base_offset} overlaps the one before")
-    if segments[-1].next_offset > end_offset:
-        raise ValueError(f"cleaned segments run past offset {end_offset}")
-
-
-def _duplicate_info(duplicate: Duplicate, config: LogConfig) -> AppendInfo:
-    """What a duplicate request answers: the original batches' offsets and largest timestamp,
-    which is their LogAppendTime when the topic stamps one."""
-    stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-    return AppendInfo(
-        first_offset=duplicate.first_offset,
-        last_offset=duplicate.last_offset,
-        max_timestamp=duplicate.max_timestamp,
-        log_append_time_ms=duplicate.max_timestamp if stamped else -1,
-        batch_count=0,
-        size_bytes=0,
-        duplicate=True,
-    )
-
-
-def _append_info(data: bytes | bytearray, batches: Batches, log_append_time_ms: int) -> AppendInfo:
-    return AppendInfo(
-        first_offset=batches[0][1].base_offset,
-        last_offset=batches[-1][1].last_offset,
-        max_timestamp=max(header.max_timestamp for _, header in batches),
-        log_append_time_ms=log_append_time_ms,
-        batch_count=len(batches),
-        size_bytes=len(data),
-    )
+                self._local.close()

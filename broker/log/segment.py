@@ -104,8 +104,8 @@ class LogSegment:
         self.index_path = directory / (file_name(base_offset, INDEX_SUFFIX) + suffix)
         self.time_index_path = directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + suffix)
         self.configure(config)
-        self._max_index_entries = config.segment_index_bytes // OffsetIndex.ENTRY.size
-        self._max_time_index_entries = config.segment_index_bytes // TimeIndex.ENTRY.size
+        self._index_entries_max = config.segment_index_bytes // OffsetIndex.ENTRY.size
+        self._time_index_entries_max = config.segment_index_bytes // TimeIndex.ENTRY.size
         # Append mode: writes land at the end, which truncation and rollback keep at `size`.
         self._file: BinaryIO = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115
         try:
@@ -172,10 +172,10 @@ class LogSegment:
     def _open_indexes(self, *, empty: bool) -> tuple[OffsetIndex, TimeIndex]:
         offset_opener = OffsetIndex.create if empty else OffsetIndex.load
         time_opener = TimeIndex.create if empty else TimeIndex.load
-        offsets = offset_opener(self.index_path, self.base_offset, self._max_index_entries)
+        offsets = offset_opener(self.index_path, self.base_offset, self._index_entries_max)
         try:
             times = time_opener(
-                self.time_index_path, self.base_offset, self._max_time_index_entries
+                self.time_index_path, self.base_offset, self._time_index_entries_max
             )
         except BaseException:
             offsets.close()
@@ -370,14 +370,14 @@ class LogSegment:
         return None
 
     def read(
-        self, position: int, *, max_bytes: int, upper_offset: int
+        self, position: int, *, bytes_max: int, upper_offset: int
     ) -> tuple[bytes, int, int] | None:
         """Whole batches from `position` (a batch start): (data, base offset of the first,
-        offset after the last). The first batch comes even if larger than `max_bytes`; later
+        offset after the last). The first batch comes even if larger than `bytes_max`; later
         ones only while the total stays within it. No batch whose last offset is
         >= `upper_offset` is returned; None if the first one is such a batch."""
         end = self.size
-        data = read_at(self._file, min(max(max_bytes, HEADER_SIZE), end - position), position)
+        data = read_at(self._file, min(max(bytes_max, HEADER_SIZE), end - position), position)
         first = BatchHeader.parse(data)
         if first.last_offset >= upper_offset:
             return None
@@ -386,10 +386,12 @@ class LogSegment:
         taken, next_offset = first.size_bytes, first.next_offset
         while len(data) - taken >= HEADER_SIZE:
             header = BatchHeader.parse(data, taken)
-            too_big = taken + header.size_bytes > min(len(data), max_bytes)
+            too_big = taken + header.size_bytes > min(len(data), bytes_max)
             if too_big or header.last_offset >= upper_offset:
                 break
             taken, next_offset = taken + header.size_bytes, header.next_offset
+        assert taken <= max(bytes_max, first.size_bytes), (taken, bytes_max, first.size_bytes)
+        assert next_offset <= upper_offset, (next_offset, upper_offset)
         return data[:taken], first.base_offset, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:

@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from pykraft.broker.log import LogConfig, PartitionLog
-from pykraft.broker.replica_fetcher import REPLICA_FETCH_WAIT_MAX_MS
+from pykraft.broker.replica_fetcher import REPLICA_FETCH_WAIT_MS_MAX
 from pykraft.metadata_log import PartitionRegistration
 from pykraft.proto import broker_pb2, common_pb2
 
@@ -44,7 +44,7 @@ LAG_TIME_MAX_MS = 2000
 OBSERVER_ID = 99
 PRODUCE_RETRIES_MAX = 200
 # Longer than a follower's fetch waits at the leader, shorter than the lag and session timeouts.
-PARKED_FETCH_DRAIN_S = REPLICA_FETCH_WAIT_MAX_MS / 1000 + 0.3
+PARKED_FETCH_DRAIN_S = REPLICA_FETCH_WAIT_MS_MAX / 1000 + 0.3
 
 
 def _registrations(quorum: Quorum) -> dict[int, PartitionRegistration]:
@@ -96,7 +96,7 @@ def _log_bytes(directory: Path) -> bytes:
     try:
         data, offset = b"", log.log_start_offset
         while offset < log.log_end_offset:
-            read = log.read(offset, max_bytes=1 << 22)
+            read = log.read(offset, bytes_max=1 << 22)
             data += read.data
             offset = read.next_offset
         return data

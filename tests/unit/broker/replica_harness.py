@@ -58,11 +58,11 @@ class Harness:
         epoch: int = -1,
         wait_ms: int = 0,
         min_bytes: int = 0,
-        max_bytes: int = 1 << 20,
+        bytes_max: int = 1 << 20,
         replica_id: int = -1,
     ) -> dict[int, broker_pb2.FetchPartitionResult]:
         request = broker_pb2.FetchRequest(
-            replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=max_bytes
+            replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=bytes_max
         )
         topic = request.topics.add(topic="orders")
         for partition, offset in offsets.items():

@@ -19,6 +19,7 @@ from pykraft.broker.controller_channel import monotonic_ms
 from pykraft.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from pykraft.broker.group.coordinator import CoordinatorError, GroupCoordinator, _Shard
 from pykraft.broker.group.shard import GroupShard
+from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import common_pb2
@@ -63,7 +64,10 @@ class _LeadershipMove:
 
 
 def _hook(
-    monkeypatch: pytest.MonkeyPatch, manager: ReplicaManager, name: str, move: _LeadershipMove
+    monkeypatch: pytest.MonkeyPatch,
+    manager: ReplicaManager | Partition,
+    name: str,
+    move: _LeadershipMove,
 ) -> None:
     """Runs `move` first whenever `manager.<name>` is called. The check of issue 12 §1 looked
     leadership up through `manager.hosts()`, which the fixed check no longer calls: a missing
@@ -92,9 +96,12 @@ def test_leadership_moving_inside_the_check_is_never_acknowledged(
 def test_leadership_moving_right_after_the_append_is_never_acknowledged(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """§2.1: the fast path after the append must check the epoch too."""
+    """§2.1: the fast path after the append must check the epoch too. The partition signals
+    the append (`on_change`) right after writing it: leadership moves there."""
     move = _LeadershipMove(harness)
-    _hook(monkeypatch, harness.manager, "notify", move)
+    partition = harness.manager.partition(harness.topic, PARTITION)
+    assert partition is not None
+    _hook(monkeypatch, partition, "_on_change", move)
     result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
     assert move.done
     assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result

@@ -54,7 +54,7 @@ def send(harness: Harness, request: broker_pb2.ProduceRequest) -> broker_pb2.Pro
 def storedrecord_values(harness: Harness, partition: int) -> list[tuple[int, bytes | None]]:
     partition_ = harness.manager.partition("orders", partition)
     assert partition_ is not None
-    return record_values(partition_.log.read(0, max_bytes=1 << 20).data)
+    return record_values(partition_.log.read(0, bytes_max=1 << 20).data)
 
 
 def test_a_retry_is_answered_with_the_original_offset(harness: Harness) -> None:

@@ -37,7 +37,9 @@ def log(tmp_path: Path) -> Iterator[PartitionLog]:
 
 
 def _partition(log: PartitionLog, isr: tuple[int, ...]) -> Partition:
-    return Partition(_local(isr), log, broker_id=1, min_insync_replicas=2, now_ms=0)
+    return Partition(
+        _local(isr), log, broker_id=1, min_insync_replicas=2, now_ms=0, on_change=lambda: None
+    )
 
 
 def _append(partition: Partition, count: int, *, acks: int = -1) -> None:

@@ -78,8 +78,7 @@ def test_acks_all_ends_not_leader_when_leadership_moves_even_if_the_mark_passes(
     with harness.manager.changed:
         assert harness.manager.changed.wait_for(lambda: partition.log.log_end_offset == 1, 5)
     harness.change(PartitionChangeRecord(ORDERS_ID, 1, leader=2))
-    partition.log.update_high_watermark(1)  # as a follower, refilled by broker 2
-    harness.manager.notify()
+    partition.take_leader_high_watermark(1)  # as a follower, refilled by broker 2 (wakes)
     producer.join(timeout=10)
     (result,) = results
     assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER
@@ -165,7 +164,7 @@ def test_fetch_max_bytes_in_all_lets_only_the_first_batch_exceed(harness: Harnes
     harness.produce(0, [b"x" * 100])
     harness.produce(1, [b"y" * 100])
     harness.fetch({1: 1}, replica_id=2)
-    fetched = harness.fetch({0: 0, 1: 0}, max_bytes=10)
+    fetched = harness.fetch({0: 0, 1: 0}, bytes_max=10)
     assert record_values(fetched[0].records) == [(0, b"x" * 100)]
     assert fetched[1].records == b"" and fetched[1].error_code == common_pb2.NONE
 

@@ -89,7 +89,7 @@ def test_a_log_gone_offline_by_itself_takes_its_directory_offline(harness: Harne
     look at the replicas takes the directory offline, so the controller moves leadership."""
     failing = harness.manager.partition("orders", 1)
     assert failing is not None
-    failing.log._fail("write of a segment failed and could not be undone")
+    failing.log._local.fail("write of a segment failed and could not be undone")
     assert harness.manager.offline_replicas() == {ORDERS_ID: [1]}
     assert failing.ack_state(failing.leader_epoch, 0).name == "LOST"
     assert harness.produce(0, [b"x"]).error_code == common_pb2.NONE  # orders-0 lives in a

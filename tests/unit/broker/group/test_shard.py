@@ -56,7 +56,7 @@ class Harness:
     def beat(
         self, member: FakeMember, epoch: int | None = None
     ) -> group_pb2.ConsumerGroupHeartbeatResponse:
-        decision = self.shard.heartbeat(
+        decision = self.shard.membership.heartbeat(
             member.request(epoch),
             client_host="/127.0.0.1",
             topics=TOPICS,
@@ -83,7 +83,7 @@ class Harness:
             self.log.append(GroupRecord(key, decode_value(key, encode_record_value(record))))
 
     def expire(self) -> None:
-        self._written(self.shard.expire_members(TOPICS, self.now_ms, self.now_ms))
+        self._written(self.shard.membership.expire_members(TOPICS, self.now_ms, self.now_ms))
 
     def check_exclusive(self) -> None:
         group = self.shard.groups.get(GROUP)
@@ -152,7 +152,7 @@ def test_session_timeout_moves_partitions_and_fences_the_zombie() -> None:
     assert len(alive.owned) == 6
     response = h.beat(zombie, epoch=zombie_epoch)
     assert response.header.error_code == common_pb2.UNKNOWN_MEMBER_ID
-    commit = h.shard.commit_offsets(
+    commit = h.shard.offsets.commit(
         _commit("zombie", zombie_epoch, 0, 10), topics=TOPICS, wall_ms=h.now_ms
     )
     assert commit.response.header.error_code == common_pb2.UNKNOWN_MEMBER_ID
@@ -163,23 +163,23 @@ def test_commits_need_the_current_member_epoch_and_a_tool_needs_an_empty_group()
     h = Harness()
     member = FakeMember("m")
     h.settle([member])
-    ok = h.shard.commit_offsets(_commit("m", member.epoch, 3, 42), topics=TOPICS, wall_ms=5)
+    ok = h.shard.offsets.commit(_commit("m", member.epoch, 3, 42), topics=TOPICS, wall_ms=5)
     assert ok.response.topics[0].partitions[0].error_code == common_pb2.NONE
     h._written(ok.records)
-    stale = h.shard.commit_offsets(_commit("m", member.epoch - 1, 3, 50), topics=TOPICS, wall_ms=5)
+    stale = h.shard.offsets.commit(_commit("m", member.epoch - 1, 3, 50), topics=TOPICS, wall_ms=5)
     assert stale.response.header.error_code == common_pb2.STALE_MEMBER_EPOCH
-    tool = h.shard.commit_offsets(_commit("", -1, 3, 0), topics=TOPICS, wall_ms=5)
+    tool = h.shard.offsets.commit(_commit("", -1, 3, 0), topics=TOPICS, wall_ms=5)
     assert tool.response.header.error_code == common_pb2.UNKNOWN_MEMBER_ID
-    fetched = h.shard.fetch_offsets(group_pb2.OffsetFetchRequest(group_id=GROUP))
+    fetched = h.shard.offsets.fetch(group_pb2.OffsetFetchRequest(group_id=GROUP))
     assert [
         (t.topic, p.partition, p.committed_offset) for t in fetched.topics for p in t.partitions
     ] == [("orders", 3, 42)]
-    bad = h.shard.commit_offsets(_commit("m", member.epoch, 99, 1), topics=TOPICS, wall_ms=5)
+    bad = h.shard.offsets.commit(_commit("m", member.epoch, 99, 1), topics=TOPICS, wall_ms=5)
     assert bad.response.topics[0].partitions[0].error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
     assert h.shard.delete_group(GROUP).response.error_code == common_pb2.NON_EMPTY_GROUP
     h.beat(member, epoch=-1)
     assert h.shard.groups[GROUP].state == EMPTY
-    tool = h.shard.commit_offsets(_commit("", -1, 3, 7), topics=TOPICS, wall_ms=5)
+    tool = h.shard.offsets.commit(_commit("", -1, 3, 7), topics=TOPICS, wall_ms=5)
     assert tool.response.header.error_code == common_pb2.NONE
     h._written(tool.records)
     deleted = h.shard.delete_group(GROUP)
@@ -225,7 +225,9 @@ def test_bad_heartbeats_get_kafka_codes() -> None:
         ),
     }
     for code, request in cases.items():
-        decision = h.shard.heartbeat(request, client_host="", topics=TOPICS, now_ms=0, wall_ms=0)
+        decision = h.shard.membership.heartbeat(
+            request, client_host="", topics=TOPICS, now_ms=0, wall_ms=0
+        )
         assert decision.response.header.error_code == code, common_pb2.ErrorCode.Name(code)
         assert decision.records == []
 
@@ -299,14 +301,15 @@ def test_offsets_expire_only_after_the_group_stayed_empty_for_the_retention() ->
     retention_ms = h.shard.config.offsets_retention_ms
     member = FakeMember("m")
     h.settle([member])
-    commit = h.shard.commit_offsets(_commit("m", member.epoch, 0, 9), topics=TOPICS, wall_ms=0)
+    commit = h.shard.offsets.commit(_commit("m", member.epoch, 0, 9), topics=TOPICS, wall_ms=0)
     h._written(commit.records)
-    assert h.shard.expire_offsets(wall_ms=retention_ms * 2) == [], "a group with members keeps them"
+    kept = h.shard.offsets.expire(wall_ms=retention_ms * 2)
+    assert kept == [], "a group with members keeps them"
     h.now_ms = retention_ms  # the group becomes empty now
     h.beat(member, epoch=-1)
     assert h.shard.groups[GROUP].state == EMPTY
-    assert h.shard.expire_offsets(wall_ms=retention_ms + retention_ms // 2) == []
-    expired = h.shard.expire_offsets(wall_ms=2 * retention_ms)
+    assert h.shard.offsets.expire(wall_ms=retention_ms + retention_ms // 2) == []
+    expired = h.shard.offsets.expire(wall_ms=2 * retention_ms)
     assert {r.key.type.name for r in expired if r.value is None} >= {"OFFSET_COMMIT"}
     assert GROUP not in h.shard.groups, "an empty group without offsets is deleted"
     listed = h.shard.describe(GROUP)
@@ -320,12 +323,16 @@ def test_a_regex_subscription_follows_topics_and_range_is_chosen_by_name() -> No
     request.subscribed_topic_regex = "ord.*"
     request.server_assignor = "range"
     topics = {**TOPICS, "__consumer_offsets": 50}
-    decision = h.shard.heartbeat(request, client_host="", topics=topics, now_ms=0, wall_ms=0)
+    decision = h.shard.membership.heartbeat(
+        request, client_host="", topics=topics, now_ms=0, wall_ms=0
+    )
     assigned = {(t.topic, p) for t in decision.response.assignment for p in t.partitions}
     assert assigned == {("orders", p) for p in range(6)}, "internal and other topics excluded"
     assert h.shard.describe(GROUP).assignor_name == "range"
     request.member_epoch = decision.response.member_epoch
     grown = {**topics, "orders-eu": 2}
-    decision = h.shard.heartbeat(request, client_host="", topics=grown, now_ms=1, wall_ms=1)
+    decision = h.shard.membership.heartbeat(
+        request, client_host="", topics=grown, now_ms=1, wall_ms=1
+    )
     target = h.shard.groups[GROUP].targets["m"]
     assert ("orders-eu", 1) in target, "a new matching topic joins the subscription"

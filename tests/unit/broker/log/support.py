@@ -35,12 +35,12 @@ def records(data: bytes) -> list[Record]:
     return [record for position, _ in iter_batches(data) for record in decode_batch(data, position)]
 
 
-def read_all(log: PartitionLog, *, max_bytes: int = 1 << 20) -> list[tuple[int, bytes | None]]:
+def read_all(log: PartitionLog, *, bytes_max: int = 1 << 20) -> list[tuple[int, bytes | None]]:
     """(offset, value) of every record from the log start offset to the end, by reading."""
     found: list[tuple[int, bytes | None]] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
-        result = log.read(offset, max_bytes=max_bytes)
+        result = log.read(offset, bytes_max=bytes_max)
         assert result.data, f"no progress at offset {offset}"
         found += [(r.offset, r.value) for r in records(result.data) if r.offset >= offset]
         offset = result.next_offset

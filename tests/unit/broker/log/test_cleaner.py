@@ -78,7 +78,7 @@ def stored_batches(log: PartitionLog) -> list[tuple[BatchHeader, list[Record]]]:
     found = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
-        result = log.read(offset, max_bytes=1 << 20)
+        result = log.read(offset, bytes_max=1 << 20)
         assert result.data, f"no progress at offset {offset}"
         for position, header in iter_batches(result.data):
             found.append((header, decode_batch(result.data, position)))

@@ -154,7 +154,7 @@ def test_missing_or_damaged_indexes_are_rebuilt(tmp_path: Path, damage: str) -> 
             path.write_bytes(originals[path][:-4] + b"\x7f\xff\xff\xff")
     reopened = open_log(directory, CONFIG)
     assert read_all(reopened) == expected
-    assert all(reopened.read(o, max_bytes=1).first_offset == o - o % 3 for o in range(0, 120, 7))
+    assert all(reopened.read(o, bytes_max=1).first_offset == o - o % 3 for o in range(0, 120, 7))
     reopened.close()
     assert {path: path.read_bytes() for path in indexes} == originals
 

@@ -49,7 +49,7 @@ def log(tmp_path: Path) -> Iterator[PartitionLog]:
 
 
 def _active(log: PartitionLog) -> LogSegment:
-    return log._view.segments[-1]
+    return log._local.active
 
 
 def _append(log: PartitionLog, value: bytes, epoch: int = 0) -> None:
@@ -132,7 +132,7 @@ def test_a_failed_roll_leaves_the_log_usable(
         if failing == "create":
             patch.setattr(LogSegment, "create", fail)
         else:
-            patch.setattr("pykraft.broker.log.partition_log.fsync_directory", fail)
+            patch.setattr("pykraft.broker.log.local_log.fsync_directory", fail)
         with pytest.raises(LogError) as raised:
             log.roll(now_ms=NOW_MS)
         assert raised.value.error_code == common_pb2.KAFKA_STORAGE_ERROR
@@ -154,7 +154,7 @@ def test_when_the_undo_fails_the_log_goes_offline_until_reopened(
     for mutation in (log.flush, lambda: log.truncate_to(0), lambda: log.roll(now_ms=NOW_MS)):
         with pytest.raises(LogError):
             mutation()
-    assert log.read(0, max_bytes=100).next_offset == 2  # what was appended stays readable
+    assert log.read(0, bytes_max=100).next_offset == 2  # what was appended stays readable
     log.close()  # no clean-shutdown marker: the next open recovers
     reopened = open_log(tmp_path / "t-0")
     assert not reopened.had_clean_shutdown

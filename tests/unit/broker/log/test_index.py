@@ -12,7 +12,7 @@ from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
 
 
 def _offset_index(tmp_path: Path, entries: list[tuple[int, int]], base: int = 100) -> OffsetIndex:
-    index = OffsetIndex.create(tmp_path / "a.index", base, max_entries=10)
+    index = OffsetIndex.create(tmp_path / "a.index", base, entries_max=10)
     for offset, position in entries:
         index.append(offset, position)
     return index
@@ -43,13 +43,13 @@ def test_offset_index_truncation_drops_entries_at_or_above(tmp_path: Path) -> No
     assert (tmp_path / "a.index").stat().st_size == 8
     index.append(126, 25)  # appending continues after the cut
     index.close()
-    reloaded = OffsetIndex.load(tmp_path / "a.index", 100, max_entries=10)
+    reloaded = OffsetIndex.load(tmp_path / "a.index", 100, entries_max=10)
     assert [reloaded.lookup(o) for o in (111, 126)] == [(110, 10), (126, 25)]
     reloaded.close()
 
 
 def test_offset_index_is_full_at_its_entry_limit(tmp_path: Path) -> None:
-    index = OffsetIndex.create(tmp_path / "a.index", 0, max_entries=2)
+    index = OffsetIndex.create(tmp_path / "a.index", 0, entries_max=2)
     index.append(1, 10)
     assert not index.is_full
     index.append(2, 20)
@@ -80,18 +80,18 @@ def test_offset_index_refuses_entries_that_do_not_increase(tmp_path: Path) -> No
 def test_damaged_offset_index_is_detected(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "a.index").write_bytes(content)
     with pytest.raises(IndexCorruptError):
-        OffsetIndex.load(tmp_path / "a.index", 100, max_entries=10)
+        OffsetIndex.load(tmp_path / "a.index", 100, entries_max=10)
 
 
 def test_time_index_entries_are_timestamp_and_relative_offset(tmp_path: Path) -> None:
-    index = TimeIndex.create(tmp_path / "a.timeindex", 100, max_entries=10)
+    index = TimeIndex.create(tmp_path / "a.timeindex", 100, entries_max=10)
     index.maybe_append(5000, 104)
     index.close()
     assert (tmp_path / "a.timeindex").read_bytes() == struct.pack(">qi", 5000, 4)
 
 
 def test_time_index_keeps_only_increasing_timestamps(tmp_path: Path) -> None:
-    index = TimeIndex.create(tmp_path / "a.timeindex", 100, max_entries=10)
+    index = TimeIndex.create(tmp_path / "a.timeindex", 100, entries_max=10)
     index.maybe_append(5000, 104)
     index.maybe_append(5000, 108)  # not above the last: ignored, as in Kafka
     index.maybe_append(4000, 110)
@@ -107,7 +107,7 @@ def test_time_index_keeps_only_increasing_timestamps(tmp_path: Path) -> None:
 
 
 def test_time_index_may_take_one_entry_past_full_when_a_segment_closes(tmp_path: Path) -> None:
-    index = TimeIndex.create(tmp_path / "a.timeindex", 0, max_entries=1)
+    index = TimeIndex.create(tmp_path / "a.timeindex", 0, entries_max=1)
     index.maybe_append(10, 1)
     assert index.is_full
     index.maybe_append(20, 2, allow_full=True)
@@ -118,4 +118,4 @@ def test_time_index_may_take_one_entry_past_full_when_a_segment_closes(tmp_path:
 def test_damaged_time_index_is_detected(tmp_path: Path) -> None:
     (tmp_path / "a.timeindex").write_bytes(struct.pack(">qiqi", 50, 1, 40, 2))
     with pytest.raises(IndexCorruptError):
-        TimeIndex.load(tmp_path / "a.timeindex", 0, max_entries=10)
+        TimeIndex.load(tmp_path / "a.timeindex", 0, entries_max=10)

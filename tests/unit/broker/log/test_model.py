@@ -84,11 +84,11 @@ class LogMachine(RuleBasedStateMachine):
             self.batches.append(ModelBatch(self.end, tuple(values), self.epoch, self.now_ms))
         assert info.last_offset == self.end - 1
 
-    @rule(data=st.data(), max_bytes=st.integers(0, 600), committed=st.booleans())
-    def read(self, data: st.DataObject, max_bytes: int, committed: bool) -> None:
+    @rule(data=st.data(), bytes_max=st.integers(0, 600), committed=st.booleans())
+    def read(self, data: st.DataObject, bytes_max: int, committed: bool) -> None:
         offset = data.draw(st.integers(self.log_start, self.end))
         upper = self.high_watermark if committed else None
-        result = self.log.read(offset, max_bytes=max_bytes, upper_offset=upper)
+        result = self.log.read(offset, bytes_max=bytes_max, upper_offset=upper)
         containing = [b for b in self.batches if b.base_offset <= offset < b.next_offset]
         bound = self.end if upper is None else upper
         returned = [(r.offset, r.value) for r in records(result.data)]
@@ -105,7 +105,7 @@ class LogMachine(RuleBasedStateMachine):
         ]
         assert returned == expected
         first_size = len(build_batch([(0, None, v) for v in containing[0].values]))
-        assert len(result.data) <= max(max_bytes, first_size)
+        assert len(result.data) <= max(bytes_max, first_size)
 
     @rule(data=st.data())
     def lookup_timestamp(self, data: st.DataObject) -> None:
@@ -160,9 +160,7 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule()
     def crash(self) -> None:
-        for segment in self.log._view.segments:
-            segment.close_files()
-        self.log._closed = True
+        self.log._local.close()  # files closed as a killed process leaves them
         self.log = PartitionLog.open(self.directory, CONFIG, now_ms=self.now_ms)
         assert not self.log.had_clean_shutdown
         # The high watermark is stored on flush only, so a crash may take it back.

@@ -58,7 +58,7 @@ def test_leader_assigns_offsets_and_epoch_whatever_the_client_sent(log: Partitio
     info = log.append_as_leader(first + second, leader_epoch=3, now_ms=NOW_MS)
     assert (info.first_offset, info.last_offset, info.batch_count) == (0, 2, 2)
     assert info.size_bytes == len(first + second) and info.log_append_time_ms == -1
-    data = log.read(0, max_bytes=1 << 20).data
+    data = log.read(0, bytes_max=1 << 20).data
     assert [(h.base_offset, h.partition_leader_epoch) for h in _headers(data)] == [(0, 3), (2, 3)]
     assert [(r.offset, r.value) for r in records(data)] == [(0, b"a"), (1, b"b"), (2, b"c")]
     assert log.log_end_offset == 3
@@ -69,7 +69,7 @@ def test_log_append_time_stamps_the_batch_and_keeps_the_crc_valid(directory: Pat
     log = open_log(directory, config)
     info = log.append_as_leader(batch([b"a", b"b"], timestamp=5), leader_epoch=0, now_ms=NOW_MS)
     assert info.log_append_time_ms == NOW_MS and info.max_timestamp == NOW_MS
-    data = log.read(0, max_bytes=1 << 20).data
+    data = log.read(0, bytes_max=1 << 20).data
     header = verify_batch(data)
     assert header.timestamp_type is TimestampType.LOG_APPEND_TIME
     assert [r.timestamp for r in records(data)] == [NOW_MS, NOW_MS]
@@ -79,7 +79,7 @@ def test_log_append_time_stamps_the_batch_and_keeps_the_crc_valid(directory: Pat
 def test_compressed_batches_are_stored_as_sent(log: PartitionLog) -> None:
     sent = batch([b"z" * 100] * 5, compression=Compression.ZSTD)
     log.append_as_leader(sent, leader_epoch=0, now_ms=NOW_MS)
-    stored = log.read(0, max_bytes=1 << 20).data
+    stored = log.read(0, bytes_max=1 << 20).data
     assert len(stored) == len(sent) and stored[16:] == sent[16:]  # after offset and epoch
     assert [r.offset for r in records(stored)] == [0, 1, 2, 3, 4]
 
@@ -154,33 +154,33 @@ def test_an_empty_request_appends_nothing(log: PartitionLog) -> None:
 
 def test_read_starts_at_the_batch_holding_the_offset(log: PartitionLog) -> None:
     _fill(log, 4)
-    result = log.read(7, max_bytes=1)  # offsets 6-8 are the third batch
+    result = log.read(7, bytes_max=1)  # offsets 6-8 are the third batch
     assert (result.first_offset, result.next_offset) == (6, 9)
     assert [r.offset for r in records(result.data)] == [6, 7, 8]
     assert result.log_start_offset == 0 and result.high_watermark == 0
 
 
-def test_read_returns_whole_batches_within_max_bytes(log: PartitionLog) -> None:
+def test_read_returns_whole_batches_within_bytes_max(log: PartitionLog) -> None:
     _fill(log, 6)
-    size = len(log.read(0, max_bytes=1).data)
-    result = log.read(0, max_bytes=3 * size + size // 2)
+    size = len(log.read(0, bytes_max=1).data)
+    result = log.read(0, bytes_max=3 * size + size // 2)
     assert len(_headers(result.data)) == 3 and result.next_offset == 9
 
 
 def test_read_stops_before_a_batch_reaching_the_upper_offset(log: PartitionLog) -> None:
     _fill(log, 4)
-    assert log.read(0, max_bytes=1 << 20, upper_offset=8).next_offset == 6
-    assert log.read(0, max_bytes=1 << 20, upper_offset=9).next_offset == 9
-    empty = log.read(7, max_bytes=1 << 20, upper_offset=8)
+    assert log.read(0, bytes_max=1 << 20, upper_offset=8).next_offset == 6
+    assert log.read(0, bytes_max=1 << 20, upper_offset=9).next_offset == 9
+    empty = log.read(7, bytes_max=1 << 20, upper_offset=8)
     assert (empty.data, empty.first_offset, empty.next_offset) == (b"", 7, 7)
 
 
 def test_read_outside_the_log_is_out_of_range(log: PartitionLog) -> None:
     _fill(log, 2)
-    assert log.read(6, max_bytes=100).data == b""
+    assert log.read(6, bytes_max=100).data == b""
     for offset in (7, 100):
         with pytest.raises(LogError) as raised:
-            log.read(offset, max_bytes=100)
+            log.read(offset, bytes_max=100)
         assert raised.value.error_code == common_pb2.OFFSET_OUT_OF_RANGE
 
 
@@ -189,7 +189,7 @@ def test_reads_cross_segments(log: PartitionLog) -> None:
     assert len(log.segments()) > 3
     expected = [(3 * n + i, b"v%d-%d" % (n, i)) for n in range(40) for i in range(3)]
     assert read_all(log) == expected
-    assert read_all(log, max_bytes=1) == expected
+    assert read_all(log, bytes_max=1) == expected
 
 
 # --- timestamps ---
@@ -321,7 +321,7 @@ def test_delete_records_moves_the_log_start_and_drops_whole_segments(log: Partit
     assert log.log_start_offset == second_base + 1
     assert log.segments()[0].base_offset == second_base
     with pytest.raises(LogError):
-        log.read(second_base, max_bytes=100)
+        log.read(second_base, bytes_max=100)
     assert read_all(log)[0][0] == second_base + 1
 
 
@@ -383,7 +383,7 @@ def test_follower_keeps_the_leaders_offsets_and_learns_epochs(log: PartitionLog)
     )
     info = log.append_as_follower(leader_batches)
     assert (info.first_offset, info.last_offset) == (0, 2)
-    assert log.read(0, max_bytes=1 << 20).data == leader_batches
+    assert log.read(0, bytes_max=1 << 20).data == leader_batches
     assert log.end_offset_for_epoch(2) == (2, 2) and log.latest_epoch == 5
     gap = batch([b"d"], base_offset=10, partition_leader_epoch=5)  # the leader's cleaner's gap
     log.append_as_follower(gap)
@@ -473,7 +473,7 @@ def test_reads_run_alongside_appends_and_retention(directory: Path) -> None:
             reads.append(1)
             try:
                 start = log.log_start_offset
-                result = log.read(start, max_bytes=4096)
+                result = log.read(start, bytes_max=4096)
                 offsets = [r.offset for r in records(result.data)]
                 assert offsets == list(range(result.first_offset, result.next_offset))
             except LogError as error:

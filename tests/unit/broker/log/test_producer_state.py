@@ -274,7 +274,7 @@ def replayed(log: PartitionLog) -> tuple[ProducerEntry, ...]:
     state = ProducerStateManager(0)
     offset = 0
     while offset < log.log_end_offset:
-        result = log.read(offset, max_bytes=1 << 20)
+        result = log.read(offset, bytes_max=1 << 20)
         state.apply([header for _, header in iter_batches(result.data)])
         offset = result.next_offset
     return state.entries()
@@ -289,9 +289,7 @@ def fill(log: PartitionLog, producers: Sequence[int], batches: int) -> None:
 
 def crash(log: PartitionLog) -> None:
     """Closes the files as a killed process leaves them: no snapshot, no clean marker."""
-    for segment in log._view.segments:
-        segment.close_files()
-    log._closed = True
+    log._local.close()
 
 
 def test_a_retry_gets_the_original_offsets_and_writes_nothing(tmp_path: Path) -> None:
@@ -333,7 +331,7 @@ def test_a_new_leader_dedupes_a_retry_of_what_the_old_leader_wrote(tmp_path: Pat
     follower = open_log(tmp_path / "follower-0")
     append(leader, (1, 0, 0, 2))
     append(leader, (1, 0, 2, 3))
-    follower.append_as_follower(leader.read(0, max_bytes=1 << 20).data)
+    follower.append_as_follower(leader.read(0, bytes_max=1 << 20).data)
     assert follower.producers() == leader.producers()
     leader.close()
     # The old leader's answer to the second batch was lost; the producer retries on the new one.

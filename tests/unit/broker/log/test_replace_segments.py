@@ -54,7 +54,7 @@ def test_cleaned_segments_replace_the_old_ones(log: PartitionLog) -> None:
     after = read_all(log)
     assert after == [(o, v) for o, v in before if o >= end or (o // 3) % 2 == 0]
     assert not {n for n in _stored_names(log) if n.endswith((".cleaned", ".swap", ".deleted"))}
-    assert log.read(4, max_bytes=1).first_offset == 6  # offsets 3-5 went: the next batch
+    assert log.read(4, bytes_max=1).first_offset == 6  # offsets 3-5 went: the next batch
     log.close()
     reopened = open_log(log.directory)
     assert read_all(reopened) == after

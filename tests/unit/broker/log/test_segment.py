@@ -67,11 +67,11 @@ def test_find_position_and_read_return_whole_batches(tmp_path: Path) -> None:
     segment, batches = _filled(tmp_path)
     position = segment.find_position(63)  # offsets 62-63 are the seventh batch
     assert position == batches[6][0]
-    found = segment.read(position, max_bytes=3 * batches[0][1].size_bytes, upper_offset=10**9)
+    found = segment.read(position, bytes_max=3 * batches[0][1].size_bytes, upper_offset=10**9)
     assert found is not None
     data, first, next_offset = found
     assert (first, next_offset) == (62, 68) and len(data) == 3 * batches[0][1].size_bytes
-    assert segment.read(position, max_bytes=10**6, upper_offset=63) is None
+    assert segment.read(position, bytes_max=10**6, upper_offset=63) is None
     assert segment.find_position(10**9) is None
     segment.close_files()
 
