@@ -1,5 +1,5 @@
-"""`pykraft configs`: Kafka's kafka-configs (describe and alter topic and broker configs), and
-the parsing of Kafka's "key=value" config arguments that `pykraft topics create` shares."""
+"""`pykraft configs`: Kafka's kafka-configs (describe and alter topic and broker configs), with
+the parsing of its --add-config lists."""
 
 from __future__ import annotations
 
@@ -8,18 +8,12 @@ from collections.abc import Callable
 import click
 
 from pykraft.cli import formatting
+from pykraft.cli.options import parsed
+from pykraft.cli.properties import split_properties
 from pykraft.cli.session import Session, admin_command
 from pykraft.client.admin import ResourceType
 
 _ENTITY_TYPES: dict[str, ResourceType] = {"topics": "topic", "brokers": "broker"}
-
-
-def parse_config(text: str) -> tuple[str, str]:
-    """One "key=value" (the value may hold '=' and ','); ValueError says what is wrong."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"expected key=value, got {text!r}")
-    return key.strip(), value
 
 
 def parse_config_list(text: str) -> dict[str, str]:
@@ -35,24 +29,8 @@ def parse_config_list(text: str) -> dict[str, str]:
     if depth != 0:
         raise ValueError(f"unbalanced '[' in {text!r}")
     items.append(text[start:])
-    configs = dict(parse_config(item) for item in items if item.strip())
+    configs = split_properties(item for item in items if item.strip())
     return {k: v[1:-1] if v.startswith("[") and v.endswith("]") else v for k, v in configs.items()}
-
-
-def config_callback(
-    parse: Callable[[str], dict[str, str]],
-) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], dict[str, str]]:
-    """A click callback merging every occurrence of a repeatable config option."""
-
-    def callback(
-        ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-    ) -> dict[str, str]:
-        try:
-            return {k: v for text in values for k, v in parse(text).items()}
-        except ValueError as e:
-            raise click.BadParameter(str(e), ctx, param) from None
-
-    return callback
 
 
 @click.group()
@@ -104,7 +82,9 @@ def configs_describe(
 @click.option(
     "--add-config",
     multiple=True,
-    callback=config_callback(parse_config_list),
+    callback=parsed(
+        lambda values: {k: v for text in values for k, v in parse_config_list(text).items()}
+    ),
     metavar="K=V[,K2=V2...]",
     help="Configs to set; a list value goes in brackets: k=[a,b].",
 )

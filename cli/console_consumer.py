@@ -25,8 +25,8 @@ from typing import Any
 import click
 
 from pykraft.cli.formatting import RecordFormat, format_record, record_json
-from pykraft.cli.options import bootstrap_server_option, check_partition
-from pykraft.cli.properties import from_properties, properties_callback
+from pykraft.cli.options import bootstrap_server_option, check_partition, properties_option
+from pykraft.cli.properties import from_properties
 from pykraft.client.consumer.consumer import Consumer
 from pykraft.client.types import ConsumerRecord, TopicPartition
 
@@ -62,12 +62,10 @@ def _record_format(properties: dict[str, str]) -> RecordFormat:
     type=click.IntRange(min=0),
     help="Exit when no record arrives for this long (default: wait forever).",
 )
-@click.option(
+@properties_option(
     "--property",
     "record_format",
-    multiple=True,
-    callback=properties_callback(_record_format),
-    metavar="KEY=VALUE",
+    build=_record_format,
     help="A formatter property, as Kafka's: print.timestamp, print.partition, print.offset, "
     "print.headers, print.key, print.value, key.separator, line.separator, headers.separator, "
     "null.literal. Repeatable.",

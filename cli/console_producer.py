@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import click
 from click.core import ParameterSource
 
-from pykraft.cli.options import bootstrap_server_option, check_partition
-from pykraft.cli.properties import from_properties, producer_kwargs, properties_callback
+from pykraft.cli.options import bootstrap_server_option, check_partition, properties_option
+from pykraft.cli.properties import from_properties, producer_kwargs
 from pykraft.client.errors import InvalidRecordError
 from pykraft.client.producer.producer import Producer
 from pykraft.client.types import RecordMetadata
@@ -180,12 +180,10 @@ _COMPRESSION = click.Choice(["none", "gzip", "snappy", "lz4", "zstd"])
 @click.command("produce")
 @click.option("--topic", required=True, help="Topic to produce to.")
 @bootstrap_server_option
-@click.option(
+@properties_option(
     "--property",
     "reader",
-    multiple=True,
-    callback=properties_callback(lambda p: from_properties(LineReader, p, "line reader")),
-    metavar="KEY=VALUE",
+    build=lambda p: from_properties(LineReader, p, "line reader"),
     help="A line reader property, as Kafka's: parse.key, key.separator, parse.headers, "
     "headers.delimiter, headers.separator, headers.key.separator, ignore.error, null.marker. "
     "Repeatable.",
@@ -193,12 +191,10 @@ _COMPRESSION = click.Choice(["none", "gzip", "snappy", "lz4", "zstd"])
 @click.option(
     "--key-separator", help="Read each line as KEY<SEP>VALUE: parse.key=true key.separator=SEP."
 )
-@click.option(
+@properties_option(
     "--producer-property",
     "producer_properties",
-    multiple=True,
-    callback=properties_callback(producer_kwargs),
-    metavar="KEY=VALUE",
+    build=producer_kwargs,
     help="A Kafka producer config (acks, linger.ms, batch.size, compression.type, "
     "enable.idempotence, ...). Repeatable.",
 )

@@ -24,8 +24,8 @@ from typing import Any
 
 import click
 
-from pykraft.cli.options import bootstrap_server_option
-from pykraft.cli.properties import producer_kwargs, properties_callback
+from pykraft.cli.options import bootstrap_server_option, properties_option
+from pykraft.cli.properties import producer_kwargs
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.consumer.consumer import Consumer
 from pykraft.client.errors import KafkaError, RequestTimedOutError
@@ -206,12 +206,10 @@ def perf() -> None:
 @click.option(
     "--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True
 )
-@click.option(
+@properties_option(
     "--producer-prop",
     "props",
-    multiple=True,
-    callback=properties_callback(producer_kwargs),
-    metavar="KEY=VALUE",
+    build=producer_kwargs,
     help="A Kafka producer property (linger.ms, batch.size, ...); overrides --acks. Repeatable.",
 )
 @bootstrap_server_option

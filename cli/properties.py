@@ -1,14 +1,12 @@
-"""Kafka's "key=value" properties (--property, --producer-property, --producer-prop) as our
-configs: the names are Kafka's, the values text, and every unknown name or malformed value is a
-ValueError that says which."""
+"""Kafka's "key=value" properties (--property, --producer-property, --producer-prop, and topic
+configs) as our configs: the names are Kafka's, the values text, and every unknown name or
+malformed value is a ValueError that says which."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any, TypeVar
-
-import click
+from typing import TypeVar
 
 _C = TypeVar("_C")
 
@@ -22,20 +20,6 @@ def split_properties(items: Iterable[str]) -> dict[str, str]:
             raise ValueError(f"expected key=value, got {item!r}")
         properties[key.strip()] = value
     return properties
-
-
-def properties_callback(
-    build: Callable[[dict[str, str]], object],
-) -> Callable[[click.Context, click.Parameter, tuple[str, ...]], Any]:
-    """A click callback turning every occurrence of a key=value option into `build`'s value."""
-
-    def callback(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
-        try:
-            return build(split_properties(values))
-        except ValueError as e:
-            raise click.BadParameter(str(e), ctx, param) from None
-
-    return callback
 
 
 def parse_bool(name: str, text: str) -> bool:

@@ -13,9 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
-from pykraft.cli.options import parsed
+from pykraft.cli.options import bootstrap_option
 from pykraft.client.admin import AdminClient
-from pykraft.client.routing import parse_bootstrap
 
 _T = TypeVar("_T")
 
@@ -84,14 +83,9 @@ def session_command(
 
 
 admin_command = session_command(
-    click.option(
+    bootstrap_option(
         "--bootstrap-controller",
         "--bootstrap-server",
-        "bootstrap",
-        envvar="PYKRAFT_BOOTSTRAP",
-        required=True,
-        callback=parsed(parse_bootstrap),
-        metavar="HOST:PORT[,HOST:PORT...]",
         help="Controllers (or brokers) to contact first; env PYKRAFT_BOOTSTRAP.",
     )
 )

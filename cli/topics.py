@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pykraft.cli import formatting
-from pykraft.cli.configs import config_callback, parse_config
+from pykraft.cli.options import properties_option
 from pykraft.cli.session import Session, admin_command
 
 
@@ -23,13 +23,8 @@ def topics() -> None:
     type=click.IntRange(min=1),
     help="Default: default.replication.factor.",
 )
-@click.option(
-    "--config",
-    "configs",
-    multiple=True,
-    callback=config_callback(lambda text: dict([parse_config(text)])),
-    metavar="KEY=VALUE",
-    help="A topic config override; repeat for more.",
+@properties_option(
+    "--config", "configs", build=dict, help="A topic config override; repeat for more."
 )
 def topics_create(
     session: Session,

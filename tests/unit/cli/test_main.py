@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pykraft.cli import configs, main
+from pykraft.cli.properties import split_properties
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -121,13 +122,12 @@ def test_parse_config_list_follows_kafka_syntax() -> None:
         configs.parse_config_list("a=1]")
 
 
-def test_parse_config_keeps_commas_in_the_value() -> None:
-    assert configs.parse_config("cleanup.policy=compact,delete") == (
-        "cleanup.policy",
-        "compact,delete",
-    )
+def test_a_config_value_keeps_its_commas_and_a_key_is_required() -> None:
+    assert split_properties(["cleanup.policy=compact,delete"]) == {
+        "cleanup.policy": "compact,delete"
+    }
     with pytest.raises(ValueError, match="expected key=value"):
-        configs.parse_config("=v")
+        split_properties(["=v"])
 
 
 def test_entry_point_commands_are_added_under_their_name(monkeypatch: pytest.MonkeyPatch) -> None:
