@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.unit.client.fake_controller import FakeNode, serving
 
 
 @pytest.fixture
@@ -21,3 +24,11 @@ def fsynced_paths(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     return fsynced
+
+
+@pytest.fixture
+def start_node() -> Iterator[Callable[[int], FakeNode]]:
+    """Starts an in-process AdminService (`fake_controller.FakeNode`) with the id given, on its
+    own port; every node started stops when the test ends."""
+    with serving() as start:
+        yield start

@@ -4,21 +4,14 @@ gRPC (`fake_controller`): output, redirects to the active controller, errors by 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from click.testing import CliRunner
 
 from pykraft.cli.main import cli
 from pykraft.proto import admin_pb2 as pb
 from pykraft.proto import common_pb2
-from tests.unit.client.fake_controller import CLUSTER, ELECTED, FakeNode, serving
-
-
-@pytest.fixture
-def start_node() -> Iterator[Callable[[int], FakeNode]]:
-    with serving() as start:
-        yield start
+from tests.unit.client.fake_controller import ELECTED, FakeNode, follower_and_active
 
 
 def test_cli_leaders_elect_prints_each_partition(start_node: Callable[[int], FakeNode]) -> None:
@@ -46,9 +39,7 @@ def test_cli_leaders_elect_prints_each_partition(start_node: Callable[[int], Fak
 def test_cli_prints_json_from_the_active_controller(
     start_node: Callable[[int], FakeNode],
 ) -> None:
-    follower, active = start_node(1), start_node(2)
-    follower.not_controller_answers_left, follower.redirect_to = 10**6, active
-    active.answers["DescribeCluster"] = CLUSTER
+    follower, _ = follower_and_active(start_node)
     result = CliRunner().invoke(
         cli, ["cluster", "describe", "--bootstrap-controller", follower.address, "--output", "json"]
     )

@@ -35,37 +35,79 @@ def stored(cluster: FakeCluster, tp: TopicPartition) -> list[tuple[bytes | None,
     return [(r.key, r.value) for batch in cluster.logs[tp] for r in decode_batch(batch)]
 
 
-def test_produce_sends_each_line_as_a_record() -> None:
+def records(cluster: FakeCluster, tp: TopicPartition) -> list[Record]:
+    return [r for batch in cluster.logs[tp] for r in decode_batch(batch)]
+
+
+def produce(cluster: FakeCluster, *args: str, stdin: bytes) -> Result:
+    return run(
+        "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap, *args, stdin=stdin
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "expected"),
+    [
+        pytest.param(
+            [], b"a\nb\n\nc", [(None, b"a"), (None, b"b"), (None, b""), (None, b"c")],
+            id="each-line-a-record",
+        ),
+        pytest.param(
+            ["--key-separator", ":", "--acks", "1"], b"k1:v1\nk2:v:2\n",
+            [(b"k1", b"v1"), (b"k2", b"v:2")],
+            id="key-split-at-the-first-separator",
+        ),
+        pytest.param(
+            ["--key-separator", ":", "--property", "ignore.error=true"], b"k:v\nplain\n",
+            [(b"k", b"v"), (None, b"plain")],
+            id="ignore-error-sends-a-line-without-separator-as-a-keyless-value",
+        ),
+    ],
+)  # fmt: skip
+def test_produce_stores_the_lines_as_records(
+    args: list[str], stdin: bytes, expected: list[tuple[bytes | None, bytes | None]]
+) -> None:
     with running({"t": 1}) as cluster:
-        result = run(
-            "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap, stdin=b"a\nb\n\nc"
-        )
+        result = produce(cluster, *args, stdin=stdin)
         assert result.exit_code == 0, result.output
-        assert stored(cluster, T0) == [(None, b"a"), (None, b"b"), (None, b""), (None, b"c")]
+        assert stored(cluster, T0) == expected
 
 
-def test_produce_splits_keys_at_the_first_separator() -> None:
+@pytest.mark.parametrize(
+    ("args", "stdin", "error", "delivered"),
+    [
+        pytest.param(
+            ["--key-separator", "|"], b"k|v\nnokey\n",
+            "No key separator found on line number 2: 'nokey'.", [(b"k", b"v")],
+            id="line-without-separator",
+        ),
+        pytest.param(
+            ["--property", "parse.key=true", "--property", "key.separator=|"],
+            b"k1|v1\nk2|v2\nnokey\nk3|v3\n",
+            "No key separator found on line number 3: 'nokey'.",
+            [(b"k1", b"v1"), (b"k2", b"v2")],
+            id="a-bad-line-stops-the-run-after-the-lines-before-it",
+        ),
+        pytest.param(
+            ["--property", "parse.headers=true"], b"ok:1\tv\nbad\tw\n",
+            "No header key separator ':' found in pair 'bad' on line number 2.",
+            [(None, b"v")],
+            id="a-header-without-its-key-separator",
+        ),
+    ],
+)  # fmt: skip
+def test_a_bad_line_is_an_invalid_record_after_the_lines_before_it_are_delivered(
+    args: list[str],
+    stdin: bytes,
+    error: str,
+    delivered: list[tuple[bytes | None, bytes | None]],
+) -> None:
     with running({"t": 1}) as cluster:
-        result = run(
-            "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap,
-            "--key-separator", ":", "--acks", "1",
-            stdin=b"k1:v1\nk2:v:2\n",
-        )  # fmt: skip
-        assert result.exit_code == 0, result.output
-        assert stored(cluster, T0) == [(b"k1", b"v1"), (b"k2", b"v:2")]
-
-
-def test_produce_line_without_separator_is_an_error() -> None:
-    with running({"t": 1}) as cluster:
-        result = run(
-            "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap,
-            "--key-separator", "|", stdin=b"k|v\nnokey\n",
-        )  # fmt: skip
+        result = produce(cluster, *args, stdin=stdin)
         assert result.exit_code == 1
-        assert result.stderr.startswith(
-            "Error: INVALID_RECORD: No key separator found on line number 2: 'nokey'."
-        )
-        assert stored(cluster, T0) == [(b"k", b"v")]
+        assert result.stderr.startswith(f"Error: INVALID_RECORD: {error}")
+        assert len(result.stderr.splitlines()) == 1
+        assert stored(cluster, T0) == delivered
 
 
 def test_produce_to_an_unknown_topic_fails_with_its_code() -> None:
@@ -130,30 +172,6 @@ def test_consume_argument_errors_exit_2() -> None:
     assert run("consume", "--topic", "t").exit_code == 2  # no bootstrap at all
 
 
-def records(cluster: FakeCluster, tp: TopicPartition) -> list[Record]:
-    return [r for batch in cluster.logs[tp] for r in decode_batch(batch)]
-
-
-def produce(cluster: FakeCluster, *args: str, stdin: bytes) -> Result:
-    return run(
-        "produce", "--topic", "t", "--bootstrap-server", cluster.bootstrap, *args, stdin=stdin
-    )
-
-
-def test_a_bad_line_stops_the_run_after_the_lines_before_it_are_delivered() -> None:
-    with running({"t": 1}) as cluster:
-        result = produce(
-            cluster, "--property", "parse.key=true", "--property", "key.separator=|",
-            stdin=b"k1|v1\nk2|v2\nnokey\nk3|v3\n",
-        )  # fmt: skip
-        assert result.exit_code == 1
-        assert result.stderr.startswith(
-            "Error: INVALID_RECORD: No key separator found on line number 3: 'nokey'."
-        )
-        assert len(result.stderr.splitlines()) == 1
-        assert stored(cluster, T0) == [(b"k1", b"v1"), (b"k2", b"v2")]
-
-
 def test_produce_reads_headers_keys_and_null_markers_as_kafka_does() -> None:
     with running({"t": 1}) as cluster:
         result = produce(
@@ -167,27 +185,6 @@ def test_produce_reads_headers_keys_and_null_markers_as_kafka_does() -> None:
         assert (first.key, first.value) == (b"k1", b"v\t1")
         assert [(h.key, h.value) for h in first.headers] == [("h1", b"a"), ("h2", None)]
         assert (second.key, second.value, second.headers) == (None, None, ())
-
-
-def test_ignore_error_sends_a_line_without_separator_as_a_keyless_value() -> None:
-    with running({"t": 1}) as cluster:
-        result = produce(
-            cluster, "--key-separator", ":", "--property", "ignore.error=true",
-            stdin=b"k:v\nplain\n",
-        )  # fmt: skip
-        assert result.exit_code == 0, result.output
-        assert stored(cluster, T0) == [(b"k", b"v"), (None, b"plain")]
-
-
-def test_a_header_without_its_key_separator_is_an_invalid_record() -> None:
-    with running({"t": 1}) as cluster:
-        result = produce(cluster, "--property", "parse.headers=true", stdin=b"ok:1\tv\nbad\tw\n")
-        assert result.exit_code == 1
-        assert result.stderr.startswith(
-            "Error: INVALID_RECORD: No header key separator ':' found in pair 'bad' on line "
-            "number 2."
-        )
-        assert stored(cluster, T0) == [(None, b"v")]
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,7 @@ from pykraft.proto.record_batch import (
     iter_batches,
     rewrite_offsets,
 )
+from tests.unit.client.fake_grpc import unary_service
 
 WAIT_S = 5.0  # how long tests wait for a condition before failing
 
@@ -191,17 +192,8 @@ class FakeBroker:
             "Metadata": (pb.MetadataRequest, self.metadata),
             "InitProducerId": (pb.InitProducerIdRequest, self.init_producer_id),
         }
-        handlers = {
-            name: grpc.unary_unary_rpc_method_handler(
-                self._counted(name, handler),
-                request_deserializer=request_type.FromString,
-                response_serializer=lambda m: m.SerializeToString(),
-            )
-            for name, (request_type, handler) in methods.items()
-        }
-        self.server.add_generic_rpc_handlers(
-            [grpc.method_handlers_generic_handler("pykraft.BrokerService", handlers)]
-        )
+        counted = {name: (rt, self._counted(name, h)) for name, (rt, h) in methods.items()}
+        self.server.add_generic_rpc_handlers([unary_service("pykraft.BrokerService", counted)])
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
 

@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 
 from pykraft.proto import admin_pb2 as pb
 from pykraft.proto import common_pb2
+from tests.unit.client.fake_grpc import unary_service
 
 RESPONSES: dict[str, tuple[type[Message], type[Message]]] = {
     "CreateTopics": (pb.CreateTopicsRequest, pb.CreateTopicsResponse),
@@ -76,17 +77,8 @@ def serving() -> Iterator[Callable[[int], FakeNode]]:
     def start(node_id: int) -> FakeNode:
         node = FakeNode(node_id)
         server = grpc.server(ThreadPoolExecutor(max_workers=2))
-        handlers = {
-            method: grpc.unary_unary_rpc_method_handler(
-                node.handler(method),
-                request_deserializer=request_type.FromString,
-                response_serializer=lambda m: m.SerializeToString(),
-            )
-            for method, (request_type, _) in RESPONSES.items()
-        }
-        server.add_generic_rpc_handlers(
-            [grpc.method_handlers_generic_handler("pykraft.AdminService", handlers)]
-        )
+        methods = {method: (types[0], node.handler(method)) for method, types in RESPONSES.items()}
+        server.add_generic_rpc_handlers([unary_service("pykraft.AdminService", methods)])
         node.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
         server.start()
         servers.append(server)
@@ -118,3 +110,12 @@ ELECTED = pb.ElectLeadersResponse(
         ),
     ]
 )
+
+
+def follower_and_active(start: Callable[[int], FakeNode]) -> tuple[FakeNode, FakeNode]:
+    """Starts nodes 1 and 2 with `start`: node 1 a follower answering every call NOT_CONTROLLER
+    naming node 2, the active controller, which answers DescribeCluster with CLUSTER."""
+    follower, active = start(1), start(2)
+    follower.not_controller_answers_left, follower.redirect_to = 10**6, active
+    active.answers["DescribeCluster"] = CLUSTER
+    return follower, active

@@ -41,6 +41,7 @@ from pykraft.client.types import OffsetAndMetadata, TopicPartition
 from pykraft.proto import common_pb2
 from pykraft.proto import group_pb2 as gpb
 from tests.unit.client.fake_broker import FakeCluster
+from tests.unit.client.fake_grpc import UnaryHandler, unary_service
 
 COORDINATOR_ID = 100
 HEARTBEAT_INTERVAL_MS = 50
@@ -324,15 +325,15 @@ def _header(code: int) -> common_pb2.ResponseHeader:
 def _handler(
     methods: dict[str, tuple[Any, Callable[[Any], Any]]],
 ) -> grpc.GenericRpcHandler[Any, Any]:
-    handlers = {
-        name: grpc.unary_unary_rpc_method_handler(
-            lambda request, context, handle=handle: handle(request),
-            request_deserializer=request_type.FromString,
-            response_serializer=lambda m: m.SerializeToString(),
-        )
-        for name, (request_type, handle) in methods.items()
-    }
-    return grpc.method_handlers_generic_handler("pykraft.BrokerService", handlers)
+    """The BrokerService serving `methods`, whose handlers take the request alone."""
+
+    def served(handle: Callable[[Any], Any]) -> UnaryHandler:
+        return lambda request, context: handle(request)
+
+    return unary_service(
+        "pykraft.BrokerService",
+        {name: (request_type, served(handle)) for name, (request_type, handle) in methods.items()},
+    )
 
 
 @contextmanager

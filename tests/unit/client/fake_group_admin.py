@@ -26,6 +26,12 @@ from google.protobuf.message import Message
 
 from pykraft.client.types import TopicPartition
 from pykraft.proto import admin_pb2, broker_pb2, common_pb2, group_pb2
+from tests.unit.client.fake_grpc import (
+    answer_list_offsets,
+    describe_topics_answer,
+    list_offsets_answer,
+    unary_service,
+)
 
 _R = TypeVar("_R", bound=Message)
 
@@ -155,17 +161,11 @@ class GroupNode:
             },
         }
         for service, methods in services.items():
-            handlers = {
-                name: grpc.unary_unary_rpc_method_handler(
-                    self._recorded(name, response_type, handler),
-                    request_deserializer=request_type.FromString,
-                    response_serializer=lambda m: m.SerializeToString(),
-                )
+            recorded = {
+                name: (request_type, self._recorded(name, response_type, handler))
                 for name, (request_type, response_type, handler) in methods.items()
             }
-            self.server.add_generic_rpc_handlers(
-                [grpc.method_handlers_generic_handler(service, handlers)]
-            )
+            self.server.add_generic_rpc_handlers([unary_service(service, recorded)])
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
 
@@ -202,17 +202,7 @@ class GroupNode:
         return admin_pb2.DescribeClusterResponse(cluster_id="c", controller_id=1, brokers=brokers)
 
     def describe_topics(self, request: Any) -> admin_pb2.DescribeTopicsResponse:
-        response = admin_pb2.DescribeTopicsResponse()
-        for name in request.names or self.cluster.topics():
-            topic = response.topics.add(name=name, topic_id=f"id-{name}")
-            partitions = sorted(tp for tp in self.cluster.leaders if tp.topic == name)
-            if not partitions:
-                topic.error_code = common_pb2.UNKNOWN_TOPIC_OR_PARTITION
-                topic.error_message = f"Unknown topic {name!r}."
-            for tp in partitions:
-                leader = self.cluster.leaders[tp]
-                topic.partitions.add(partition=tp.partition, leader=leader, replicas=[leader])
-        return response
+        return describe_topics_answer(request.names or self.cluster.topics(), self.cluster.leaders)
 
     # BrokerService: data -------------------------------------------------------------------
 
@@ -238,27 +228,17 @@ class GroupNode:
         return response
 
     def list_offsets(self, request: Any) -> broker_pb2.ListOffsetsResponse:
-        response = broker_pb2.ListOffsetsResponse()
-        for topic in request.topics:
-            result = response.topics.add(topic=topic.topic)
-            for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
-                answer = result.partitions.add(partition=p.partition, timestamp=-1, offset=-1)
-                if self.cluster.leaders.get(tp) != self.node_id:
-                    answer.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
-                    continue
-                start, stamps = self.cluster.log_start[tp], self.cluster.timestamps[tp]
-                if p.timestamp == -2:
-                    answer.offset = start
-                elif p.timestamp == -1:
-                    answer.offset = len(stamps)
-                else:
-                    later = [
-                        (o, ts) for o, ts in enumerate(stamps) if o >= start and ts >= p.timestamp
-                    ]
-                    if later:
-                        answer.offset, answer.timestamp = later[0]
-        return response
+        return list_offsets_answer(request, self._answer_list_offsets)
+
+    def _answer_list_offsets(
+        self, tp: TopicPartition, p: Any, answer: broker_pb2.ListOffsetsPartitionResult
+    ) -> None:
+        if self.cluster.leaders.get(tp) != self.node_id:
+            answer.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
+            return
+        answer_list_offsets(
+            answer, p.timestamp, self.cluster.log_start[tp], self.cluster.timestamps[tp]
+        )
 
     # BrokerService: groups -----------------------------------------------------------------
 

@@ -22,6 +22,12 @@ from google.protobuf.message import Message
 
 from pykraft.client.types import TopicPartition
 from pykraft.proto import admin_pb2, broker_pb2, common_pb2
+from tests.unit.client.fake_grpc import (
+    answer_list_offsets,
+    describe_topics_answer,
+    list_offsets_answer,
+    unary_service,
+)
 
 
 class FakeState:
@@ -74,17 +80,8 @@ class FakeNode:
             },
         }
         for service, methods in services.items():
-            handlers = {
-                name: grpc.unary_unary_rpc_method_handler(
-                    self._recorded(name, handler),
-                    request_deserializer=request_type.FromString,
-                    response_serializer=lambda m: m.SerializeToString(),
-                )
-                for name, (request_type, handler) in methods.items()
-            }
-            self.server.add_generic_rpc_handlers(
-                [grpc.method_handlers_generic_handler(service, handlers)]
-            )
+            recorded = {name: (rt, self._recorded(name, h)) for name, (rt, h) in methods.items()}
+            self.server.add_generic_rpc_handlers([unary_service(service, recorded)])
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
 
@@ -109,24 +106,15 @@ class FakeNode:
         return admin_pb2.DescribeClusterResponse(cluster_id="c", controller_id=1, brokers=brokers)
 
     def describe_topics(self, request: Any) -> admin_pb2.DescribeTopicsResponse:
-        response = admin_pb2.DescribeTopicsResponse()
-        for name in request.names or self.state.topics():
-            topic = response.topics.add(name=name, topic_id=f"id-{name}")
-            partitions = self.state.partitions(name)
-            if not partitions:
-                topic.error_code = common_pb2.UNKNOWN_TOPIC_OR_PARTITION
-                topic.error_message = f"Unknown topic {name!r}."
-            for tp in partitions:
-                leader = self.state.leaders[tp]
-                topic.partitions.add(
-                    partition=tp.partition,
-                    leader=leader,
-                    leader_epoch=self.state.epochs[tp],
-                    partition_epoch=7,
-                    replicas=[leader],
-                    isr=[leader],
-                )
-        return response
+        return describe_topics_answer(
+            request.names or self.state.topics(),
+            self.state.leaders,
+            lambda tp: {
+                "leader_epoch": self.state.epochs[tp],
+                "partition_epoch": 7,
+                "isr": [self.state.leaders[tp]],
+            },
+        )
 
     def describe_configs(self, request: Any) -> admin_pb2.DescribeConfigsResponse:
         entry = admin_pb2.ConfigEntry(
@@ -154,19 +142,19 @@ class FakeNode:
         return response
 
     def list_offsets(self, request: Any) -> broker_pb2.ListOffsetsResponse:
-        response = broker_pb2.ListOffsetsResponse()
-        for topic in request.topics:
-            result = response.topics.add(topic=topic.topic)
-            for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
-                answer = result.partitions.add(partition=p.partition, timestamp=-1, offset=-1)
-                code = self._error(tp, p.current_leader_epoch)
-                if code != common_pb2.NONE:
-                    answer.error_code = code  # type: ignore[assignment]
-                    continue
-                answer.leader_epoch = self.state.epochs[tp]
-                self._answer(tp, p.timestamp, answer)
-        return response
+        return list_offsets_answer(request, self._answer_list_offsets)
+
+    def _answer_list_offsets(
+        self, tp: TopicPartition, p: Any, answer: broker_pb2.ListOffsetsPartitionResult
+    ) -> None:
+        code = self._error(tp, p.current_leader_epoch)
+        if code != common_pb2.NONE:
+            answer.error_code = code  # type: ignore[assignment]
+            return
+        answer.leader_epoch = self.state.epochs[tp]
+        answer_list_offsets(
+            answer, p.timestamp, self.state.log_start[tp], self.state.timestamps[tp]
+        )
 
     def _error(self, tp: TopicPartition, current_leader_epoch: int) -> int:
         scripted = self.state.list_offsets_errors[tp]
@@ -177,19 +165,6 @@ class FakeNode:
         if 0 <= current_leader_epoch < self.state.epochs[tp]:
             return common_pb2.FENCED_LEADER_EPOCH
         return common_pb2.NONE
-
-    def _answer(
-        self, tp: TopicPartition, timestamp: int, answer: broker_pb2.ListOffsetsPartitionResult
-    ) -> None:
-        start, stamps = self.state.log_start[tp], self.state.timestamps[tp]
-        if timestamp == -2:
-            answer.offset = start
-        elif timestamp == -1:
-            answer.offset = len(stamps)
-        else:
-            found = [(o, ts) for o, ts in enumerate(stamps) if o >= start and ts >= timestamp]
-            if found:
-                answer.offset, answer.timestamp = found[0]
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -25,13 +25,7 @@ from pykraft.client import (
 from pykraft.client.routing import parse_bootstrap
 from pykraft.proto import admin_pb2 as pb
 from pykraft.proto import common_pb2
-from tests.unit.client.fake_controller import CLUSTER, ELECTED, FakeNode, serving
-
-
-@pytest.fixture
-def start_node() -> Iterator[Callable[[int], FakeNode]]:
-    with serving() as start:
-        yield start
+from tests.unit.client.fake_controller import ELECTED, FakeNode, follower_and_active
 
 
 def closed_address() -> str:
@@ -43,9 +37,7 @@ def closed_address() -> str:
 def test_follows_not_controller_to_the_named_node_and_remembers_it(
     start_node: Callable[[int], FakeNode],
 ) -> None:
-    follower, active = start_node(1), start_node(2)
-    follower.not_controller_answers_left, follower.redirect_to = 10**6, active
-    active.answers["DescribeCluster"] = CLUSTER
+    follower, active = follower_and_active(start_node)
     with AdminClient(follower.address, retry_backoff_ms=10) as admin:
         described = admin.describe_cluster()
         admin.describe_quorum()

@@ -98,12 +98,18 @@ class Workload:
         )
         self._controller.RegisterBroker(request, _NO_CONTEXT)
 
-    def _heartbeat(self, image: MetadataImage) -> None:
+    def _some_broker(self, image: MetadataImage) -> tuple[int, int]:
+        """A broker id drawn from BROKER_IDS (one draw of the random stream) and its epoch in
+        `image` (-1 while it is not registered), as a broker's own request names them."""
         broker_id = self._rng.choice(BROKER_IDS)
         registration = image.cluster.brokers.get(broker_id)
+        return broker_id, registration.broker_epoch if registration is not None else -1
+
+    def _heartbeat(self, image: MetadataImage) -> None:
+        broker_id, broker_epoch = self._some_broker(image)
         request = controller_pb2.BrokerHeartbeatRequest(
             broker_id=broker_id,
-            broker_epoch=registration.broker_epoch if registration is not None else -1,
+            broker_epoch=broker_epoch,
             current_metadata_offset=image.offset,
             want_fence=self._rng.random() < 0.02,
             want_shut_down=self._rng.random() < 0.03,
@@ -140,11 +146,9 @@ class Workload:
         self._admin.IncrementalAlterConfigs(request, _NO_CONTEXT)
 
     def _producer_ids(self, image: MetadataImage) -> None:
-        broker_id = self._rng.choice(BROKER_IDS)
-        registration = image.cluster.brokers.get(broker_id)
+        broker_id, broker_epoch = self._some_broker(image)
         request = controller_pb2.AllocateProducerIdsRequest(
-            broker_id=broker_id,
-            broker_epoch=registration.broker_epoch if registration is not None else -1,
+            broker_id=broker_id, broker_epoch=broker_epoch
         )
         self._controller.AllocateProducerIds(request, _NO_CONTEXT)
 
