@@ -27,9 +27,10 @@ from google.protobuf.message import Message
 from pykraft.client.types import TopicPartition
 from pykraft.proto import admin_pb2, broker_pb2, common_pb2, group_pb2
 from tests.unit.client.fake_grpc import (
-    answer_list_offsets,
     describe_topics_answer,
     list_offsets_answer,
+    metadata_answer,
+    started,
     unary_service,
 )
 
@@ -202,42 +203,33 @@ class GroupNode:
         return admin_pb2.DescribeClusterResponse(cluster_id="c", controller_id=1, brokers=brokers)
 
     def describe_topics(self, request: Any) -> admin_pb2.DescribeTopicsResponse:
-        return describe_topics_answer(request.names or self.cluster.topics(), self.cluster.leaders)
+        return describe_topics_answer(request, self.cluster)
 
     # BrokerService: data -------------------------------------------------------------------
 
     def metadata(self, request: Any) -> broker_pb2.MetadataResponse:
-        response = broker_pb2.MetadataResponse(cluster_id="c")
-        for n in self.cluster.nodes:
-            if n.node_id not in self.cluster.fenced:
-                response.brokers.add(id=n.node_id, host="127.0.0.1", port=n.port)
-        for name in request.topics or self.cluster.topics():
-            topic = response.topics.add(name=name)
-            partitions = sorted(tp for tp in self.cluster.leaders if tp.topic == name)
-            if not partitions:
-                topic.error_code = common_pb2.UNKNOWN_TOPIC_OR_PARTITION
-            for tp in partitions:
-                leader = self.cluster.leaders[tp]
-                topic.partitions.add(
-                    partition=tp.partition,
-                    leader_id=leader,
-                    error_code=(
-                        common_pb2.NONE if leader >= 0 else common_pb2.LEADER_NOT_AVAILABLE
-                    ),
+        cluster = self.cluster
+        brokers = [(n.node_id, n.port) for n in cluster.nodes if n.node_id not in cluster.fenced]
+        return metadata_answer(
+            request,
+            cluster,
+            brokers,
+            lambda tp: {
+                "error_code": (
+                    common_pb2.NONE if cluster.leaders[tp] >= 0 else common_pb2.LEADER_NOT_AVAILABLE
                 )
-        return response
+            },
+        )
 
     def list_offsets(self, request: Any) -> broker_pb2.ListOffsetsResponse:
-        return list_offsets_answer(request, self._answer_list_offsets)
-
-    def _answer_list_offsets(
-        self, tp: TopicPartition, p: Any, answer: broker_pb2.ListOffsetsPartitionResult
-    ) -> None:
-        if self.cluster.leaders.get(tp) != self.node_id:
-            answer.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
-            return
-        answer_list_offsets(
-            answer, p.timestamp, self.cluster.log_start[tp], self.cluster.timestamps[tp]
+        return list_offsets_answer(
+            request,
+            self.cluster,
+            lambda tp, p: (
+                common_pb2.NONE
+                if self.cluster.leaders.get(tp) == self.node_id
+                else common_pb2.NOT_LEADER_OR_FOLLOWER
+            ),
         )
 
     # BrokerService: groups -----------------------------------------------------------------
@@ -374,10 +366,5 @@ def _header(response_type: type[_R], code: common_pb2.ErrorCode) -> _R:
 @contextmanager
 def running(nodes: int = 2) -> Iterator[GroupCluster]:
     cluster = GroupCluster(nodes)
-    for node in cluster.nodes:
-        node.server.start()
-    try:
+    with started(node.server for node in cluster.nodes):
         yield cluster
-    finally:
-        for node in cluster.nodes:
-            node.server.stop(grace=None)

@@ -23,9 +23,10 @@ from google.protobuf.message import Message
 from pykraft.client.types import TopicPartition
 from pykraft.proto import admin_pb2, broker_pb2, common_pb2
 from tests.unit.client.fake_grpc import (
-    answer_list_offsets,
     describe_topics_answer,
     list_offsets_answer,
+    metadata_answer,
+    started,
     unary_service,
 )
 
@@ -47,9 +48,6 @@ class FakeState:
 
     def topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.leaders})
-
-    def partitions(self, topic: str) -> list[TopicPartition]:
-        return sorted(tp for tp in self.leaders if tp.topic == topic)
 
     def list_offsets_to(self, node_id: int) -> list[tuple[TopicPartition, int]]:
         """(partition, timestamp) of every ListOffsets partition node `node_id` received."""
@@ -107,8 +105,8 @@ class FakeNode:
 
     def describe_topics(self, request: Any) -> admin_pb2.DescribeTopicsResponse:
         return describe_topics_answer(
-            request.names or self.state.topics(),
-            self.state.leaders,
+            request,
+            self.state,
             lambda tp: {
                 "leader_epoch": self.state.epochs[tp],
                 "partition_epoch": 7,
@@ -125,35 +123,17 @@ class FakeNode:
         )
 
     def metadata(self, request: Any) -> broker_pb2.MetadataResponse:
-        response = broker_pb2.MetadataResponse(cluster_id="c")
-        for n in self.state.nodes:
-            response.brokers.add(id=n.node_id, host="127.0.0.1", port=n.port)
-        for name in request.topics or self.state.topics():
-            topic = response.topics.add(name=name)
-            partitions = self.state.partitions(name)
-            if not partitions:
-                topic.error_code = common_pb2.UNKNOWN_TOPIC_OR_PARTITION
-            for tp in partitions:
-                topic.partitions.add(
-                    partition=tp.partition,
-                    leader_id=self.state.leaders[tp],
-                    leader_epoch=self.state.epochs[tp],
-                )
-        return response
+        brokers = [(n.node_id, n.port) for n in self.state.nodes]
+        return metadata_answer(
+            request, self.state, brokers, lambda tp: {"leader_epoch": self.state.epochs[tp]}
+        )
 
     def list_offsets(self, request: Any) -> broker_pb2.ListOffsetsResponse:
-        return list_offsets_answer(request, self._answer_list_offsets)
-
-    def _answer_list_offsets(
-        self, tp: TopicPartition, p: Any, answer: broker_pb2.ListOffsetsPartitionResult
-    ) -> None:
-        code = self._error(tp, p.current_leader_epoch)
-        if code != common_pb2.NONE:
-            answer.error_code = code  # type: ignore[assignment]
-            return
-        answer.leader_epoch = self.state.epochs[tp]
-        answer_list_offsets(
-            answer, p.timestamp, self.state.log_start[tp], self.state.timestamps[tp]
+        return list_offsets_answer(
+            request,
+            self.state,
+            lambda tp, p: self._error(tp, p.current_leader_epoch),
+            self.state.epochs,
         )
 
     def _error(self, tp: TopicPartition, current_leader_epoch: int) -> int:
@@ -172,10 +152,5 @@ def running(leaders: dict[TopicPartition, int], nodes: int = 2) -> Iterator[Fake
     state = FakeState()
     state.leaders.update(leaders)
     state.nodes = [FakeNode(state, node_id) for node_id in range(1, nodes + 1)]
-    for node in state.nodes:
-        node.server.start()
-    try:
+    with started(node.server for node in state.nodes):
         yield state
-    finally:
-        for node in state.nodes:
-            node.server.stop(grace=None)
