@@ -2,10 +2,10 @@
 that guards their structure, and whether the files can still be trusted.
 
 `PartitionLog` keeps the offsets, epochs, producer state and checkpoints and serialises every
-mutation under its own lock; it calls the structural primitives here (`truncate_segments`,
-`reset_at`, `delete_oldest`, `swap`) while holding `exclusive()` and inside
-`failing_on_error`, so readers (`reading()`) never see a structure half changed and a failure
-halfway takes the log offline.
+mutation under its own lock; it (or `log_start`, under that lock) calls the structural
+primitives here (`truncate_segments`, `reset_at`, `delete_oldest`, `swap`) while holding
+`exclusive()` and inside `failing_on_error`, so readers (`reading()`) never see a structure
+half changed and a failure halfway takes the log offline.
 
 Offline: if a storage error leaves files that only a reopen can sort out (an undo that failed,
 an interrupted structural change), `failure` says why and every later mutation raises

@@ -16,10 +16,7 @@ What callers may rely on:
 - Idempotent producers (module `producer_state`): the leader refuses batches out of sequence or
   of a fenced epoch, and answers a batch it already holds with the original offsets, writing
   nothing (`AppendInfo.duplicate`). The producer state follows every change of the log:
-  appends (a follower's too, so a new leader dedupes retries of what the old one wrote),
-  truncation (reloaded from the newest snapshot at or below the new end, then the batch headers
-  after it replayed), restarts (likewise from the recovered end) and segment deletion
-  (producers stay; snapshots no load can use go).
+  appends, truncation, restarts and segment deletion (module `partition_producers`).
 - Offsets never move back except by `truncate_to`/`truncate_fully_and_start_at`: the log start
   offset and the high watermark only grow otherwise; the high watermark never passes the end.
 - Durability: by default no fsync (Kafka relies on replication); fsync every flush.messages
@@ -45,13 +42,8 @@ from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError, storage_error
 from pykraft.broker.log.local_log import LocalLog
-from pykraft.broker.log.producer_snapshots import (
-    delete_obsolete_snapshots,
-    delete_snapshots,
-    delete_snapshots_above,
-    snapshot_offsets,
-    write_snapshot,
-)
+from pykraft.broker.log.log_start import LogStart
+from pykraft.broker.log.partition_producers import PartitionProducers
 from pykraft.broker.log.producer_state import ProducerEntry
 from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_log
 from pykraft.broker.log.results import (
@@ -61,10 +53,9 @@ from pykraft.broker.log.results import (
     duplicate_info,
     nothing_appended,
 )
-from pykraft.broker.log.retention import deletable_prefix
 from pykraft.broker.log.segment import LogSegment, SegmentInfo
 from pykraft.broker.log.segment_swap import check_cleaned_offsets, locate, open_cleaned
-from pykraft.broker.log.segment_view import read_view, rebuilt_producer_state
+from pykraft.broker.log.segment_view import find_offset_by_timestamp, read_view
 from pykraft.broker.log.validation import (
     Batches,
     assign_offsets,
@@ -89,7 +80,6 @@ class PartitionLog:
         self._files = loaded.files
         self._epochs = loaded.epochs
         self._local = LocalLog(directory, config, loaded.segments)
-        self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.segments[-1].next_offset
         self._recovery_point = loaded.recovery_point
         self._high_watermark = loaded.high_watermark
@@ -98,16 +88,24 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._lock = threading.RLock()
         try:
-            delete_snapshots_above(directory, self._log_end_offset)
             # Nothing else changes the segments while the constructor runs.
-            self._producer_state = rebuilt_producer_state(
-                directory, self._local.view, self._log_end_offset
+            self._producers = PartitionProducers(
+                directory,
+                self._local.view,
+                log_start_offset=loaded.log_start_offset,
+                log_end_offset=self._log_end_offset,
             )
-            self._delete_obsolete_snapshots()
         except BaseException:
             for segment in loaded.segments:
                 segment.close_files()
             raise
+        self._start = LogStart(
+            loaded.log_start_offset,
+            checkpoint=self._files.log_start_offset,
+            local=self._local,
+            epochs=self._epochs,
+            producers=self._producers,
+        )
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
@@ -127,7 +125,7 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._start.offset
 
     @property
     def log_end_offset(self) -> int:
@@ -155,12 +153,12 @@ class PartitionLog:
     def producers(self) -> tuple[ProducerEntry, ...]:
         """The idempotent producers the log knows, the one that wrote least recently first."""
         with self._lock:
-            return self._producer_state.entries()
+            return self._producers.state.entries()
 
     def producer_snapshot_offsets(self) -> list[int]:
         """The offsets of the producer state snapshots on disk, in increasing order."""
         with self._lock:
-            return snapshot_offsets(self.directory)
+            return self._producers.snapshot_offsets()
 
     def update_config(self, config: LogConfig) -> None:
         """Applies changed topic configs to later appends, rolls and retention passes."""
@@ -189,7 +187,7 @@ class PartitionLog:
                 )
             if not parsed:
                 return nothing_appended(self._log_end_offset)
-            duplicate = self._producer_state.check_leader_append(
+            duplicate = self._producers.state.check_leader_append(
                 [h for _, h in parsed], base_offset=self._log_end_offset
             )
             if duplicate is not None:
@@ -252,7 +250,7 @@ class PartitionLog:
                 self._epochs.restore(epochs_before)
 
             self._local.undo(f"append to {active.log_path}", error, undo)
-        self._producer_state.apply([header for _, header in batches])
+        self._producers.state.apply([header for _, header in batches])
         assert active.next_offset > self._log_end_offset, "the log end never moves back on append"
         self._log_end_offset = active.next_offset
         self._assert_offsets()
@@ -263,7 +261,7 @@ class PartitionLog:
         """The offsets' order, checked after every change: log start <= log end, high
         watermark <= log end, recovery point <= log end."""
         end = self._log_end_offset
-        assert 0 <= self._log_start_offset <= end, (self._log_start_offset, end)
+        assert 0 <= self._start.offset <= end, (self._start.offset, end)
         assert 0 <= self._high_watermark <= end, (self._high_watermark, end)
         assert 0 <= self._recovery_point <= end, (self._recovery_point, end)
 
@@ -291,7 +289,7 @@ class PartitionLog:
         try:
             old.on_become_inactive()  # an entry that stays valid if the roll fails below
             old.flush()
-            write_snapshot(self.directory, self._producer_state, base_offset)
+            self._producers.write_snapshot(base_offset)
         except OSError as error:
             raise storage_error(f"roll of {self.directory} at {base_offset}: {error}") from error
         new = self._local.roll(base_offset)
@@ -341,7 +339,7 @@ class PartitionLog:
         with self._local.reading():
             log_end_offset = self._log_end_offset  # before the view: see _append's publishing
             view = self._local.view
-            log_start_offset, high_watermark = self._log_start_offset, self._high_watermark
+            log_start_offset, high_watermark = self._start.offset, self._high_watermark
             if not log_start_offset <= offset <= log_end_offset:
                 raise LogError(
                     common_pb2.OFFSET_OUT_OF_RANGE,
@@ -357,14 +355,7 @@ class PartitionLog:
         is >= `timestamp_ms`, or None (Kafka's ListOffsets by time; the broker hides answers at
         or above the high watermark from consumers)."""
         with self._local.reading():
-            log_start_offset = self._log_start_offset
-            for segment in self._local.view.segments:
-                if segment.max_timestamp < timestamp_ms or segment.next_offset <= log_start_offset:
-                    continue
-                found = segment.find_offset_by_timestamp(timestamp_ms, log_start_offset)
-                if found is not None:
-                    return found
-        return None
+            return find_offset_by_timestamp(self._local.view, timestamp_ms, self._start.offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), or
@@ -397,14 +388,14 @@ class PartitionLog:
             self._local.check_writable()
             if offset >= self._log_end_offset:
                 return
-            if offset < self._log_start_offset:
+            if offset < self._start.offset:
                 self._truncate_fully(offset)
                 return
             with self._local.exclusive(), self._local.failing_on_error("truncate"):
                 log_end_offset = self._local.truncate_segments(offset)
-                if log_end_offset < self._log_start_offset:
+                if log_end_offset < self._start.offset:
                     # The batch holding `offset` held the log start too: nothing is left.
-                    self._reset_at(self._log_start_offset)
+                    self._reset_at(self._start.offset)
                 else:
                     self._moved_end(log_end_offset)
 
@@ -422,17 +413,13 @@ class PartitionLog:
 
     def _reset_at(self, offset: int) -> None:
         """Replaces every segment by an empty one at `offset`, the new log start and end."""
-        self._local.reset_at(offset)
-        delete_snapshots(self.directory, snapshot_offsets(self.directory))
-        self._epochs.clear()
-        self._log_start_offset = offset
-        self._files.log_start_offset.write(offset)
+        self._start.reset_at(offset)
         self._moved_end(offset)
 
     def _moved_end(self, log_end_offset: int) -> None:
         """After a truncation: offsets at or above the new end are forgotten everywhere, and
         stored offsets above it are lowered at once, so a crash cannot bring them back."""
-        assert self._log_start_offset <= log_end_offset, (self._log_start_offset, log_end_offset)
+        assert self._start.offset <= log_end_offset, (self._start.offset, log_end_offset)
         self._log_end_offset = log_end_offset
         self._epochs.truncate_from_end(log_end_offset)
         if self._high_watermark > log_end_offset:
@@ -441,20 +428,10 @@ class PartitionLog:
         if self._recovery_point > log_end_offset:
             self._recovery_point = log_end_offset
             self._files.recovery_point.write(log_end_offset)
-        delete_snapshots_above(self.directory, log_end_offset)
-        self._producer_state = rebuilt_producer_state(
-            self.directory, self._local.view, log_end_offset
-        )
+        self._producers.reload(self._local.view, log_end_offset)
         self._assert_offsets()
 
-    # --- producer state ---
-
-    def _delete_obsolete_snapshots(self) -> None:
-        delete_obsolete_snapshots(
-            self.directory,
-            first_segment_offset=self._local.view.bases[0],
-            log_start_offset=self._log_start_offset,
-        )
+    # --- retention ---
 
     def delete_old_segments(self, *, now_ms: int) -> int:
         """Kafka's retention pass: deletes the oldest segments while one of them is wholly below
@@ -463,10 +440,12 @@ class PartitionLog:
         and never data at or above the high watermark. Returns the segments deleted."""
         with self._lock:
             self._local.check_writable()
-            count = self._deletable_prefix(now_ms)
-            if count:
-                self._delete_prefix(count)
-            return count
+            return self._start.delete_old_segments(
+                self._config,
+                high_watermark=self._high_watermark,
+                log_end_offset=self._log_end_offset,
+                now_ms=now_ms,
+            )
 
     def delete_records_before(self, offset: int) -> None:
         """Kafka's DeleteRecords: the log start offset becomes `offset` (reads below it fail)
@@ -474,44 +453,12 @@ class PartitionLog:
         high watermark."""
         with self._lock:
             self._local.check_writable()
-            if offset > self._high_watermark:
-                raise LogError(
-                    common_pb2.OFFSET_OUT_OF_RANGE,
-                    f"offset {offset} is above the high watermark {self._high_watermark}",
-                )
-            if offset <= self._log_start_offset:
-                return
-            with self._local.failing_on_error("delete records"):
-                self._files.log_start_offset.write(offset)
-                self._log_start_offset = offset
-                self._epochs.truncate_from_start(offset)
-            count = self._deletable_prefix(None)
-            if count:
-                self._delete_prefix(count)
-            else:
-                with self._local.failing_on_error("delete producer snapshots"):
-                    self._delete_obsolete_snapshots()
-
-    def _deletable_prefix(self, now_ms: int | None) -> int:
-        """See retention.deletable_prefix (only by log start offset when `now_ms` is None)."""
-        return deletable_prefix(
-            self._local.view.segments,
-            config=self._config,
-            log_start_offset=self._log_start_offset,
-            high_watermark=self._high_watermark,
-            now_ms=now_ms,
-        )
-
-    def _delete_prefix(self, count: int) -> None:
-        log_start_offset = max(self._log_start_offset, self._local.view.bases[count])
-        assert log_start_offset <= self._log_end_offset, (log_start_offset, self._log_end_offset)
-        with self._local.exclusive(), self._local.failing_on_error("delete segments"):
-            self._log_start_offset = log_start_offset
-            self._local.delete_oldest(count)
-        with self._local.failing_on_error("store the log start offset"):
-            self._files.log_start_offset.write(log_start_offset)
-            self._epochs.truncate_from_start(log_start_offset)
-            self._delete_obsolete_snapshots()
+            self._start.delete_records_before(
+                offset,
+                self._config,
+                high_watermark=self._high_watermark,
+                log_end_offset=self._log_end_offset,
+            )
 
     # --- the cleaner's swap ---
 
@@ -559,8 +506,7 @@ class PartitionLog:
                         self._local.active.on_become_inactive()
                     self._flush()
                     with self._local.failing_on_error(f"close of {self.directory}"):
-                        end = self._log_end_offset
-                        write_snapshot(self.directory, self._producer_state, end)
+                        self._producers.write_snapshot(self._log_end_offset)
                         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
                         fsync_directory(self.directory)
             finally:

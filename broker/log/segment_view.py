@@ -1,5 +1,6 @@
 """The segments of a `PartitionLog` as one immutable value, and what is read through it: whole
-batches from an offset, and the producer state rebuilt from snapshot plus batch headers.
+batches from an offset (for fetches, and for the producer state's replay in
+`partition_producers`), and the first record at or after a timestamp.
 
 `PartitionLog` replaces its `SegmentView` as a whole (never mutates it), so a reader that took
 the view once sees a consistent list of segments and their base offsets.
@@ -9,16 +10,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
-from pykraft.broker.log.producer_snapshots import load_newest_snapshot
-from pykraft.broker.log.producer_state import ProducerStateManager
 from pykraft.broker.log.segment import LogSegment
-from pykraft.proto.record_batch import BatchError, iter_batches
-
-# Bytes read at a time when replaying batch headers into the producer state.
-PRODUCER_SCAN_BYTES_MAX: Final = 1 << 20
 
 
 class SegmentView(NamedTuple):
@@ -48,27 +42,16 @@ def read_view(
     return None
 
 
-def rebuilt_producer_state(
-    directory: Path, view: SegmentView, end_offset: int
-) -> ProducerStateManager:
-    """The producer state after every batch below `end_offset` (a batch boundary): the newest
-    usable snapshot at or below it, then the batch headers after the snapshot read back from
-    the segments. The caller keeps the segments from changing meanwhile. Raises OSError, also
-    for a batch header that does not parse (damage the caller must treat as a storage
-    failure)."""
-    state = load_newest_snapshot(directory, low_offset=view.bases[0], high_offset=end_offset)
-    offset = state.end_offset
-    while offset < end_offset:
-        try:
-            found = read_view(view, offset, PRODUCER_SCAN_BYTES_MAX, end_offset)
-            if found is None:
-                break  # the rest is a gap the leader's cleaner left
-            data, _, next_offset = found
-            batches = iter_batches(data, verify=False)
-            headers = [h for _, h in batches if h.base_offset >= offset]
-        except BatchError as error:
-            raise OSError(f"replaying producer state at offset {offset}: {error}") from error
-        assert next_offset > offset, (offset, next_offset)  # progress bounds the loop
-        state.apply(headers)
-        offset = next_offset
-    return state
+def find_offset_by_timestamp(
+    view: SegmentView, timestamp_ms: int, start_offset: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the earliest record at or after `start_offset` whose timestamp is
+    >= `timestamp_ms`, or None, skipping segments that cannot hold it. Raises BatchError as
+    `LogSegment.find_offset_by_timestamp`."""
+    for segment in view.segments:
+        if segment.max_timestamp < timestamp_ms or segment.next_offset <= start_offset:
+            continue
+        found = segment.find_offset_by_timestamp(timestamp_ms, start_offset)
+        if found is not None:
+            return found
+    return None
