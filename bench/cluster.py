@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pykraft.client import Consumer, Producer, TopicPartition  # noqa: E402
-from tests.integration.cluster import BrokerProcess, Quorum, wait_for  # noqa: E402
+from tests.integration.controllers import Quorum  # noqa: E402
+from tests.integration.processes import BrokerProcess, wait_for  # noqa: E402
 from tests.integration.test_cluster_e2e import (  # noqa: E402
     PARTITIONS,
     TOPIC,

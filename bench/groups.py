@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pykraft.client import Consumer, Producer, TopicPartition  # noqa: E402
-from tests.integration.cluster import running_cluster, wait_for  # noqa: E402
+from tests.integration.cluster import running_cluster  # noqa: E402
+from tests.integration.processes import wait_for  # noqa: E402
 
 TOPIC = "bench-groups"
 PARTITIONS = 6

@@ -28,13 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from pykraft.client import AdminClient  # noqa: E402
 from pykraft.proto import admin_pb2, controller_pb2  # noqa: E402
-from tests.integration.cluster import (  # noqa: E402
-    Quorum,
-    StandInBroker,
-    fetch_image,
-    make_quorum,
-    wait_for,
-)
+from tests.integration.controllers import Quorum, StandInBroker, fetch_image, make_quorum  # noqa: E402
+from tests.integration.processes import wait_for  # noqa: E402
 
 
 def alter_config_op(admin: AdminClient, topic: str) -> Callable[[int], int]:

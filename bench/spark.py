@@ -36,7 +36,9 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
 from pykraft.client import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from pykraft.spark import register  # noqa: E402
-from tests.integration.cluster import Quorum, full_isr, running_cluster, wait_for  # noqa: E402
+from tests.integration.cluster import full_isr, running_cluster  # noqa: E402
+from tests.integration.controllers import Quorum  # noqa: E402
+from tests.integration.processes import wait_for  # noqa: E402
 
 TOPIC = "bench-spark"
 WARMUP_TOPIC = "bench-spark-warmup"

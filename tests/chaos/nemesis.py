@@ -29,14 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.chaos.netns import TestNetwork
-from tests.integration.cluster import (
-    BrokerProcess,
-    NodeProcess,
-    Quorum,
-    full_isr,
-    registrations,
-    wait_for,
-)
+from tests.integration.cluster import full_isr, registrations
+from tests.integration.controllers import Quorum
+from tests.integration.processes import BrokerProcess, NodeProcess, wait_for
 
 PROCESS_KINDS = (
     "kill-broker",

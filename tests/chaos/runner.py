@@ -32,15 +32,9 @@ from pykraft.proto.record_batch import decode_batch, iter_batches
 from tests.chaos import checker, history, timeline
 from tests.chaos.nemesis import FAULT_KINDS, PARTITION_KINDS, Cluster, Nemesis, schedule
 from tests.chaos.netns import TestNetwork, unavailable_reason
-from tests.integration.cluster import (
-    BROKER_IDS,
-    BrokerProcess,
-    create_topic,
-    make_broker,
-    make_quorum,
-    start_brokers,
-    wait_for,
-)
+from tests.integration.cluster import BROKER_IDS, create_topic, make_broker, start_brokers
+from tests.integration.controllers import make_quorum
+from tests.integration.processes import BrokerProcess, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "chaos"

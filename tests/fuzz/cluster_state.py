@@ -17,7 +17,9 @@ from pykraft.broker.group.coordinator import partition_for
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.proto import admin_pb2, broker_pb2, common_pb2, group_pb2
 
-from ..integration.cluster import BrokerProcess, Quorum, full_isr, running_cluster, wait_for
+from ..integration.cluster import full_isr, running_cluster
+from ..integration.controllers import Quorum
+from ..integration.processes import BrokerProcess, wait_for
 from .harness import Rpc
 from .messages import field_of
 from .requests import Facts

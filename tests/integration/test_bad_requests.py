@@ -10,7 +10,7 @@ import pytest
 
 from pykraft.proto import admin_pb2, common_pb2, controller_pb2
 
-from .cluster import StandInBroker, run_cli, running_quorum
+from .controllers import StandInBroker, run_cli, running_quorum
 
 pytestmark = pytest.mark.integration
 

@@ -19,17 +19,9 @@ import pytest
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
 
-from .cluster import (
-    BrokerProcess,
-    Quorum,
-    batch_records,
-    fetch_raw,
-    make_broker,
-    produce_raw,
-    run_cli,
-    running_quorum,
-    wait_for,
-)
+from .cluster import batch_records, fetch_raw, make_broker, produce_raw
+from .controllers import Quorum, run_cli, running_quorum
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,9 @@ import pytest
 from pykraft.client import Consumer, Producer, TopicPartition
 from pykraft.client.producer.partitioner import partition_for_key
 
-from .cluster import Quorum, make_broker, run_cli, running_quorum, wait_for
+from .cluster import make_broker
+from .controllers import Quorum, run_cli, running_quorum
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,8 @@ from pykraft.client.types import RecordMetadata
 from pykraft.metadata_log import PartitionRegistration
 
 from . import cluster
-from .cluster import BrokerProcess, Quorum, wait_for
+from .controllers import Quorum
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ import pytest
 from pykraft.client import Consumer, Producer, TopicPartition
 
 from . import cluster
-from .cluster import wait_for
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,8 @@ from pykraft.client import (
 from pykraft.proto import common_pb2, group_pb2
 
 from . import cluster
-from .cluster import BrokerProcess, wait_for
+from .controllers import Quorum
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +54,7 @@ STABLE_TIMEOUT_S = 30
 
 
 @contextmanager
-def group_cluster(tmp_path: Path) -> Iterator[tuple[cluster.Quorum, dict[int, BrokerProcess], str]]:
+def group_cluster(tmp_path: Path) -> Iterator[tuple[Quorum, dict[int, BrokerProcess], str]]:
     with cluster.running_cluster(
         tmp_path, topic=TOPIC, partitions=PARTITIONS, broker_args=GROUP_BROKER_ARGS
     ) as (quorum, brokers):

@@ -30,7 +30,7 @@ from pykraft.client import (
 from pykraft.proto import broker_pb2, common_pb2
 
 from . import cluster
-from .cluster import BrokerProcess, wait_for
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ import pytest
 
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
-from tests.integration.cluster import BROKER_IDS, registrations, running_cluster, wait_for
+from tests.integration.cluster import BROKER_IDS, registrations, running_cluster
+from tests.integration.processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -23,10 +23,10 @@ from .cluster import (
     make_broker,
     produce_raw,
     registrations,
-    running_quorum,
     start_brokers,
-    wait_for,
 )
+from .controllers import running_quorum
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

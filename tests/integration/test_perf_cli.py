@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import Quorum, make_broker, run_cli, running_quorum, wait_for
+from .cluster import make_broker
+from .controllers import Quorum, run_cli, running_quorum
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,9 @@ from pykraft.client import AdminClient, ElectionNotNeededError
 from pykraft.metadata_log import PartitionRegistration
 
 from . import cluster
-from .cluster import BROKER_IDS, BrokerProcess, Quorum, run_cli, wait_for
+from .cluster import BROKER_IDS
+from .controllers import Quorum, run_cli
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

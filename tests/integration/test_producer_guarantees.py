@@ -26,7 +26,9 @@ from pykraft.client import BufferExhaustedError, Consumer, ConsumerRecord, Produ
 from pykraft.proto.record_batch import Compression, iter_batches
 
 from . import cluster
-from .cluster import BrokerProcess, Quorum, fetch_raw, run_cli, wait_for
+from .cluster import fetch_raw
+from .controllers import Quorum, run_cli
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,8 @@ import pytest
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.proto import admin_pb2, common_pb2, controller_pb2
 
-from .cluster import Quorum, StandInBroker, fetch_image, run_cli, running_quorum, wait_for
+from .controllers import Quorum, StandInBroker, fetch_image, run_cli, running_quorum
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 
 from pykraft.proto import admin_pb2, common_pb2
 
-from .cluster import Quorum, StandInBroker, make_quorum
+from .controllers import Quorum, StandInBroker, make_quorum
 
 pytestmark = pytest.mark.integration
 

@@ -24,16 +24,9 @@ from pykraft.metadata_log import PartitionRegistration
 from pykraft.proto import broker_pb2, common_pb2
 
 from . import cluster
-from .cluster import (
-    BROKER_IDS,
-    BrokerProcess,
-    Quorum,
-    batch_records,
-    fetch_raw,
-    produce_raw,
-    run_cli,
-    wait_for,
-)
+from .cluster import BROKER_IDS, batch_records, fetch_raw, produce_raw
+from .controllers import Quorum, run_cli
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -19,6 +19,7 @@ import pytest
 from pykraft.client import AdminClient, Consumer, Producer, TopicPartition
 
 from . import cluster
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -134,9 +135,7 @@ def test_stream_100k_records_exactly_once_and_across_a_restart(
         .trigger(processingTime="100 milliseconds")
         .start()
     )
-    cluster.wait_for(
-        lambda: len(query.recentProgress) >= 2, timeout_s=QUERY_TIMEOUT_S, what="two batches"
-    )
+    wait_for(lambda: len(query.recentProgress) >= 2, timeout_s=QUERY_TIMEOUT_S, what="two batches")
     query.stop()
     assert all(p["numInputRows"] <= 500 for p in query.recentProgress), "maxOffsetsPerTrigger"
     later = produce(bootstrap, TOPIC, 2_000, start=103_000)
@@ -286,7 +285,7 @@ def test_fail_on_data_loss_both_ways(spark: SparkSession, bootstrap: str) -> Non
         producer.flush(timeout=60)
     tp = TopicPartition("spark-lossy", 0)
     with Consumer(bootstrap_servers=bootstrap) as consumer:
-        log_start = cluster.wait_for(
+        log_start = wait_for(
             lambda: consumer.beginning_offsets([tp])[tp] or None,
             timeout_s=30,
             what="retention deleting the oldest segments",
@@ -389,7 +388,7 @@ def test_pattern_new_partitions_timestamps_and_limits_under_available_now(
                     return False
         return True
 
-    cluster.wait_for(partitions_seen, timeout_s=30, what="brokers knowing the new partition")
+    wait_for(partitions_seen, timeout_s=30, what="brokers knowing the new partition")
     with Producer(bootstrap_servers=bootstrap) as producer:
         for i in range(50):
             producer.send("metrics-b", b"new-%d" % i, partition=1)
@@ -434,7 +433,7 @@ def test_a_query_killed_mid_way_restarts_from_its_checkpoint_exactly_once(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        cluster.wait_for(
+        wait_for(
             lambda: (
                 len(list((checkpoint / "commits").glob("[0-9]*"))) >= 3
                 if (checkpoint / "commits").exists()
