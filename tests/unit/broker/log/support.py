@@ -1,5 +1,5 @@
-"""Helpers shared by the partition log tests: batches built with the real codec, and reading a
-whole log back as (offset, value) pairs."""
+"""Helpers shared by the partition log tests: batches built with the real codec, a log filled with
+numbered batches, and reading a whole log back as (offset, value) pairs."""
 
 from __future__ import annotations
 
@@ -49,3 +49,10 @@ def read_all(log: PartitionLog, *, bytes_max: int = 1 << 20) -> list[tuple[int, 
 
 def open_log(directory: Path, config: LogConfig = SMALL) -> PartitionLog:
     return PartitionLog.open(directory, config, now_ms=NOW_MS)
+
+
+def fill(log: PartitionLog, count: int, *, per_batch: int = 3, epoch: int = 0) -> None:
+    """`count` batches of `per_batch` records each, appended as leader in `epoch`."""
+    for number in range(count):
+        values = [b"v%d-%d" % (number, i) for i in range(per_batch)]
+        log.append_as_leader(batch(values), leader_epoch=epoch, now_ms=NOW_MS)
