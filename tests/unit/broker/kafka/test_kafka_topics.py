@@ -194,3 +194,21 @@ def test_create_partitions_with_errors_and_refused_assignments(version: int) -> 
     forwarded = admin.calls[0][1]
     assert forwarded.validate_only
     assert [(t.name, t.count) for t in forwarded.topics] == [("grow", 4), ("shrink", 1)]
+
+
+def _describe_refused(request: Any) -> admin_pb2.DescribeConfigsResponse:
+    answer = admin_pb2.DescribeConfigsResponse()
+    answer.header.error_code = common_pb2.NOT_CONTROLLER
+    return answer
+
+
+def test_create_topics_v5_reports_configs_it_could_not_read_back() -> None:
+    admin = FakeAdmin(CreateTopics=_created, DescribeConfigs=_describe_refused)
+    (result,) = through_the_wire(
+        CREATE, context(5, admin), _create_request(5, _topic(5, "t"))
+    ).topics
+    assert (result.error_code, result.topic_config_error_code) == (
+        ErrorCode.none,
+        ErrorCode.not_controller,
+    )
+    assert (result.num_partitions, result.configs) == (3, ())
