@@ -87,3 +87,13 @@ def _roundtrip(entity_type: Any, entity: Any) -> Any:
     decoded, size = entity_reader(entity_type)(encoded, 0)
     assert size == len(encoded)
     return decoded
+
+
+def answer_bytes(api: Api, ctx: RequestContext, request_body: bytes) -> bytes:
+    """The handler's encoded answer to a request body another codec encoded (a client's)."""
+    request_type = load_request_schema(api.key, ctx.api_version)
+    request, size = entity_reader(request_type)(request_body, 0)
+    assert size == len(request_body)
+    buffer = io.BytesIO()
+    entity_writer(load_response_schema(api.key, ctx.api_version))(buffer, api.handle(ctx, request))
+    return buffer.getvalue()

@@ -15,7 +15,9 @@ DESCRIBE, ALTER = APIS
 TOPIC, BROKER = admin_pb2.CONFIG_RESOURCE_TOPIC, admin_pb2.CONFIG_RESOURCE_BROKER
 
 
-def _described(request: admin_pb2.DescribeConfigsRequest) -> admin_pb2.DescribeConfigsResponse:
+def described_answer(
+    request: admin_pb2.DescribeConfigsRequest,
+) -> admin_pb2.DescribeConfigsResponse:
     answer = admin_pb2.DescribeConfigsResponse()
     for resource in request.resources:
         result = answer.results.add(type=resource.type, name=resource.name)
@@ -47,7 +49,7 @@ def _describe_request(version: int, *names: str, keys: tuple[str, ...] | None = 
 
 @pytest.mark.parametrize("version", range(DESCRIBE.version_min, DESCRIBE.version_max + 1))
 def test_describe_configs_entries_with_source_synonym_and_type(version: int) -> None:
-    admin = FakeAdmin(DescribeConfigs=_described)
+    admin = FakeAdmin(DescribeConfigs=described_answer)
     request = _describe_request(version, "t", keys=("retention.ms",))
     (result,) = through_the_wire(DESCRIBE, context(version, admin), request).results
     assert (result.error_code, result.resource_type, result.resource_name) == (
@@ -69,13 +71,13 @@ def test_describe_configs_entries_with_source_synonym_and_type(version: int) -> 
 
 
 def test_describe_configs_null_keys_ask_for_every_key() -> None:
-    admin = FakeAdmin(DescribeConfigs=_described)
+    admin = FakeAdmin(DescribeConfigs=described_answer)
     through_the_wire(DESCRIBE, context(4, admin), _describe_request(4, "t"))
     assert list(admin.calls[0][1].resources[0].keys) == []
 
 
 def test_describe_configs_translates_a_resources_error() -> None:
-    admin = FakeAdmin(DescribeConfigs=_described)
+    admin = FakeAdmin(DescribeConfigs=described_answer)
     response = through_the_wire(DESCRIBE, context(1, admin), _describe_request(1, "missing", "t"))
     missing, found = response.results
     assert (missing.error_code, missing.error_message, missing.configs) == (
@@ -86,7 +88,7 @@ def test_describe_configs_translates_a_resources_error() -> None:
     assert found.error_code == ErrorCode.none
 
 
-def _altered(request: admin_pb2.AlterConfigsRequest) -> admin_pb2.AlterConfigsResponse:
+def altered_answer(request: admin_pb2.AlterConfigsRequest) -> admin_pb2.AlterConfigsResponse:
     answer = admin_pb2.AlterConfigsResponse()
     for resource in request.resources:
         result = answer.results.add(type=resource.type, name=resource.name)
@@ -103,7 +105,7 @@ def _alter_resource(module: Any, name: str, op: int, value: str | None) -> Any:
 
 @pytest.mark.parametrize("version", range(ALTER.version_min, ALTER.version_max + 1))
 def test_incremental_alter_configs_set_delete_and_refused_append(version: int) -> None:
-    admin = FakeAdmin(IncrementalAlterConfigs=_altered)
+    admin = FakeAdmin(IncrementalAlterConfigs=altered_answer)
     module = request_module(ALTER.key, version)
     request = module.IncrementalAlterConfigsRequest(
         resources=(

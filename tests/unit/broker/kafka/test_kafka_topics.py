@@ -20,7 +20,7 @@ from tests.unit.broker.kafka.admin_wire import (
 CREATE, DELETE, PARTITIONS = APIS
 
 
-def _created(request: admin_pb2.CreateTopicsRequest) -> admin_pb2.CreateTopicsResponse:
+def created_answer(request: admin_pb2.CreateTopicsRequest) -> admin_pb2.CreateTopicsResponse:
     answer = admin_pb2.CreateTopicsResponse()
     for topic in request.topics:
         answer.topics.add(name=topic.name, topic_id="id", num_partitions=3, replication_factor=2)
@@ -56,7 +56,7 @@ def _topic(version: int, name: str, *, assignments: tuple[Any, ...] = ()) -> Any
 
 @pytest.mark.parametrize("version", range(CREATE.version_min, CREATE.version_max + 1))
 def test_create_topics_forwards_defaults_and_configs(version: int) -> None:
-    admin = FakeAdmin(CreateTopics=_created, DescribeConfigs=_described)
+    admin = FakeAdmin(CreateTopics=created_answer, DescribeConfigs=_described)
     response = through_the_wire(
         CREATE, context(version, admin), _create_request(version, _topic(version, "t"))
     )
@@ -77,7 +77,7 @@ def test_create_topics_forwards_defaults_and_configs(version: int) -> None:
 
 
 def test_create_topics_validate_only_v5_returns_the_requested_configs() -> None:
-    admin = FakeAdmin(CreateTopics=_created)
+    admin = FakeAdmin(CreateTopics=created_answer)
     request = _create_request(5, _topic(5, "t"), validate_only=True)
     (result,) = through_the_wire(CREATE, context(5, admin), request).topics
     assert admin.calls[0][1].validate_only
@@ -85,7 +85,7 @@ def test_create_topics_validate_only_v5_returns_the_requested_configs() -> None:
 
 
 def test_create_topics_refuses_manual_assignments_and_keeps_the_order() -> None:
-    admin = FakeAdmin(CreateTopics=_created, DescribeConfigs=_described)
+    admin = FakeAdmin(CreateTopics=created_answer, DescribeConfigs=_described)
     module = request_module(CREATE.key, 5)
     placed = (module.CreatableReplicaAssignment(partition_index=0, broker_ids=(1,)),)
     request = _create_request(5, _topic(5, "manual", assignments=placed), _topic(5, "auto"))
@@ -136,7 +136,7 @@ def test_a_request_refused_whole_gives_each_topic_the_error() -> None:
     ]
 
 
-def _deleted(request: admin_pb2.DeleteTopicsRequest) -> admin_pb2.DeleteTopicsResponse:
+def deleted_answer(request: admin_pb2.DeleteTopicsRequest) -> admin_pb2.DeleteTopicsResponse:
     answer = admin_pb2.DeleteTopicsResponse()
     for name in request.names:
         code = common_pb2.NONE if name == "t" else common_pb2.UNKNOWN_TOPIC_OR_PARTITION
@@ -146,7 +146,7 @@ def _deleted(request: admin_pb2.DeleteTopicsRequest) -> admin_pb2.DeleteTopicsRe
 
 @pytest.mark.parametrize("version", range(DELETE.version_min, DELETE.version_max + 1))
 def test_delete_topics_by_name_with_the_controllers_errors(version: int) -> None:
-    admin = FakeAdmin(DeleteTopics=_deleted)
+    admin = FakeAdmin(DeleteTopics=deleted_answer)
     module = request_module(DELETE.key, version)
     request = module.DeleteTopicsRequest(topic_names=("t", "missing"), timeout=TIMEOUT)
     response = through_the_wire(DELETE, context(version, admin), request)
@@ -157,7 +157,7 @@ def test_delete_topics_by_name_with_the_controllers_errors(version: int) -> None
     assert list(admin.calls[0][1].names) == ["t", "missing"]
 
 
-def _grown(request: admin_pb2.CreatePartitionsRequest) -> admin_pb2.CreatePartitionsResponse:
+def grown_answer(request: admin_pb2.CreatePartitionsRequest) -> admin_pb2.CreatePartitionsResponse:
     answer = admin_pb2.CreatePartitionsResponse()
     for topic in request.topics:
         if topic.count < 2:
@@ -173,7 +173,7 @@ def _grown(request: admin_pb2.CreatePartitionsRequest) -> admin_pb2.CreatePartit
 
 @pytest.mark.parametrize("version", range(PARTITIONS.version_min, PARTITIONS.version_max + 1))
 def test_create_partitions_with_errors_and_refused_assignments(version: int) -> None:
-    admin = FakeAdmin(CreatePartitions=_grown)
+    admin = FakeAdmin(CreatePartitions=grown_answer)
     module = request_module(PARTITIONS.key, version)
     placed = (module.CreatePartitionsAssignment(broker_ids=(1,)),)
     request = module.CreatePartitionsRequest(
@@ -203,7 +203,7 @@ def _describe_refused(request: Any) -> admin_pb2.DescribeConfigsResponse:
 
 
 def test_create_topics_v5_reports_configs_it_could_not_read_back() -> None:
-    admin = FakeAdmin(CreateTopics=_created, DescribeConfigs=_describe_refused)
+    admin = FakeAdmin(CreateTopics=created_answer, DescribeConfigs=_describe_refused)
     (result,) = through_the_wire(
         CREATE, context(5, admin), _create_request(5, _topic(5, "t"))
     ).topics
