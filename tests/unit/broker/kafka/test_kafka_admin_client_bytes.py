@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
+import kafka.protocol.admin
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis import cluster, configs, topics
@@ -18,7 +18,7 @@ from tests.unit.broker.kafka.test_kafka_cluster import IMAGE
 from tests.unit.broker.kafka.test_kafka_configs import altered_answer, described_answer
 from tests.unit.broker.kafka.test_kafka_topics import created_answer, deleted_answer, grown_answer
 
-client: Any = pytest.importorskip("kafka.protocol.admin")
+client: Any = kafka.protocol.admin  # kafka-python ships no types
 ADMIN = FakeAdmin(
     CreateTopics=created_answer,
     DeleteTopics=deleted_answer,
