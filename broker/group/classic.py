@@ -116,31 +116,31 @@ class ClassicGroups:
 
     # --- JoinGroup ---
 
-    def join(self, request: JoinRequest, now_ms: int) -> JoinAnswer | None:
-        """Records a join; an immediate answer (an error, MEMBER_ID_REQUIRED, or the current
-        generation for a member whose rejoin changes nothing), or None: wait for
-        `join_answer(group_id, member_id)`, where member_id is the answer's or the request's."""
+    def join(self, request: JoinRequest, now_ms: int) -> tuple[str, JoinAnswer | None]:
+        """Records a join: the member's id (the request's, or a new one) and an immediate
+        answer (an error, MEMBER_ID_REQUIRED, or the current generation for a member whose
+        rejoin changes nothing), or None: wait for `join_answer(group_id, member_id)`."""
+        member_id = request.member_id
         refusal = _join_refusal(request, self.groups.get(request.group_id))
         if refusal is not None:
-            return JoinAnswer(refusal, member_id=request.member_id)
+            return member_id, JoinAnswer(refusal, member_id=member_id)
         group = self.groups.setdefault(
             request.group_id, ClassicGroup(request.group_id, request.protocol_type)
         )
-        member_id = request.member_id
         if not member_id:
             member_id = f"{request.client_id or 'member'}-{uuid.uuid4()}"
             if request.require_known_member_id:
                 group.pending_ids[member_id] = now_ms + request.session_timeout_ms
-                return JoinAnswer(MEMBER_ID_REQUIRED, member_id=member_id)
+                return member_id, JoinAnswer(MEMBER_ID_REQUIRED, member_id=member_id)
         elif member_id not in group.members and group.pending_ids.pop(member_id, None) is None:
-            return JoinAnswer(common_pb2.UNKNOWN_MEMBER_ID, member_id=member_id)
+            return member_id, JoinAnswer(common_pb2.UNKNOWN_MEMBER_ID, member_id=member_id)
         member = group.members.get(member_id)
         if member is not None and _unchanged(group, member, request):
             member.last_heard_ms = now_ms
-            return _generation_answer(group, member)
+            return member_id, _generation_answer(group, member)
         self._admit(group, member_id, request, now_ms)
         self._maybe_complete_join(group, now_ms)
-        return None
+        return member_id, None
 
     def _admit(
         self, group: ClassicGroup, member_id: str, request: JoinRequest, now_ms: int

@@ -34,6 +34,7 @@ OFFSETS_TOPIC_CONFIGS: Final = {
 # FindCoordinator waits this long for a topic it created to have a leader.
 CREATION_WAIT_MS_MAX: Final = 5_000
 
+T = TypeVar("T")
 ItemT = TypeVar("ItemT", group_pb2.DescribedGroup, group_pb2.DeleteGroupsResult)
 ResponseT = TypeVar(
     "ResponseT",
@@ -65,6 +66,8 @@ class GroupHandlers:
         self._wall_clock_ms = wall_clock_ms
         self._request_timeout_ms = request_timeout_ms
         self._creating = threading.Lock()
+        # Notified when a classic group changed: JoinGroup and SyncGroup wait on it.
+        self.classic_changed = threading.Condition()
 
     # --- FindCoordinator ---
 
@@ -157,6 +160,28 @@ class GroupHandlers:
                 common_pb2.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created; try again"
             )
         return image
+
+    # --- the classic protocol (Kafka's JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ---
+
+    def classic(
+        self, group_id: str, act: Callable[[GroupShard, int], T], *, notify: bool = True
+    ) -> T:
+        """`act(shard, now_ms)` on the group's shard, after firing the classic groups' due
+        timers; CoordinatorError when this broker cannot serve the group. With `notify`, the
+        callers waiting on `classic_changed` look again (polls pass False, or they would wake
+        each other in turn)."""
+        self._check_may_serve()
+        now_ms = self._clock_ms()
+
+        def ticked(shard: GroupShard) -> T:
+            shard.classic.tick(now_ms)
+            return act(shard, now_ms)
+
+        answer = self._coordinator.with_shard(group_id, ticked)
+        if notify:
+            with self.classic_changed:
+                self.classic_changed.notify_all()
+        return answer
 
     # --- the coordinator's calls ---
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from pykraft.broker.group.classic import ClassicGroups
 from pykraft.broker.group.committed_offsets import CommittedOffsets
 from pykraft.broker.group.config import GroupConfig
 from pykraft.broker.group.consumer_group import DEAD, ConsumerGroup
@@ -38,6 +39,8 @@ class GroupShard:
         self._state = ShardState(config)
         self.membership = Membership(self._state)
         self.offsets = CommittedOffsets(self._state)
+        # Groups on Kafka's classic protocol: in memory only (see `classic`).
+        self.classic = ClassicGroups()
 
     @property
     def config(self) -> GroupConfig:

@@ -16,6 +16,7 @@ from pykraft.broker.group.classic import (
     ClassicGroups,
     JoinAnswer,
     JoinRequest,
+    SyncAnswer,
 )
 from pykraft.proto import common_pb2
 
@@ -42,10 +43,10 @@ def _request(
 
 def _join_new(groups: ClassicGroups, now_ms: int) -> str:
     """A v4 join: MEMBER_ID_REQUIRED, then the join with the id; returns the id."""
-    first = groups.join(_request(v4=True), now_ms)
-    assert first is not None and first.error_code == MEMBER_ID_REQUIRED
-    assert groups.join(_request(first.member_id, v4=True), now_ms) is None
-    return first.member_id
+    member_id, first = groups.join(_request(v4=True), now_ms)
+    assert first == JoinAnswer(MEMBER_ID_REQUIRED, member_id=member_id)
+    assert groups.join(_request(member_id, v4=True), now_ms) == (member_id, None)
+    return member_id
 
 
 def _answer(groups: ClassicGroups, member_id: str) -> JoinAnswer:
@@ -75,7 +76,7 @@ def test_a_second_member_starts_a_barrier_that_waits_for_the_first() -> None:
     assert groups.groups[G].state == PREPARING_REBALANCE
     assert groups.join_answer(G, b) is None
     assert groups.heartbeat(G, a, 1, 20) == common_pb2.REBALANCE_IN_PROGRESS
-    assert groups.join(_request(a), 30) is None
+    assert groups.join(_request(a), 30) == (a, None)
     answer_a, answer_b = _answer(groups, a), _answer(groups, b)
     assert answer_a.generation == answer_b.generation == 2
     assert answer_a.leader == answer_b.leader == a
@@ -126,11 +127,13 @@ def test_leaving_rebalances_the_rest() -> None:
 
 def test_refusals() -> None:
     groups = ClassicGroups()
-    assert groups.join(_request("ghost"), 0) == JoinAnswer(common_pb2.UNKNOWN_MEMBER_ID, "ghost")
+    assert groups.join(_request("ghost"), 0)[1] == JoinAnswer(common_pb2.UNKNOWN_MEMBER_ID, "ghost")
     a = _join_new(groups, 0)
-    other = groups.join(_request(protocols=("roundrobin",)), 0)
+    _, other = groups.join(_request(protocols=("roundrobin",)), 0)
     assert other is not None and other.error_code == INCONSISTENT_GROUP_PROTOCOL
-    assert groups.sync(G, a, 7, {}, 0) == groups.sync(G, a, 7, {}, 0)
+    assert groups.sync(G, a, 7, {}, 0) == SyncAnswer(common_pb2.ILLEGAL_GENERATION)
+    new_id, answer_v3 = groups.join(_request(), 0)  # before v4: the id comes with the join
+    assert answer_v3 is None and groups.join_answer(G, new_id) is None
     answer = groups.sync(G, "ghost", 1, {}, 0)
     assert answer is not None and answer.error_code == common_pb2.UNKNOWN_MEMBER_ID
 

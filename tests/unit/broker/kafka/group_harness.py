@@ -67,6 +67,9 @@ class FakeCoordinator:
     def run(self, group_id: str, decide: Callable[[GroupShard], Decision[Any]]) -> Any:
         return decide(self.shard).response
 
+    def with_shard(self, group_id: str, act: Callable[[GroupShard], T]) -> T:
+        return act(self.shard)
+
     def each_shard(self, read: Callable[[GroupShard], T]) -> list[T]:
         return [read(self.shard)]
 
