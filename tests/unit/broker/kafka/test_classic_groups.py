@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.kafka.apis import group_offsets
+from pykraft.broker.kafka.apis import group_admin, group_offsets
 from pykraft.broker.kafka.apis.classic_groups import APIS
 from pykraft.proto import group_pb2
 from tests.unit.broker.kafka.group_harness import GroupWorld, call, part
@@ -189,3 +189,15 @@ def test_a_fenced_broker_answers_coordinator_not_available() -> None:
     world = GroupWorld(serving=False)
     assert _join(world, 5).error_code == ErrorCode.coordinator_not_available
     assert _beat(world, 3, "m", 1) == ErrorCode.coordinator_not_available
+
+
+def test_classic_groups_are_listed_and_not_deleted_while_they_have_members() -> None:
+    world = GroupWorld()
+    a = _join_new(world, 5).member_id
+    listed = call(group_admin.APIS[0], 4, world.services(), states_filter=())
+    assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == [
+        (G, "consumer", "CompletingRebalance")
+    ]
+    deleted = call(group_admin.APIS[2], 2, world.services(), groups_names=(G,))
+    assert deleted.results[0].error_code == ErrorCode.non_empty_group
+    assert a
