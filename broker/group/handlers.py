@@ -190,17 +190,22 @@ class GroupHandlers:
     ) -> group_pb2.ConsumerGroupHeartbeatResponse:
         host = client_host(peer)
         coordinator = self._coordinator
-        return self._serve(
-            request.group_id,
-            group_pb2.ConsumerGroupHeartbeatResponse,
-            lambda shard: shard.membership.heartbeat(
+
+        def decide(shard: GroupShard) -> Decision[group_pb2.ConsumerGroupHeartbeatResponse]:
+            if shard.classic.has_members(request.group_id):  # Kafka keeps the protocols apart
+                raise CoordinatorError(
+                    common_pb2.GROUP_ID_NOT_FOUND,
+                    f"group {request.group_id!r} is a classic group, not a consumer group",
+                )
+            return shard.membership.heartbeat(
                 request,
                 client_host=host,
                 topics=coordinator.topics(),
                 now_ms=self._clock_ms(),
                 wall_ms=self._wall_clock_ms(),
-            ),
-        )
+            )
+
+        return self._serve(request.group_id, group_pb2.ConsumerGroupHeartbeatResponse, decide)
 
     def offset_commit(
         self, request: group_pb2.OffsetCommitRequest

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis import group_admin, group_offsets
 from pykraft.broker.kafka.apis.classic_groups import APIS
-from pykraft.proto import group_pb2
+from pykraft.proto import common_pb2, group_pb2
 from tests.unit.broker.kafka.group_harness import GroupWorld, call, part
 
 JOIN, SYNC, HEARTBEAT, LEAVE = APIS
@@ -201,3 +201,15 @@ def test_classic_groups_are_listed_and_not_deleted_while_they_have_members() -> 
     deleted = call(group_admin.APIS[2], 2, world.services(), groups_names=(G,))
     assert deleted.results[0].error_code == ErrorCode.non_empty_group
     assert a
+
+
+def test_a_classic_group_id_is_refused_to_kip848_members() -> None:
+    world = GroupWorld()
+    _join_new(world, 5)
+    answer = world.services().groups.heartbeat(
+        group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=G, member_id="m1", member_epoch=0, subscribed_topic_names=["orders"]
+        ),
+        "ipv4:127.0.0.1:5000",
+    )
+    assert answer.header.error_code == common_pb2.GROUP_ID_NOT_FOUND
