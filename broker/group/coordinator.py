@@ -221,6 +221,14 @@ class GroupCoordinator:
         """`read` on the group's shard, answered once what it may have seen is replicated."""
         return self.run(group_id, lambda shard: Decision([], read(shard)))
 
+    def with_shard(self, group_id: str, act: Callable[[GroupShard], T]) -> T:
+        """`act` on the group's active shard under its lock, writing nothing (the classic
+        protocol's in-memory groups); CoordinatorError when this broker cannot serve it."""
+        shard = self._shard_for(group_id)
+        with shard.lock:
+            self._check_active(shard)
+            return act(shard.shard)
+
     def each_shard(self, read: Callable[[GroupShard], T]) -> list[T]:
         """`read` on every active shard (ListGroups)."""
         with self._lock:
@@ -343,6 +351,7 @@ class GroupCoordinator:
             if shard.state is not _ShardState.ACTIVE:
                 return
             now_ms, wall_ms = self._clock_ms(), self._wall_clock_ms()
+            shard.shard.classic.tick(now_ms)
             records = shard.shard.membership.expire_members(topics, now_ms, wall_ms)
             if check_offsets:
                 records += shard.shard.offsets.expire(wall_ms)

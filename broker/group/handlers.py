@@ -34,6 +34,7 @@ OFFSETS_TOPIC_CONFIGS: Final = {
 # FindCoordinator waits this long for a topic it created to have a leader.
 CREATION_WAIT_MS_MAX: Final = 5_000
 
+T = TypeVar("T")
 ItemT = TypeVar("ItemT", group_pb2.DescribedGroup, group_pb2.DeleteGroupsResult)
 ResponseT = TypeVar(
     "ResponseT",
@@ -65,6 +66,8 @@ class GroupHandlers:
         self._wall_clock_ms = wall_clock_ms
         self._request_timeout_ms = request_timeout_ms
         self._creating = threading.Lock()
+        # Notified when a classic group changed: JoinGroup and SyncGroup wait on it.
+        self.classic_changed = threading.Condition()
 
     # --- FindCoordinator ---
 
@@ -158,6 +161,28 @@ class GroupHandlers:
             )
         return image
 
+    # --- the classic protocol (Kafka's JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ---
+
+    def classic(
+        self, group_id: str, act: Callable[[GroupShard, int], T], *, notify: bool = True
+    ) -> T:
+        """`act(shard, now_ms)` on the group's shard, after firing the classic groups' due
+        timers; CoordinatorError when this broker cannot serve the group. With `notify`, the
+        callers waiting on `classic_changed` look again (polls pass False, or they would wake
+        each other in turn)."""
+        self._check_may_serve()
+        now_ms = self._clock_ms()
+
+        def ticked(shard: GroupShard) -> T:
+            shard.classic.tick(now_ms)
+            return act(shard, now_ms)
+
+        answer = self._coordinator.with_shard(group_id, ticked)
+        if notify:
+            with self.classic_changed:
+                self.classic_changed.notify_all()
+        return answer
+
     # --- the coordinator's calls ---
 
     def heartbeat(
@@ -165,17 +190,22 @@ class GroupHandlers:
     ) -> group_pb2.ConsumerGroupHeartbeatResponse:
         host = client_host(peer)
         coordinator = self._coordinator
-        return self._serve(
-            request.group_id,
-            group_pb2.ConsumerGroupHeartbeatResponse,
-            lambda shard: shard.membership.heartbeat(
+
+        def decide(shard: GroupShard) -> Decision[group_pb2.ConsumerGroupHeartbeatResponse]:
+            if shard.classic.has_members(request.group_id):  # Kafka keeps the protocols apart
+                raise CoordinatorError(
+                    common_pb2.GROUP_ID_NOT_FOUND,
+                    f"group {request.group_id!r} is a classic group, not a consumer group",
+                )
+            return shard.membership.heartbeat(
                 request,
                 client_host=host,
                 topics=coordinator.topics(),
                 now_ms=self._clock_ms(),
                 wall_ms=self._wall_clock_ms(),
-            ),
-        )
+            )
+
+        return self._serve(request.group_id, group_pb2.ConsumerGroupHeartbeatResponse, decide)
 
     def offset_commit(
         self, request: group_pb2.OffsetCommitRequest

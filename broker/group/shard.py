@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from pykraft.broker.group.classic import ClassicGroups
 from pykraft.broker.group.committed_offsets import CommittedOffsets
 from pykraft.broker.group.config import GroupConfig
 from pykraft.broker.group.consumer_group import DEAD, ConsumerGroup
@@ -38,6 +39,8 @@ class GroupShard:
         self._state = ShardState(config)
         self.membership = Membership(self._state)
         self.offsets = CommittedOffsets(self._state)
+        # Groups on Kafka's classic protocol: in memory only (see `classic`).
+        self.classic = ClassicGroups()
 
     @property
     def config(self) -> GroupConfig:
@@ -60,7 +63,10 @@ class GroupShard:
     def delete_group(self, group_id: str) -> Decision[group_pb2.DeleteGroupsResult]:
         result = group_pb2.DeleteGroupsResult(group_id=group_id)
         group = self._state.groups.get(group_id)
-        if group is None:
+        if self.classic.has_members(group_id):
+            result.error_code = common_pb2.NON_EMPTY_GROUP
+            result.error_message = f"classic group {group_id!r} has members; stop them first"
+        elif group is None:
             result.error_code = common_pb2.GROUP_ID_NOT_FOUND
             result.error_message = f"group {group_id!r} does not exist"
         elif group.members:
@@ -73,13 +79,18 @@ class GroupShard:
         return self._state.decision(result)
 
     def list_groups(self, states: Iterable[str]) -> list[group_pb2.ListedGroup]:
+        """KIP-848 groups and classic ones (a classic group's state wins for an id whose
+        offsets make it a KIP-848 group too), sorted by id."""
         wanted = {state.lower() for state in states}
+        listed = {
+            group.group_id: (PROTOCOL_TYPE, group.state) for group in self._state.groups.values()
+        }
+        for classic in self.classic.groups.values():
+            listed[classic.group_id] = (classic.protocol_type, classic.state)
         return [
-            group_pb2.ListedGroup(
-                group_id=group.group_id, protocol_type=PROTOCOL_TYPE, group_state=group.state
-            )
-            for group in sorted(self._state.groups.values(), key=lambda g: g.group_id)
-            if not wanted or group.state.lower() in wanted
+            group_pb2.ListedGroup(group_id=group_id, protocol_type=kind, group_state=state)
+            for group_id, (kind, state) in sorted(listed.items())
+            if not wanted or state.lower() in wanted
         ]
 
     def describe(self, group_id: str) -> group_pb2.DescribedGroup:

@@ -1,0 +1,138 @@
+"""The real `GroupHandlers` on one in-memory `GroupShard` (no log, no replication), and kio's
+codec on both sides of a handler, for the tests of the Kafka group APIs."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+from uuid import UUID
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from pykraft.broker.group.config import OFFSETS_TOPIC, GroupConfig
+from pykraft.broker.group.handlers import GroupHandlers
+from pykraft.broker.group.shard import GroupShard
+from pykraft.broker.group.shard_state import Decision
+from pykraft.broker.kafka.api import (
+    KAFKA_LISTENER_NAME,
+    Api,
+    KafkaServices,
+    RequestContext,
+)
+from pykraft.broker.kafka.entities import build, nested_type
+from pykraft.metadata_log import MetadataImage, replay_all
+from pykraft.metadata_log.records import (
+    Endpoint,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+
+T = TypeVar("T")
+TOPICS = {"orders": 3, OFFSETS_TOPIC: 1}
+
+
+def group_image(*, kafka_listener: bool = True) -> MetadataImage:
+    """Broker 1, with a gRPC and (optionally) a Kafka endpoint, leading `__consumer_offsets`."""
+    endpoints = [Endpoint("GRPC", "127.0.0.1", 9191)]
+    if kafka_listener:
+        endpoints.append(Endpoint(KAFKA_LISTENER_NAME, "127.0.0.1", 9092))
+    records: list[Record] = [
+        RegisterBrokerRecord(
+            1, UUID(int=101), broker_epoch=1, endpoints=tuple(endpoints), fenced=False
+        ),
+        TopicRecord(OFFSETS_TOPIC, UUID(int=7)),
+        PartitionRecord(UUID(int=7), 0, (1,), (1,), 1),
+        TopicRecord("orders", UUID(int=8)),
+    ]
+    records += [PartitionRecord(UUID(int=8), p, (1,), (1,), 1) for p in range(3)]
+    return replay_all(MetadataImage.EMPTY, records).apply(offset=len(records), epoch=1)
+
+
+class FakeCoordinator:
+    """One shard that always leads: decisions apply at once (their records replayed)."""
+
+    def __init__(self, shard: GroupShard) -> None:
+        self.shard = shard
+        self.config = shard.config
+
+    def topics(self) -> dict[str, int]:
+        return TOPICS
+
+    def run(self, group_id: str, decide: Callable[[GroupShard], Decision[Any]]) -> Any:
+        return decide(self.shard).response
+
+    def with_shard(self, group_id: str, act: Callable[[GroupShard], T]) -> T:
+        return act(self.shard)
+
+    def each_shard(self, read: Callable[[GroupShard], T]) -> list[T]:
+        return [read(self.shard)]
+
+
+@dataclass
+class FakeManager:
+    image: MetadataImage
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+
+@dataclass
+class GroupWorld:
+    """The objects a Kafka group handler reaches, with a clock the test moves."""
+
+    shard: GroupShard = field(default_factory=lambda: GroupShard(GroupConfig()))
+    manager: FakeManager = field(default_factory=lambda: FakeManager(group_image()))
+    now_ms: int = 1_000
+    serving: bool = True  # False: the broker is fenced, its coordinator answers nothing
+
+    def services(self) -> KafkaServices:
+        handlers = GroupHandlers(
+            cast(Any, FakeCoordinator(self.shard)),
+            cast(Any, self.manager),
+            cast(Any, None),
+            may_serve=lambda now_ms: self.serving,
+            clock_ms=lambda: self.now_ms,
+            wall_clock_ms=lambda: 1_700_000_000_000 + self.now_ms,
+            request_timeout_ms=1_000,
+        )
+        return KafkaServices(
+            config=cast(Any, None),
+            manager=cast(Any, self.manager),
+            groups=handlers,
+            producer_ids=cast(Any, None),
+            admin=cast(Any, None),
+            clock_ms=lambda: self.now_ms,
+            may_serve=lambda now_ms: True,
+        )
+
+
+def part(api: Api, version: int, entity_name: str, /, **fields: Any) -> Any:
+    """The nested request entity `entity_name` of `api` at `version`, from those of `fields` that
+    version has."""
+    return build(nested_type(load_request_schema(api.key, version), entity_name), **fields)
+
+
+def call(api: Api, version: int, services: KafkaServices, /, **fields: Any) -> Any:
+    """Encodes a request of `api` at `version` (from those of `fields` the version has) with
+    kio, decodes it, hands it to the handler, and returns the response after a trip through
+    kio's codec too (proving both encode)."""
+    request_type = load_request_schema(api.key, version)
+    request = _roundtrip(request_type, build(request_type, **fields))
+    ctx = RequestContext(services, version, "test-client", "/127.0.0.1")
+    response = api.handle(ctx, request)
+    response_type = load_response_schema(api.key, version)
+    assert type(response) is response_type
+    return _roundtrip(response_type, response)
+
+
+def _roundtrip(entity_type: type[Any], entity: Any) -> Any:
+    buffer = io.BytesIO()
+    entity_writer(entity_type)(buffer, entity)
+    data = buffer.getvalue()
+    decoded, end = entity_reader(entity_type)(data, 0)
+    assert end == len(data)
+    return decoded
