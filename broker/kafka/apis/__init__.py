@@ -7,5 +7,6 @@ its table always names exactly what is served.
 from __future__ import annotations
 
 from pykraft.broker.kafka.api import Api
+from pykraft.broker.kafka.apis import metadata
 
-ALL_APIS: tuple[Api, ...] = ()
+ALL_APIS: tuple[Api, ...] = (*metadata.APIS,)
