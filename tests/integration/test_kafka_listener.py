@@ -9,6 +9,7 @@ supported ranges in the v0 body.
 
 from __future__ import annotations
 
+import io
 import socket
 import warnings
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from .processes import BrokerProcess
 # kafka-python 3.0 reads its schemas with importlib.resources.read_text, deprecated in 3.11.
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka import KafkaAdminClient, KafkaConsumer  # type: ignore[import-untyped]
 
 pytestmark = [
     pytest.mark.integration,
@@ -76,7 +77,7 @@ def test_librdkafka_sees_the_brokers_kafka_addresses_and_the_topic(
     kafka_ports: dict[int, int],
 ) -> None:
     metadata = AdminClient({"bootstrap.servers": _bootstrap(kafka_ports)}).list_topics(timeout=10)
-    brokers = {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+    brokers = {b.id: (str(b.host), b.port) for b in metadata.brokers.values()}
     assert brokers == {i: ("127.0.0.1", port) for i, port in kafka_ports.items()}
     topic = metadata.topics[TOPIC]
     assert topic.error is None and sorted(topic.partitions) == list(range(PARTITIONS))
@@ -113,21 +114,10 @@ def _api_versions_v99(correlation_id: int) -> bytes:
         correlation_id=i32(correlation_id),
         client_id="probe",
     )
-    payload = bytearray()
-    entity_writer(RequestHeader)(_Appender(payload), header)
-    payload += b"\x00"  # the body: no tagged fields
-    return SIZE.pack(len(payload)) + bytes(payload)
-
-
-class _Appender:
-    """The `write` a kio writer needs, onto a bytearray."""
-
-    def __init__(self, target: bytearray) -> None:
-        self._target = target
-
-    def write(self, data: bytes) -> int:
-        self._target += data
-        return len(data)
+    buffer = io.BytesIO()
+    entity_writer(RequestHeader)(buffer, header)
+    buffer.write(b"\x00")  # the body: no tagged fields
+    return SIZE.pack(buffer.tell()) + buffer.getvalue()
 
 
 def _read_frame(sock: socket.socket) -> bytes:
