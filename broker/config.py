@@ -118,6 +118,8 @@ KAFKA_ENDPOINT_NAME: Final = "KAFKA"
 # Listener names in `listeners`: GRPC://, KAFKA://.
 _GRPC: Final = "GRPC"
 _LISTENER_NAMES: Final = (_GRPC, KAFKA_ENDPOINT_NAME)
+# Binds every interface but names none a client could reach: never advertised (as in Kafka).
+_WILDCARD_HOST: Final = "0.0.0.0"
 
 _INT_KEYS: Final = {
     "node.id": "node_id",
@@ -178,6 +180,9 @@ def _listener_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
     advertised = parse_listeners(raw.get("advertised.listeners", ""), key="advertised.listeners")
     if not set(advertised) <= set(listeners):
         raise ConfigError("advertised.listeners names a listener that listeners does not")
+    for name, address in {**listeners, **advertised}.items():
+        if address.rpartition(":")[0] == _WILDCARD_HOST and name not in advertised:
+            raise ConfigError(f"{name} binds {_WILDCARD_HOST}: set advertised.listeners for it")
     return {
         "listener": listeners[_GRPC],
         "kafka_listener": listeners.get(KAFKA_ENDPOINT_NAME, ""),

@@ -55,6 +55,7 @@ def test_lists_are_split() -> None:
         ({"listeners": "KAFKA://a:1"}, "must name the gRPC listener"),
         ({"listeners": "SSL://a:1"}, "unknown listener 'SSL'"),
         ({"advertised.listeners": "KAFKA://a:1"}, "names a listener that listeners does not"),
+        ({"listeners": "h:1,KAFKA://0.0.0.0:2"}, "KAFKA binds 0.0.0.0: set advertised.listeners"),
         ({"node.id": "one"}, "node.id must be an integer"),
         ({"log.dir": "x"}, "unknown config keys: log.dir"),
         ({"broker.session.timeout.ms": 100}, "must be longer than broker.heartbeat"),
@@ -133,15 +134,15 @@ def test_bad_group_settings_are_named(change: dict[str, Any], message: str) -> N
 
 
 def test_listeners_take_kafkas_syntax_and_advertised_ones_default_to_them() -> None:
-    config = config_from_mapping({**BASE, "listeners": "GRPC://0.0.0.0:9191,kafka://0.0.0.0:9092"})
-    assert (config.listener, config.kafka_listener) == ("0.0.0.0:9191", "0.0.0.0:9092")
-    assert (config.kafka_host, config.kafka_port) == ("0.0.0.0", 9092)
+    config = config_from_mapping({**BASE, "listeners": "GRPC://h:9191,kafka://h:9092"})
+    assert (config.listener, config.kafka_listener) == ("h:9191", "h:9092")
+    assert (config.kafka_host, config.kafka_port) == ("h", 9092)
     assert config.advertised_endpoints() == (
-        ("PLAINTEXT", "0.0.0.0", 9191),
-        (KAFKA_LISTENER_NAME, "0.0.0.0", 9092),
+        ("PLAINTEXT", "h", 9191),
+        (KAFKA_LISTENER_NAME, "h", 9092),
     )
     advertised = {"advertised.listeners": "KAFKA://broker-1.example:19092"}
-    config = config_from_mapping({**BASE, **advertised, "listeners": "h:1,KAFKA://h:2"})
+    config = config_from_mapping({**BASE, **advertised, "listeners": "h:1,KAFKA://0.0.0.0:2"})
     assert config.advertised_endpoints() == (
         ("PLAINTEXT", "h", 1),
         (KAFKA_LISTENER_NAME, "broker-1.example", 19092),
