@@ -20,6 +20,7 @@ log = logging.getLogger("pykraft.broker")
 _FLAG_KEYS = {
     "node_id": "node.id",
     "listeners": "listeners",
+    "advertised_listeners": "advertised.listeners",
     "rack": "broker.rack",
     "log_dirs": "log.dirs",
     "bootstrap_controllers": "controller.quorum.bootstrap.servers",
@@ -39,7 +40,11 @@ def broker() -> None:
 @broker.command(help="Start one broker and serve until SIGTERM (controlled shutdown) or Ctrl-C.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config file.")
 @click.option("--node-id", type=int, help="This broker's id (node.id).")
-@click.option("--listeners", help="host:port of the gRPC data plane (listeners).")
+@click.option(
+    "--listeners",
+    help="GRPC://host:port,KAFKA://host:port (listeners; a bare host:port is the gRPC one).",
+)
+@click.option("--advertised-listeners", help="Same form: the addresses clients are given.")
 @click.option("--rack", help="This broker's rack (broker.rack).")
 @click.option("--log-dirs", help="Comma-separated data directories (log.dirs).")
 @click.option(

@@ -1,8 +1,11 @@
 """A broker's configuration: from a TOML file, overridden by command-line flags.
 
 Keys are Kafka's names (`node.id`, `listeners`, `broker.rack`, `log.dirs`,
-`controller.quorum.bootstrap.servers`, ...) with Kafka's defaults. `listeners` is one `host:port`
-(the gRPC data plane); `log.dirs` and `controller.quorum.bootstrap.servers` are comma-separated.
+`controller.quorum.bootstrap.servers`, ...) with Kafka's defaults. `listeners` uses Kafka's syntax,
+`GRPC://host:port,KAFKA://host:port`: the gRPC data plane (required; a bare `host:port` names it)
+and the Kafka protocol listener (optional). `advertised.listeners`, same syntax, is what the broker
+registers for clients to connect to; each listener not named there is advertised as bound.
+`log.dirs` and `controller.quorum.bootstrap.servers` are comma-separated.
 Broker-wide defaults of topic configs (`log.retention.ms`, `min.insync.replicas`, ...) are the
 ones in `pykraft.metadata_log.configs.BROKER_SYNONYMS`, kept as strings in `topic_defaults`.
 
@@ -27,7 +30,7 @@ from pykraft.server_common.config_files import ConfigError, read_settings
 @dataclass(frozen=True)
 class BrokerConfig:
     node_id: int
-    listener: str
+    listener: str  # the gRPC listener's host:port
     log_dirs: tuple[Path, ...]
     controller_bootstrap_servers: tuple[str, ...]
     rack: str = ""
@@ -47,6 +50,10 @@ class BrokerConfig:
     test_drop_produce_responses_every: int = 0
     # The group coordinator's settings (group.consumer.*, offsets.*).
     group: GroupConfig = field(default_factory=GroupConfig)
+    # The Kafka protocol listener's host:port ("": none); advertised addresses ("": as bound).
+    kafka_listener: str = ""
+    advertised_listener: str = ""
+    advertised_kafka_listener: str = ""
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -79,10 +86,40 @@ class BrokerConfig:
         return int(self.listener.rpartition(":")[2])
 
     @property
+    def kafka_host(self) -> str:
+        return self.kafka_listener.rpartition(":")[0]
+
+    @property
+    def kafka_port(self) -> int:
+        return int(self.kafka_listener.rpartition(":")[2])
+
+    def advertised_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        """(name, host, port) of each listener, as the broker registers them: the gRPC one first
+        (what pykraft's own clients read), then the Kafka one if any."""
+        endpoints = [(GRPC_ENDPOINT_NAME, self.advertised_listener or self.listener)]
+        if self.kafka_listener:
+            kafka = self.advertised_kafka_listener or self.kafka_listener
+            endpoints.append((KAFKA_ENDPOINT_NAME, kafka))
+        return tuple(
+            (name, address.rpartition(":")[0], int(address.rpartition(":")[2]))
+            for name, address in endpoints
+        )
+
+    @property
     def metadata_dir(self) -> Path:
         """Where the broker keeps its copy of the metadata image (Kafka's __cluster_metadata)."""
         return self.log_dirs[0] / "__cluster_metadata"
 
+
+# Registered endpoint names: the gRPC listener keeps the name it always had; the Kafka one is
+# pykraft.broker.kafka.api.KAFKA_LISTENER_NAME (not imported: that module imports this one).
+GRPC_ENDPOINT_NAME: Final = "PLAINTEXT"
+KAFKA_ENDPOINT_NAME: Final = "KAFKA"
+# Listener names in `listeners`: GRPC://, KAFKA://.
+_GRPC: Final = "GRPC"
+_LISTENER_NAMES: Final = (_GRPC, KAFKA_ENDPOINT_NAME)
+# Binds every interface but names none a client could reach: never advertised (as in Kafka).
+_WILDCARD_HOST: Final = "0.0.0.0"
 
 _INT_KEYS: Final = {
     "node.id": "node_id",
@@ -107,7 +144,8 @@ _GROUP_INT_KEYS: Final = {
 _GROUP_KEYS: Final = {*_GROUP_INT_KEYS, "offsets.retention.minutes", "group.consumer.assignors"}
 _REQUIRED: Final = ("node.id", "listeners", "log.dirs", "controller.quorum.bootstrap.servers")
 KNOWN_KEYS: Final = frozenset(
-    {*_INT_KEYS, *_STR_KEYS, "listeners", "log.dirs", "controller.quorum.bootstrap.servers"}
+    {*_INT_KEYS, *_STR_KEYS, "listeners", "advertised.listeners", "log.dirs"}
+    | {"controller.quorum.bootstrap.servers"}
     | set(BROKER_SYNONYMS)
     | _GROUP_KEYS
 )
@@ -119,6 +157,38 @@ def parse_address(text: str, *, key: str) -> str:
     if not (colon and host and port.isdigit() and 0 < int(port) < 65536):
         raise ConfigError(f"{key}: {text.strip()!r} is not of the form host:port")
     return text.strip()
+
+
+def parse_listeners(text: object, *, key: str) -> dict[str, str]:
+    """Kafka's `NAME://host:port,...` (NAME is GRPC or KAFKA; a bare host:port is GRPC), by name."""
+    listeners: dict[str, str] = {}
+    for item in _split(text):
+        name, scheme, address = item.rpartition("://")
+        name = name.upper() if scheme else _GRPC
+        if name not in _LISTENER_NAMES:
+            raise ConfigError(f"{key}: unknown listener {name!r} (GRPC:// or KAFKA://)")
+        if name in listeners:
+            raise ConfigError(f"{key}: {name} is named twice")
+        listeners[name] = parse_address(address, key=key)
+    return listeners
+
+
+def _listener_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
+    listeners = parse_listeners(raw["listeners"], key="listeners")
+    if _GRPC not in listeners:
+        raise ConfigError(f"listeners must name the gRPC listener, got {raw['listeners']!r}")
+    advertised = parse_listeners(raw.get("advertised.listeners", ""), key="advertised.listeners")
+    if not set(advertised) <= set(listeners):
+        raise ConfigError("advertised.listeners names a listener that listeners does not")
+    for name, address in {**listeners, **advertised}.items():
+        if address.rpartition(":")[0] == _WILDCARD_HOST and name not in advertised:
+            raise ConfigError(f"{name} binds {_WILDCARD_HOST}: set advertised.listeners for it")
+    return {
+        "listener": listeners[_GRPC],
+        "kafka_listener": listeners.get(KAFKA_ENDPOINT_NAME, ""),
+        "advertised_listener": advertised.get(_GRPC, ""),
+        "advertised_kafka_listener": advertised.get(KAFKA_ENDPOINT_NAME, ""),
+    }
 
 
 def _split(text: object) -> list[str]:
@@ -173,12 +243,9 @@ def config_from_mapping(raw: Mapping[str, Any]) -> BrokerConfig:
         raise ConfigError(f"missing required setting {', '.join(missing)}")
     values: dict[str, Any] = {name: _int(raw, key) for key, name in _INT_KEYS.items() if key in raw}
     values.update({name: str(raw[key]) for key, name in _STR_KEYS.items() if key in raw})
-    listeners = _split(raw["listeners"])
-    if len(listeners) != 1:
-        raise ConfigError(f"listeners must name exactly one host:port, got {raw['listeners']!r}")
     bootstrap_key = "controller.quorum.bootstrap.servers"
     return BrokerConfig(
-        listener=parse_address(listeners[0], key="listeners"),
+        **_listener_fields(raw),
         log_dirs=tuple(Path(item) for item in _split(raw["log.dirs"])),
         controller_bootstrap_servers=tuple(
             parse_address(item, key=bootstrap_key) for item in _split(raw[bootstrap_key])

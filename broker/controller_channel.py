@@ -154,9 +154,8 @@ class ControllerChannel:
             cluster_id=self._config.cluster_id,
             incarnation_id=self.incarnation_id,
             listeners=[
-                controller_pb2.Listener(
-                    name="PLAINTEXT", host=self._config.host, port=self._config.port
-                )
+                controller_pb2.Listener(name=name, host=host, port=port)
+                for name, host, port in self._config.advertised_endpoints()
             ],
             rack=self._config.rack,
             previous_broker_epoch=self.broker_epoch,

@@ -1,12 +1,13 @@
 """One broker process's parts, started and stopped in order.
 
-Start: open the metadata image kept on disk and the logs it names, serve gRPC (fenced, so every
-partition answers NOT_LEADER_OR_FOLLOWER), register, then heartbeat and fetch metadata; the
-heartbeats move the broker to RECOVERY once caught up and to RUNNING once unfenced. Stop: a
-controlled shutdown first (leaderships move away while the broker still serves, and the
-controller lets it go once every live broker's metadata has the moves), bounded by
-CONTROLLED_SHUTDOWN_TIMEOUT_MS; then acks=all waits still open end NOT_LEADER_OR_FOLLOWER while
-the listener still answers, and the server, the threads and the logs close.
+Start: open the metadata image kept on disk and the logs it names, serve gRPC and, if configured,
+the Kafka protocol (fenced, so every partition answers NOT_LEADER_OR_FOLLOWER), register, then
+heartbeat and fetch metadata; the heartbeats move the broker to RECOVERY once caught up and to
+RUNNING once unfenced. Stop: a controlled shutdown first (leaderships move away while the broker
+still serves, and the controller lets it go once every live broker's metadata has the moves),
+bounded by CONTROLLED_SHUTDOWN_TIMEOUT_MS; then acks=all waits still open end
+NOT_LEADER_OR_FOLLOWER while the listeners still answer, and the servers, the threads and the
+logs close.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import ControllerCaller, ControllerChannel, monotonic_ms
 from pykraft.broker.group.coordinator import GroupCoordinator
 from pykraft.broker.group.handlers import GroupHandlers
+from pykraft.broker.kafka.api import KafkaServices
+from pykraft.broker.kafka.apis import ALL_APIS
+from pykraft.broker.kafka.dispatch import Dispatcher
+from pykraft.broker.kafka.server import KafkaListener
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.metadata import ImageFile, MetadataFollower
 from pykraft.broker.producer_ids import ProducerIdAllocator
@@ -91,6 +96,7 @@ class Broker:
             wall_clock_ms=_wall_clock_ms,
         )
         self._server: grpc.Server | None = None
+        self._kafka_listener: KafkaListener | None = None
 
     def _may_serve(self, now_ms: int) -> bool:
         return self.lifecycle.state in (
@@ -108,24 +114,37 @@ class Broker:
         bind, RuntimeError if registration is refused."""
         self.lifecycle.transition(BrokerState.STARTING)
         self.metadata.load()
+        groups = GroupHandlers(
+            self.groups,
+            self.replica_manager,
+            self._caller,
+            may_serve=self._may_serve,
+            clock_ms=monotonic_ms,
+            wall_clock_ms=_wall_clock_ms,
+            request_timeout_ms=self.config.request_timeout_ms,
+        )
         service = BrokerService(
             self.replica_manager,
             self.config,
             monotonic_ms,
             producer_ids=self.producer_ids,
             may_serve=self._may_serve,
-            groups=GroupHandlers(
-                self.groups,
-                self.replica_manager,
-                self._caller,
-                may_serve=self._may_serve,
-                clock_ms=monotonic_ms,
-                wall_clock_ms=_wall_clock_ms,
-                request_timeout_ms=self.config.request_timeout_ms,
-            ),
+            groups=groups,
         )
         admin = AdminForwarder(self._caller, timeout_ms=ADMIN_FORWARD_TIMEOUT_MS)
         self._server = serve(service, admin, self.config.listener, self.config.grpc_workers_max)
+        if self.config.kafka_listener:
+            self._start_kafka_listener(
+                KafkaServices(
+                    self.config,
+                    self.replica_manager,
+                    groups,
+                    self.producer_ids,
+                    admin,
+                    monotonic_ms,
+                    self._may_serve,
+                )
+            )
         if not self.channel.register():
             return False
         self.groups.start()
@@ -135,6 +154,14 @@ class Broker:
         self.isr_updater.start()
         log.info("broker %d serving on %s", self.config.node_id, self.config.listener)
         return True
+
+    def _start_kafka_listener(self, services: KafkaServices) -> None:
+        """Serves the Kafka protocol beside gRPC, with the same parts; OSError if it cannot bind."""
+        listener = KafkaListener(
+            self.config.kafka_host, self.config.kafka_port, Dispatcher(ALL_APIS), services
+        )
+        listener.start()
+        self._kafka_listener = listener
 
     def cancel_start(self) -> None:
         """Called from a signal handler: a `start` still registering returns False."""
@@ -161,6 +188,8 @@ class Broker:
         self.replica_manager.stop_acknowledging()
         if self._server is not None:
             self._server.stop(grace=SERVER_STOP_GRACE_S).wait()
+        if self._kafka_listener is not None:
+            self._kafka_listener.stop()
         self.metadata.stop()
         self.isr_updater.stop()
         self.fetchers.close()

@@ -92,6 +92,12 @@ def create_topic(topic: str, controllers: str) -> bool:
     return created.returncode == 0
 
 
+def show_kafka_bootstrap(cluster: dev_cluster.DevCluster) -> None:
+    """Where unchanged Kafka clients connect, with a kcat line to try."""
+    servers = cluster.kafka_bootstrap_servers
+    print(f"\nKafka clients connect to {servers}; try: kcat -b {servers} -L")
+
+
 def show_status_until_interrupted(example: SparkExample | None = None) -> None:
     """Rewrites one status line every few seconds until KeyboardInterrupt; with `example`,
     prints above it each windowed count the Spark example writes."""
@@ -222,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             if example is None:
                 print("could not create the Spark example's topics", file=sys.stderr)
                 return 1
+        show_kafka_bootstrap(cluster)
         show_status_until_interrupted(example)
     except KeyboardInterrupt:
         print()

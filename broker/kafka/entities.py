@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
+from types import ModuleType
 from typing import Any
 
-from kio.index import load_response_schema
+from kio.index import load_payload_module, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
 
 _NO_THROTTLE = datetime.timedelta(0)
 
@@ -47,3 +49,8 @@ def build(entity_type: type[Any], **values: Any) -> Any:
 def has_field(entity_type: type[Any], name: str) -> bool:
     """Whether this version of the entity has the field `name`."""
     return any(f.name == name for f in dataclasses.fields(entity_type))
+
+
+def response_module(api_key: int, api_version: int) -> ModuleType:
+    """kio's response module of an API version: its response class and the nested classes."""
+    return load_payload_module(api_key, api_version, EntityType.response)

@@ -3,7 +3,8 @@
 `plan_cluster` lays out names, ids, ports, data directories and the exact `pykraft` arguments of
 every node; `DevCluster` round-trips through cluster.json, which is all that later commands
 (`status`, `down`, `kill`, `stop`, `start`) need. Ports come from one base port P: controllers'
-gRPC at P+1.., their Raft listeners at P+101.., brokers at P+201... Processes are the business
+gRPC at P+1.., their Raft listeners at P+101.., brokers at P+201.., the brokers' Kafka protocol
+listeners at P+301... Processes are the business
 of `pykraft.cli.dev.processes`; nothing here starts one.
 """
 
@@ -23,6 +24,8 @@ DEFAULT_BASE_PORT = 9090
 CONTROLLER_GRPC_OFFSET = 1
 CONTROLLER_RAFT_OFFSET = 101
 BROKER_OFFSET = 201
+KAFKA_OFFSET = 301
+KAFKA_SCHEME = "KAFKA://"
 NODES_PER_ROLE_MAX = 99  # keeps each role's ports inside its block of 100
 CLUSTER_FILE = "cluster.json"
 DEFAULT_CLUSTER_ID = "pykraft-local"
@@ -50,11 +53,24 @@ class Node:
 
     @property
     def ports(self) -> list[int]:
-        """Every port the node binds (a controller's gRPC and Raft listeners)."""
+        """Every port the node binds (a controller's gRPC and Raft listeners, a broker's gRPC and
+        Kafka listeners)."""
         listed = [self.address]
         if self.role == "controller":
             listed.append(_flag(self.args, "--voters").split(",")[self.id - 1].split("@")[1])
+        elif self.kafka_address is not None:
+            listed.append(self.kafka_address)
         return [int(address.rpartition(":")[2]) for address in listed]
+
+    @property
+    def kafka_address(self) -> str | None:
+        """A broker's Kafka listener (from its `--listeners`); None for controllers."""
+        if self.role != "broker":
+            return None
+        for listener in _flag(self.args, "--listeners").split(","):
+            if listener.startswith(KAFKA_SCHEME):
+                return listener.removeprefix(KAFKA_SCHEME)
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +114,12 @@ class DevCluster:
         return ",".join(n.address for n in self.by_role("broker"))
 
     @property
+    def kafka_bootstrap_servers(self) -> str:
+        """Where Kafka clients (kcat, librdkafka, the Java client) connect."""
+        addresses = (n.kafka_address for n in self.by_role("broker"))
+        return ",".join(a for a in addresses if a is not None)
+
+    @property
     def bootstrap_controllers(self) -> str:
         return ",".join(n.address for n in self.by_role("controller"))
 
@@ -117,6 +139,7 @@ class DevCluster:
         return {
             "nodes": [n.to_json() for n in self.nodes],
             "bootstrap_servers": self.bootstrap_servers,
+            "kafka_bootstrap_servers": self.kafka_bootstrap_servers,
             "bootstrap_controllers": self.bootstrap_controllers,
         }
 
@@ -137,14 +160,13 @@ def plan_cluster(
         raise ValueError(f"controllers must be odd, 1 to {NODES_PER_ROLE_MAX}; got {controllers}")
     if not 1 <= brokers <= NODES_PER_ROLE_MAX:
         raise ValueError(f"brokers must be 1 to {NODES_PER_ROLE_MAX}; got {brokers}")
-    if not 1024 <= base_port <= 65535 - BROKER_OFFSET - NODES_PER_ROLE_MAX:
-        raise ValueError(f"base port must be 1024 to {65535 - BROKER_OFFSET - NODES_PER_ROLE_MAX}")
+    if not 1024 <= base_port <= 65535 - KAFKA_OFFSET - NODES_PER_ROLE_MAX:
+        raise ValueError(f"base port must be 1024 to {65535 - KAFKA_OFFSET - NODES_PER_ROLE_MAX}")
     root = data_dir.resolve()
     controller_nodes = _controllers(controllers, root, base_port, cluster_id)
     bootstrap = ",".join(n.address for n in controller_nodes)
     broker_nodes = [
-        _broker(i, root, base_port + BROKER_OFFSET + i - 1, bootstrap, cluster_id)
-        for i in range(1, brokers + 1)
+        _broker(i, root, base_port + i - 1, bootstrap, cluster_id) for i in range(1, brokers + 1)
     ]
     return DevCluster((*controller_nodes, *broker_nodes))
 
@@ -167,10 +189,12 @@ def _controllers(count: int, root: Path, base_port: int, cluster_id: str) -> lis
 
 
 def _broker(node_id: int, root: Path, port: int, bootstrap: str, cluster_id: str) -> Node:
+    """Broker `node_id`, its gRPC listener at `port` + BROKER_OFFSET, Kafka's at + KAFKA_OFFSET."""
     node_dir = str(root / f"broker-{node_id}")
-    address = f"{HOST}:{port}"
+    address = f"{HOST}:{port + BROKER_OFFSET}"
+    listeners = f"{address},{KAFKA_SCHEME}{HOST}:{port + KAFKA_OFFSET}"
     args: tuple[str, ...] = (
-        "broker", "run", "--node-id", str(node_id), "--listeners", address,
+        "broker", "run", "--node-id", str(node_id), "--listeners", listeners,
         "--rack", f"rack-{node_id}", "--log-dirs", node_dir,
         "--bootstrap-controllers", bootstrap, "--cluster-id", cluster_id,
     )  # fmt: skip

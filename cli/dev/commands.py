@@ -7,8 +7,8 @@
 
 `up` returns once every broker is unfenced and serving, leaving the nodes running in the
 background; DIR/cluster.json then holds each node's name, role, id, address, pid, data_dir and
-arguments, plus `bootstrap_servers` and `bootstrap_controllers` for other commands. Failures
-print "Error: <sentence>" and exit 1.
+arguments, plus `bootstrap_servers`, `kafka_bootstrap_servers` (Kafka clients) and
+`bootstrap_controllers` for other commands. Failures print "Error: <sentence>" and exit 1.
 """
 
 from __future__ import annotations
@@ -114,7 +114,10 @@ def up(
             f"{error}\nThe nodes that started are left running for a look; stop them with: "
             f"pykraft dev down --data-dir {data_dir}"
         ) from None
-    click.echo(f"cluster ready; bootstrap servers {cluster.bootstrap_servers}")
+    click.echo(
+        f"cluster ready; bootstrap servers {cluster.bootstrap_servers}, "
+        f"Kafka bootstrap servers {cluster.kafka_bootstrap_servers}"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,29 @@
-"""The Kafka APIs a broker serves, one module per family, each exporting `APIS`."""
+"""The Kafka APIs the listener serves: one module per family, each exporting `APIS`, gathered in
+`ALL_APIS`.
+
+ApiVersions is not in `ALL_APIS`: the listener builds it from this list (`api_versions_api`), so
+its table always names exactly what is served.
+"""
+
+from __future__ import annotations
+
+from pykraft.broker.kafka.api import Api
+from pykraft.broker.kafka.apis import (
+    classic_groups,
+    cluster,
+    configs,
+    group_admin,
+    group_offsets,
+    metadata,
+    topics,
+)
+
+ALL_APIS: tuple[Api, ...] = (
+    *metadata.APIS,
+    *group_offsets.APIS,
+    *group_admin.APIS,
+    *classic_groups.APIS,
+    *topics.APIS,
+    *configs.APIS,
+    *cluster.APIS,
+)

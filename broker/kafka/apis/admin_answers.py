@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from types import ModuleType
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
-from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
 from pykraft.broker.kafka.api import RequestContext
@@ -26,11 +23,6 @@ from pykraft.proto import common_pb2
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 Result = TypeVar("Result", bound=Message)
-
-
-def response_module(key: int, ctx: RequestContext) -> ModuleType:
-    """kio's module of the response entities of API `key` at the request's version."""
-    return load_payload_module(key, ctx.api_version, EntityType.response)
 
 
 def timeout_ms(timeout: datetime.timedelta) -> int:

@@ -16,7 +16,8 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.api import Api, RequestContext, kafka_endpoint
-from pykraft.broker.kafka.apis.admin_answers import NO_THROTTLE, response_module
+from pykraft.broker.kafka.apis.admin_answers import NO_THROTTLE
+from pykraft.broker.kafka.entities import response_module
 
 DESCRIBE_CLUSTER: Final = 60
 BROKERS_ENDPOINT_TYPE: Final = 1
@@ -25,7 +26,7 @@ AUTHORIZED_OPERATIONS_UNKNOWN: Final = -(2**31)
 
 def describe_cluster(ctx: RequestContext, request: Any) -> Any:
     """The cluster id, this broker as controller, and the brokers clients may talk to."""
-    module = response_module(DESCRIBE_CLUSTER, ctx)
+    module = response_module(DESCRIBE_CLUSTER, ctx.api_version)
     config = ctx.services.config
     fields: dict[str, Any] = {}
     if ctx.api_version >= 1:

@@ -18,7 +18,6 @@ from pykraft.broker.kafka.apis.admin_answers import (
     kafka_error,
     kafka_message,
     refusal,
-    response_module,
 )
 from pykraft.broker.kafka.apis.config_entries import (
     CONFIG_TYPES,
@@ -26,6 +25,7 @@ from pykraft.broker.kafka.apis.config_entries import (
     kafka_value,
     synonym_name,
 )
+from pykraft.broker.kafka.entities import response_module
 from pykraft.proto import admin_pb2, common_pb2
 
 DESCRIBE_CONFIGS: Final = 32
@@ -46,7 +46,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
         )
     keys = [{"type": r.type, "name": r.name} for r in forwarded.resources]
     results = forward_items(ctx, "DescribeConfigs", forwarded, "results", keys)
-    module = response_module(DESCRIBE_CONFIGS, ctx)
+    module = response_module(DESCRIBE_CONFIGS, ctx.api_version)
     return module.DescribeConfigsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(
@@ -117,7 +117,7 @@ def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
         )
     keys = [{"type": r.type, "name": r.name} for r in forwarded.resources]
     answered = forward_items(ctx, "IncrementalAlterConfigs", forwarded, "results", keys)
-    module = response_module(INCREMENTAL_ALTER_CONFIGS, ctx)
+    module = response_module(INCREMENTAL_ALTER_CONFIGS, ctx.api_version)
     results = in_request_order(len(request.resources), refused, answered)
     return module.IncrementalAlterConfigsResponse(
         throttle_time=NO_THROTTLE,

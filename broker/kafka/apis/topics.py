@@ -21,10 +21,10 @@ from pykraft.broker.kafka.apis.admin_answers import (
     kafka_error,
     kafka_message,
     refusal,
-    response_module,
     timeout_ms,
 )
 from pykraft.broker.kafka.apis.config_entries import created_topic_configs
+from pykraft.broker.kafka.entities import response_module
 from pykraft.proto import admin_pb2, common_pb2
 
 CREATE_TOPICS: Final = 19
@@ -57,7 +57,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
     keys = [{"name": topic.name} for topic in forwarded.topics]
     answered = forward_items(ctx, "CreateTopics", forwarded, "topics", keys)
     results = in_request_order(len(request.topics), refused, answered)
-    module = response_module(CREATE_TOPICS, ctx)
+    module = response_module(CREATE_TOPICS, ctx.api_version)
     if ctx.api_version < _FIRST_WITH_TOPIC_CONFIGS:
         return module.CreateTopicsResponse(
             throttle_time=NO_THROTTLE, topics=tuple(_created(module, r) for r in results)
@@ -116,7 +116,7 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
     )
     keys = [{"name": name} for name in request.topic_names]
     results = forward_items(ctx, "DeleteTopics", forwarded, "topics", keys)
-    module = response_module(DELETE_TOPICS, ctx)
+    module = response_module(DELETE_TOPICS, ctx.api_version)
     return module.DeleteTopicsResponse(
         throttle_time=NO_THROTTLE,
         responses=tuple(
@@ -144,7 +144,7 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         forwarded.topics.add(name=topic.name, count=topic.count)
     keys = [{"name": topic.name} for topic in forwarded.topics]
     answered = forward_items(ctx, "CreatePartitions", forwarded, "topics", keys)
-    module = response_module(CREATE_PARTITIONS, ctx)
+    module = response_module(CREATE_PARTITIONS, ctx.api_version)
     return module.CreatePartitionsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(

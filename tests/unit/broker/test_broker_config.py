@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from pykraft.broker.config import BrokerConfig, config_from_mapping, load_config
+from pykraft.broker.kafka.api import KAFKA_LISTENER_NAME
 from pykraft.server_common.config_files import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,7 +51,11 @@ def test_lists_are_split() -> None:
     [
         ({"node.id": None}, "missing required setting node.id"),
         ({"listeners": "nohost"}, "listeners: 'nohost' is not of the form host:port"),
-        ({"listeners": "a:1,b:2"}, "exactly one host:port"),
+        ({"listeners": "a:1,b:2"}, "GRPC is named twice"),
+        ({"listeners": "KAFKA://a:1"}, "must name the gRPC listener"),
+        ({"listeners": "SSL://a:1"}, "unknown listener 'SSL'"),
+        ({"advertised.listeners": "KAFKA://a:1"}, "names a listener that listeners does not"),
+        ({"listeners": "h:1,KAFKA://0.0.0.0:2"}, "KAFKA binds 0.0.0.0: set advertised.listeners"),
         ({"node.id": "one"}, "node.id must be an integer"),
         ({"log.dir": "x"}, "unknown config keys: log.dir"),
         ({"broker.session.timeout.ms": 100}, "must be longer than broker.heartbeat"),
@@ -126,3 +131,25 @@ def test_group_and_log_maintenance_settings_take_kafkas_names() -> None:
 def test_bad_group_settings_are_named(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config_from_mapping({**BASE, **change})
+
+
+def test_listeners_take_kafkas_syntax_and_advertised_ones_default_to_them() -> None:
+    config = config_from_mapping({**BASE, "listeners": "GRPC://h:9191,kafka://h:9092"})
+    assert (config.listener, config.kafka_listener) == ("h:9191", "h:9092")
+    assert (config.kafka_host, config.kafka_port) == ("h", 9092)
+    assert config.advertised_endpoints() == (
+        ("PLAINTEXT", "h", 9191),
+        (KAFKA_LISTENER_NAME, "h", 9092),
+    )
+    advertised = {"advertised.listeners": "KAFKA://broker-1.example:19092"}
+    config = config_from_mapping({**BASE, **advertised, "listeners": "h:1,KAFKA://0.0.0.0:2"})
+    assert config.advertised_endpoints() == (
+        ("PLAINTEXT", "h", 1),
+        (KAFKA_LISTENER_NAME, "broker-1.example", 19092),
+    )
+
+
+def test_a_bare_host_port_is_the_grpc_listener_alone() -> None:
+    config = config_from_mapping(BASE)
+    assert config.kafka_listener == ""
+    assert config.advertised_endpoints() == (("PLAINTEXT", "127.0.0.1", 9191),)

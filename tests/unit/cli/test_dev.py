@@ -36,7 +36,10 @@ def test_ports_follow_the_base_port(tmp_path: Path) -> None:
     assert [n.ports for n in cluster.by_role("controller")] == [
         [30001, 30101], [30002, 30102], [30003, 30103],
     ]  # fmt: skip
-    assert [n.ports for n in cluster.by_role("broker")] == [[30201], [30202]]
+    assert [n.ports for n in cluster.by_role("broker")] == [[30201, 30301], [30202, 30302]]
+    assert cluster.kafka_bootstrap_servers == "127.0.0.1:30301,127.0.0.1:30302"
+    assert cluster.node("broker-1").kafka_address == "127.0.0.1:30301"
+    assert cluster.node("controller-1").kafka_address is None
 
 
 def test_node_arguments_name_its_data_and_peers(tmp_path: Path) -> None:
@@ -75,6 +78,7 @@ def test_cluster_json_round_trips(tmp_path: Path) -> None:
     raw = json.loads((tmp_path / "cluster.json").read_text())
     assert raw["bootstrap_servers"] == "127.0.0.1:30201,127.0.0.1:30202"
     assert raw["bootstrap_controllers"] == "127.0.0.1:30001"
+    assert raw["kafka_bootstrap_servers"] == "127.0.0.1:30301,127.0.0.1:30302"
     assert raw["nodes"][2] == {
         "name": "broker-2",
         "role": "broker",

@@ -1,0 +1,117 @@
+"""Kafka's request and response frames, through kio's codec (generated from Kafka's schemas).
+
+A request frame (its 4-byte size already stripped) is a request header and a body. The header's
+version follows the body's: v1 for non-flexible versions, v2 (tagged fields) for flexible ones;
+kio's request class names it (`__header_schema__`). A response is a response header (v0 or v1,
+again per kio's class, which keeps Kafka's quirk that ApiVersions answers always use v0) and the
+body, behind a 4-byte big-endian size. Callers may rely on `FrameError` for every frame that
+cannot be read: Kafka's answer to those is closing the connection.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kio.index import KioIndexError, load_request_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
+
+SIZE: Final = struct.Struct(">i")
+_KEY_AND_VERSION: Final = struct.Struct(">hh")
+
+
+class FrameError(Exception):
+    """A frame this listener cannot read (short, unknown API, bad bytes)."""
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    """What every request frame starts with."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_api(frame: bytes | memoryview) -> tuple[int, int]:
+    """The frame's API key and version, read before anything else decides how to parse it."""
+    if len(frame) < _KEY_AND_VERSION.size:
+        raise FrameError(f"a request frame of {len(frame)} bytes has no header")
+    key, version = _KEY_AND_VERSION.unpack_from(frame)
+    return key, version
+
+
+def decode_header(frame: bytes | memoryview, *, flexible: bool) -> tuple[RequestHeader, int]:
+    """The header alone (v2 if `flexible`, else v1) and where the body starts; for requests
+    whose body this listener will not read (an ApiVersions version it does not know)."""
+    schema: type[Any] = RequestHeaderV2 if flexible else RequestHeaderV1
+    try:
+        header, size = entity_reader(schema)(frame, 0)
+    except Exception as error:  # kio raises several types for truncated or bad bytes
+        raise FrameError(f"unreadable request header: {error}") from error
+    return (
+        RequestHeader(
+            header.request_api_key,
+            header.request_api_version,
+            header.correlation_id,
+            header.client_id,
+        ),
+        size,
+    )
+
+
+def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
+    """The header and the body entity (kio's request class of the frame's key and version)."""
+    key, version = peek_api(frame)
+    try:
+        schema = load_request_schema(key, version)
+    except KioIndexError as error:
+        raise FrameError(f"no schema for API key {key} version {version}") from error
+    header, offset = decode_header(frame, flexible=schema.__header_schema__ is RequestHeaderV2)
+    try:
+        body, _ = entity_reader(schema)(frame, offset)
+    except Exception as error:
+        raise FrameError(f"unreadable body of API key {key} v{version}: {error}") from error
+    return header, body
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """The whole response frame, size prefix included, with the header `body`'s class asks for."""
+    buffer = io.BytesIO()
+    buffer.write(SIZE.pack(0))
+    header_schema = type(body).__header_schema__
+    entity_writer(header_schema)(buffer, header_schema(correlation_id=i32(correlation_id)))
+    entity_writer(type(body))(buffer, body)
+    frame = buffer.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
+    del frame
+    return buffer.getvalue()
+
+
+def encode_request(correlation_id: int, body: Any, client_id: str | None = "test") -> bytes:
+    """A request frame, size prefix included: what a client sends (for tests and probes)."""
+    buffer = io.BytesIO()
+    header_schema = type(body).__header_schema__
+    header = header_schema(
+        request_api_key=body.__api_key__,
+        request_api_version=body.__version__,
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    entity_writer(header_schema)(buffer, header)
+    entity_writer(type(body))(buffer, body)
+    payload = buffer.getvalue()
+    return SIZE.pack(len(payload)) + payload
+
+
+def decode_response(frame: bytes | memoryview, schema: type[Any]) -> tuple[int, Any]:
+    """A response frame (size stripped) as a client reads it: correlation id and body."""
+    header, offset = entity_reader(schema.__header_schema__)(frame, 0)
+    body, _ = entity_reader(schema)(frame, offset)
+    return header.correlation_id, body

@@ -1,0 +1,81 @@
+"""Which handler answers a request frame, and the bytes of its answer.
+
+`decode` runs on the listener's event loop and decides whether a frame is served at all: like
+Kafka, an unknown API key, an unsupported version (of any API but ApiVersions) or unreadable bytes
+raise FrameError, and the listener closes the connection. An ApiVersions version this broker does
+not know is answered without reading its body (UNSUPPORTED_VERSION with the ranges, v0 body).
+`answer` runs on a worker thread: the handler may block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pykraft.broker.kafka.api import Api, KafkaServices, RequestContext
+from pykraft.broker.kafka.apis.api_versions import (
+    API_VERSIONS_KEY,
+    VERSION_MAX,
+    api_versions_api,
+    unsupported_version_response,
+)
+from pykraft.broker.kafka.codec import (
+    FrameError,
+    RequestHeader,
+    decode_header,
+    decode_request,
+    encode_response,
+    peek_api,
+)
+
+# ApiVersions is flexible from v3: a version above ours still carries a v2 request header.
+_API_VERSIONS_FLEXIBLE_MIN = 3
+
+
+@dataclass(frozen=True)
+class Call:
+    """A decoded request: its header, the Api that answers it (None: `body` is the answer)."""
+
+    header: RequestHeader
+    api: Api | None
+    body: Any
+
+
+class Dispatcher:
+    """The listener's table: `apis` plus the ApiVersions that lists them."""
+
+    def __init__(self, apis: Sequence[Api]) -> None:
+        served = (*apis, api_versions_api(apis))
+        self.table = {api.key: api for api in served}
+        assert len(self.table) == len(served), "two Apis for one key"
+        self._unsupported_versions = unsupported_version_response(served)
+
+    def decode(self, frame: bytes | memoryview) -> Call:
+        """The call a frame asks for; FrameError when Kafka would close the connection."""
+        key, version = peek_api(frame)
+        api = self.table.get(key)
+        if api is None:
+            raise FrameError(f"unknown API key {key}")
+        if not api.version_min <= version <= api.version_max:
+            if key != API_VERSIONS_KEY or version < VERSION_MAX:
+                raise FrameError(f"API key {key} version {version} is not supported")
+            flexible = version >= _API_VERSIONS_FLEXIBLE_MIN
+            header, _ = decode_header(frame, flexible=flexible)
+            return Call(header, None, self._unsupported_versions)
+        header, body = decode_request(frame)
+        return Call(header, api, body)
+
+    @staticmethod
+    def answer(call: Call, services: KafkaServices, client_host: str) -> bytes | None:
+        """The response frame; None when the handler answers nothing (Produce with acks=0).
+        Exceptions from the handler propagate: the listener closes the connection."""
+        if call.api is None:
+            body = call.body
+        else:
+            header = call.header
+            ctx = RequestContext(services, header.api_version, header.client_id, client_host)
+            body = call.api.handle(ctx, call.body)
+            if body is None:
+                return None
+        return encode_response(call.header.correlation_id, body)

@@ -1,0 +1,100 @@
+"""Request and response frames through kio's codec: headers v1/v2 and v0/v1, ApiVersions quirk."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
+from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v4.request import MetadataRequest as MetadataV4
+from kio.schema.metadata.v4.request import MetadataRequestTopic
+from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
+from kio.schema.metadata.v12.response import MetadataResponse as MetadataResponseV12
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i32Timedelta
+
+from pykraft.broker.kafka.codec import (
+    SIZE,
+    FrameError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    peek_api,
+)
+
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+
+
+def _strip(frame: bytes) -> bytes:
+    (size,) = SIZE.unpack_from(frame)
+    assert size == len(frame) - SIZE.size
+    return frame[SIZE.size :]
+
+
+def test_a_non_flexible_request_round_trips_with_header_v1() -> None:
+    request = MetadataV4(
+        topics=(MetadataRequestTopic(name=TopicName("orders")),), allow_auto_topic_creation=False
+    )
+    header, body = decode_request(_strip(encode_request(7, request, client_id="app")))
+    assert (header.api_key, header.api_version, header.correlation_id) == (3, 4, 7)
+    assert header.client_id == "app"
+    assert body == request
+
+
+def test_a_flexible_request_round_trips_with_header_v2_and_a_null_client_id() -> None:
+    request = ApiVersionsV3(client_software_name="librdkafka", client_software_version="2.6")
+    header, body = decode_request(_strip(encode_request(9, request, client_id=None)))
+    assert (header.api_key, header.api_version, header.client_id) == (18, 3, None)
+    assert body == request
+
+
+def test_flexible_responses_carry_header_v1_but_api_versions_header_v0() -> None:
+    metadata = MetadataResponseV12(
+        throttle_time=NO_THROTTLE,
+        brokers=(),
+        cluster_id="c",
+        controller_id=i32(-1),  # type: ignore[arg-type]
+        topics=(),
+    )
+    frame = _strip(encode_response(5, metadata))
+    assert frame[4] == 0  # header v1: the correlation id, then no tagged fields
+    assert decode_response(frame, MetadataResponseV12) == (5, metadata)
+    versions = ApiVersionsResponseV3(
+        error_code=ErrorCode.none,
+        api_keys=(),
+        throttle_time=NO_THROTTLE,
+    )
+    frame = _strip(encode_response(6, versions))
+    assert frame[:4] == b"\x00\x00\x00\x06" and frame[4] == 0  # error code high byte, no tags
+    assert decode_response(frame, ApiVersionsResponseV3) == (6, versions)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [b"\x00", b"\x00\x03\x00\x63\x00\x00\x00\x01", b"\x7f\x00\x00\x00\x00\x00\x00\x01"],
+    ids=["short", "unknown-version", "unknown-key"],
+)
+def test_unreadable_frames_raise_frame_error(frame: bytes) -> None:
+    with pytest.raises(FrameError):
+        decode_request(frame)
+
+
+def test_a_truncated_body_raises_frame_error() -> None:
+    frame = _strip(
+        encode_request(
+            1,
+            MetadataV12(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
+    )
+    assert peek_api(frame) == (3, 12)
+    with pytest.raises(FrameError):
+        decode_request(frame[:-2])
+    assert decode_request(_strip(encode_request(1, ApiVersionsV0())))[1] == ApiVersionsV0()
