@@ -24,6 +24,8 @@ _T = TypeVar("_T")
 
 # Kafka's "none" for a timestamp, a leader epoch, an offset or a producer id in a response.
 NO_VALUE: Final = -1
+# pykraft has no quotas: no response is ever throttled.
+NO_THROTTLE: Final = datetime.timedelta(0)
 _MS: Final = datetime.timedelta(milliseconds=1)
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 

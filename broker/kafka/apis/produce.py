@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pykraft.broker.kafka.api import Api, RequestContext
 from pykraft.broker.kafka.apis.data_path import (
+    NO_THROTTLE,
     NO_VALUE,
     build,
     error_code,
@@ -48,6 +49,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(PRODUCE_KEY, ctx)
     return build(
         types.ProduceResponse,
+        throttle_time=NO_THROTTLE,
         responses=tuple(
             build(
                 types.TopicProduceResponse,
