@@ -4,6 +4,7 @@ version that names topics, Kafka's answers to sessions, isolation levels, epochs
 from __future__ import annotations
 
 import datetime
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ def _request(
     session: tuple[int, int] = (0, -1),
     isolation_level: int = 0,
     replica_id: int = -1,
+    wait_ms: int = 0,
+    min_bytes: int = 0,
+    bytes_max: int = 1 << 20,
     **partition_fields: int,
 ) -> Any:
     types = request_types(1, version)
@@ -40,9 +44,9 @@ def _request(
     return build(
         types.FetchRequest,
         replica_id=replica_id,
-        max_wait=datetime.timedelta(milliseconds=0),
-        min_bytes=0,
-        max_bytes=1 << 20,
+        max_wait=datetime.timedelta(milliseconds=wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=bytes_max,
         isolation_level=isolation_level,
         topics=(types.FetchTopic(topic="orders", partitions=partitions),),
         session_id=session[0],
@@ -78,6 +82,27 @@ def test_records_are_read_up_to_the_high_watermark(
         assert result.preferred_read_replica == -1
     # Whole batches: the one holding offset 1 starts at 0.
     assert record_values(result.records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_a_fetch_waits_up_to_max_wait_for_min_bytes(harness: Harness, tmp_path: Path) -> None:
+    request = _request(12, {0: 0}, wait_ms=150, min_bytes=1)
+    started = time.monotonic()
+    result = _partitions(call(FETCH, services(harness.manager, tmp_path), 12, request))[0]
+    assert time.monotonic() - started >= 0.14
+    assert (result.error_code, result.high_watermark, result.records) == (ErrorCode.none, 0, b"")
+
+
+def test_max_bytes_bounds_the_response_but_the_first_batch_comes_whole(
+    harness: Harness, tmp_path: Path
+) -> None:
+    harness.produce(0, [b"a" * 100])
+    harness.produce(1, [b"b" * 100])
+    harness.fetch({1: 1}, replica_id=2)  # the follower has it: the high-water mark moves
+    request = _request(12, {0: 0, 1: 0}, bytes_max=10)
+    results = _partitions(call(FETCH, services(harness.manager, tmp_path), 12, request))
+    assert record_values(results[0].records) == [(0, b"a" * 100)]
+    assert (results[1].error_code, results[1].records) == (ErrorCode.none, b"")
+    assert results[1].high_watermark == 1
 
 
 def test_read_committed_reads_the_same_with_no_aborted_transactions(
