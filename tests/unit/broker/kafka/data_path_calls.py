@@ -57,23 +57,36 @@ def request_types(key: int, version: int) -> ModuleType:
     return load_payload_module(key, version, EntityType.request)
 
 
-def _round_trip(cls: type[Any], entity: Any) -> Any:
+def _encode(cls: type[Any], entity: Any) -> bytes:
     assert type(entity) is cls, (type(entity), cls)
     buffer = io.BytesIO()
     entity_writer(cls)(buffer, entity)
-    encoded = buffer.getvalue()
+    return buffer.getvalue()
+
+
+def _decode(cls: type[Any], encoded: bytes) -> Any:
     decoded, size = entity_reader(cls)(encoded, 0)
     assert size == len(encoded)
     return decoded
 
 
-def call(api: Api, services: KafkaServices, version: int, request: Any) -> Any:
-    """The handler's response to `request` (a kio entity of `version`), both through the codec;
-    None when the handler sends no response (Produce with acks=0)."""
+def call_wire(api: Api, services: KafkaServices, version: int, body: bytes) -> bytes | None:
+    """The encoded response body to an encoded request body, as the listener answers it (None:
+    no response), so clients' own codecs can be checked against the handlers."""
     assert api.version_min <= version <= api.version_max, (api, version)
-    decoded = _round_trip(load_request_schema(api.key, version), request)
+    decoded = _decode(load_request_schema(api.key, version), body)
     context = RequestContext(services, version, "test-client", "127.0.0.1")
     response = api.handle(context, decoded)
     if response is None:
         return None
-    return _round_trip(load_response_schema(api.key, version), response)
+    return _encode(load_response_schema(api.key, version), response)
+
+
+def call(api: Api, services: KafkaServices, version: int, request: Any) -> Any:
+    """The handler's response to `request` (a kio entity of `version`), both through the codec;
+    None when the handler sends no response (Produce with acks=0)."""
+    body = _encode(load_request_schema(api.key, version), request)
+    response = call_wire(api, services, version, body)
+    if response is None:
+        return None
+    return _decode(load_response_schema(api.key, version), response)
