@@ -12,6 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis.produce import APIS
+from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType
 from pykraft.proto.record_batch import build_batch
 
 from ..replica_harness import Harness, record_values
@@ -85,3 +86,24 @@ def test_errors_are_kafkas_codes_per_partition(harness: Harness, tmp_path: Path)
     (null,) = call(PRODUCE, kafka, 9, _request(9, {1: None})).responses[0].partition_responses
     assert null.error_code == ErrorCode.invalid_record
     assert [r.records for r in harness.fetch({0: 0, 1: 0}).values()] == [b"", b""]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pre-existing: handle_produce stamps LogAppendTime with the broker's monotonic clock "
+    "(the clock it also takes deadlines from); it needs a wall clock, as the group coordinator has",
+)
+@pytest.mark.parametrize("version", [3, 9])
+def test_log_append_time_topics_answer_the_brokers_time(
+    harness: Harness, tmp_path: Path, version: int
+) -> None:
+    harness.change(
+        ConfigRecord(ConfigResourceType.TOPIC, "orders", "message.timestamp.type", "LogAppendTime")
+    )
+    before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
+    response = call(
+        PRODUCE, services(harness.manager, tmp_path), version, _request(version, {0: _batch(b"a")})
+    )
+    (result,) = response.responses[0].partition_responses
+    assert result.error_code == ErrorCode.none
+    assert result.log_append_time is not None and result.log_append_time >= before
