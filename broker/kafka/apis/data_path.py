@@ -42,11 +42,6 @@ def build(cls: type[_T], **values: Any) -> _T:
     return cls(**{name: value for name, value in values.items() if name in names})
 
 
-def has_field(entity: object, name: str) -> bool:
-    """Whether `entity`'s version carries field `name` (older versions lack later fields)."""
-    return any(field.name == name for field in dataclasses.fields(entity))  # type: ignore[arg-type]
-
-
 def field_or(entity: object, name: str, default: _T) -> _T:
     """`entity.name`, or `default` when the request's version predates that field (Kafka's
     default for it, e.g. -1 for a leader epoch the client cannot send)."""
