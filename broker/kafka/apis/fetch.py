@@ -1,0 +1,142 @@
+"""Fetch (key 1), v4-12 (the versions that name topics): consumers' reads through the broker's
+fetch path (`broker.fetch.handle_fetch`), with its limits (max_wait_ms, min_bytes, max_bytes,
+partition_max_bytes) and its leader-epoch and diverging-epoch checks (v9+, v12+).
+
+Sessions (v7+, KIP-227): pykraft keeps none, and answers every fetch sessionless (session id
+0), which Kafka allows: a full fetch (epoch 0, asking for a session, or -1, closing one) is
+served in full, and the client, seeing session id 0, sends full fetches from then on. An
+incremental fetch (epoch > 0) names a session this broker never created, so it gets
+FETCH_SESSION_ID_NOT_FOUND, as from Kafka whose session cache lost it; the client then
+starts over with a full fetch.
+
+Isolation: without transactions read_committed reads what read_uncommitted does; the last
+stable offset is the high-water mark and the aborted transactions are an empty list
+(read_committed) or null (read_uncommitted), as Kafka sends them. No preferred read replica
+(-1). Replicas fetch over pykraft's gRPC protocol, so a fetch naming a replica id (>= 0) gets
+NOT_LEADER_OR_FOLLOWER for each partition, Kafka's answer to a replica it does not know.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+from pykraft.broker.fetch import CONSUMER_REPLICA_ID, handle_fetch
+from pykraft.broker.kafka.api import Api, RequestContext
+from pykraft.broker.kafka.apis.data_path import (
+    NO_THROTTLE,
+    NO_VALUE,
+    build,
+    error_code,
+    field_or,
+    millis,
+    response_types,
+)
+from pykraft.proto import broker_pb2, common_pb2
+
+FETCH_KEY: Final = 1
+READ_COMMITTED: Final = 1
+NO_SESSION: Final = 0
+# Session epochs of a full fetch (KIP-227): 0 opens a session, -1 closes one or asks for none.
+_FULL_FETCH_EPOCHS: Final = (0, -1)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    """The Fetch response at the request's version: records or an error per partition, or
+    FETCH_SESSION_ID_NOT_FOUND for the whole request (module docstring)."""
+    types = response_types(FETCH_KEY, ctx)
+    if field_or(request, "session_epoch", -1) not in _FULL_FETCH_EPOCHS:
+        return build(
+            types.FetchResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.fetch_session_id_not_found,
+            session_id=NO_SESSION,
+            responses=(),
+        )
+    if request.replica_id >= 0:
+        answer = _refuse_replica(request)
+    else:
+        services = ctx.services
+        answer = handle_fetch(services.manager, _to_proto(request), services.clock_ms)
+    aborted = () if request.isolation_level == READ_COMMITTED else None
+    return build(
+        types.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=NO_SESSION,
+        responses=tuple(
+            build(
+                types.FetchableTopicResponse,
+                topic=topic.topic,
+                partitions=tuple(_partition(types, p, aborted) for p in topic.partitions),
+            )
+            for topic in answer.topics
+        ),
+    )
+
+
+def _to_proto(request: Any) -> broker_pb2.FetchRequest:
+    proto = broker_pb2.FetchRequest(
+        replica_id=CONSUMER_REPLICA_ID,
+        max_wait_ms=millis(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+    )
+    for topic in request.topics:
+        item = proto.topics.add(topic=topic.topic)
+        for data in topic.partitions:
+            item.partitions.add(
+                partition=data.partition,
+                current_leader_epoch=field_or(data, "current_leader_epoch", NO_VALUE),
+                fetch_offset=data.fetch_offset,
+                last_fetched_epoch=field_or(data, "last_fetched_epoch", NO_VALUE),
+                log_start_offset=NO_VALUE,
+                partition_max_bytes=data.partition_max_bytes,
+            )
+    return proto
+
+
+def _refuse_replica(request: Any) -> broker_pb2.FetchResponse:
+    answer = broker_pb2.FetchResponse()
+    for topic in request.topics:
+        item = answer.topics.add(topic=topic.topic)
+        for data in topic.partitions:
+            item.partitions.add(
+                partition=data.partition,
+                error_code=common_pb2.NOT_LEADER_OR_FOLLOWER,
+                high_watermark=NO_VALUE,
+                last_stable_offset=NO_VALUE,
+                log_start_offset=NO_VALUE,
+            )
+    return answer
+
+
+def _partition(types: Any, result: broker_pb2.FetchPartitionResult, aborted: Any) -> Any:
+    failed = result.error_code != common_pb2.NONE
+    optional: dict[str, Any] = {}
+    if result.HasField("diverging_epoch"):
+        epoch = result.diverging_epoch
+        optional["diverging_epoch"] = build(
+            types.EpochEndOffset, epoch=epoch.epoch, end_offset=epoch.end_offset
+        )
+    if result.HasField("current_leader"):
+        leader = result.current_leader
+        optional["current_leader"] = build(
+            types.LeaderIdAndEpoch, leader_id=leader.leader_id, leader_epoch=leader.leader_epoch
+        )
+    return build(
+        types.PartitionData,
+        partition_index=result.partition,
+        error_code=error_code(result.error_code),
+        high_watermark=NO_VALUE if failed else result.high_watermark,
+        last_stable_offset=NO_VALUE if failed else result.last_stable_offset,
+        log_start_offset=NO_VALUE if failed else result.log_start_offset,
+        aborted_transactions=aborted,
+        preferred_read_replica=NO_VALUE,
+        records=result.records,
+        **optional,
+    )
+
+
+APIS: Final = (Api(FETCH_KEY, 4, 12, handle),)
