@@ -5,11 +5,26 @@ negotiated maxima), and kafka-python's record parser reads the fetched batches."
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.offsets import (
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.producer.produce import (
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafka.protocol.producer.transaction import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from kafka.record import MemoryRecords
 
 from pykraft.broker.kafka.api import Api, KafkaServices
 from pykraft.broker.kafka.apis import (
@@ -23,26 +38,6 @@ from pykraft.proto.record_batch import build_batch
 
 from ..replica_harness import Harness
 from .data_path_calls import call_wire, services
-
-# kafka-python loads its message schemas with an importlib call deprecated since Python 3.11.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse  # type: ignore[import-untyped]
-    from kafka.protocol.consumer.offsets import (  # type: ignore[import-untyped]
-        ListOffsetsRequest,
-        ListOffsetsResponse,
-        OffsetForLeaderEpochRequest,
-        OffsetForLeaderEpochResponse,
-    )
-    from kafka.protocol.producer.produce import (  # type: ignore[import-untyped]
-        ProduceRequest,
-        ProduceResponse,
-    )
-    from kafka.protocol.producer.transaction import (  # type: ignore[import-untyped]
-        InitProducerIdRequest,
-        InitProducerIdResponse,
-    )
-    from kafka.record import MemoryRecords  # type: ignore[import-untyped]
 
 
 def _exchange(api: Api, kafka: KafkaServices, request: Any, response_type: Any) -> Any:
