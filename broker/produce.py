@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
@@ -23,6 +24,13 @@ from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManag
 from pykraft.broker.waiting import wait_until
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
+
+
+class _Now(NamedTuple):
+    """The time of one partition's append: monotonic for the session, wall for the log."""
+
+    monotonic_ms: int
+    wall_ms: int
 
 
 @dataclass(eq=False)
@@ -39,8 +47,16 @@ class _Pending:
 
 
 def handle_produce(
-    manager: ReplicaManager, request: broker_pb2.ProduceRequest, clock_ms: Callable[[], int]
+    manager: ReplicaManager,
+    request: broker_pb2.ProduceRequest,
+    clock_ms: Callable[[], int],
+    *,
+    wall_clock_ms: Callable[[], int],
 ) -> broker_pb2.ProduceResponse:
+    """Appends each partition's batches as leader and answers; with acks=all, once the high-water
+    mark covers them. `clock_ms` (monotonic) times the wait and the broker's session;
+    `wall_clock_ms` is the log's time: what LogAppendTime stamps and timestamps are checked
+    against, as in Kafka."""
     response = broker_pb2.ProduceResponse()
     pending: list[_Pending] = []
     for topic in request.topics:
@@ -49,7 +65,8 @@ def handle_produce(
             result = topic_result.partitions.add(
                 partition=item.partition, base_offset=-1, log_append_time_ms=-1
             )
-            waiting = _produce_one(manager, request.acks, topic.topic, item, result, clock_ms())
+            now = _Now(clock_ms(), wall_clock_ms())
+            waiting = _produce_one(manager, request.acks, topic.topic, item, result, now)
             if waiting is not None:
                 pending.append(waiting)
     if pending:
@@ -63,7 +80,7 @@ def _produce_one(
     topic: str,
     item: broker_pb2.ProducePartition,
     result: broker_pb2.ProducePartitionResult,
-    now_ms: int,
+    now: _Now,
 ) -> _Pending | None:
     try:
         if acks not in VALID_ACKS:
@@ -73,8 +90,8 @@ def _produce_one(
                 common_pb2.INVALID_TOPIC_EXCEPTION,
                 f"{topic} is an internal topic: only the group coordinator writes it",
             )
-        partition = manager.leader(topic, item.partition, now_ms)
-        info, leader_epoch = partition.append_as_leader(item.records, acks=acks, now_ms=now_ms)
+        partition = manager.leader(topic, item.partition, now.monotonic_ms)
+        info, leader_epoch = partition.append_as_leader(item.records, acks=acks, now_ms=now.wall_ms)
     except LogError as error:
         fill_error(result, error)
         if isinstance(error, LeaderError):

@@ -127,6 +127,7 @@ class Broker:
             self.replica_manager,
             self.config,
             monotonic_ms,
+            wall_clock_ms=_wall_clock_ms,
             producer_ids=self.producer_ids,
             may_serve=self._may_serve,
             groups=groups,
@@ -142,6 +143,7 @@ class Broker:
                     self.producer_ids,
                     admin,
                     monotonic_ms,
+                    _wall_clock_ms,
                     self._may_serve,
                 )
             )
@@ -202,5 +204,6 @@ class Broker:
 
 
 def _wall_clock_ms() -> int:
-    """Wall-clock time, for what is stored and compared across restarts (offset commits)."""
+    """Wall-clock time, for what is stored and compared across restarts (offset commits, the
+    log's timestamps)."""
     return time.time_ns() // 1_000_000

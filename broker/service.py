@@ -68,6 +68,7 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         config: BrokerConfig,
         clock_ms: Callable[[], int],
         *,
+        wall_clock_ms: Callable[[], int],
         producer_ids: ProducerIdAllocator,
         may_serve: Callable[[int], bool],
         groups: GroupHandlers,
@@ -76,6 +77,7 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         self._groups = groups
         self._config = config
         self._clock_ms = clock_ms
+        self._wall_clock_ms = wall_clock_ms
         self._producer_ids = producer_ids
         self._may_serve = may_serve
         self._dropper = ProduceResponseDropper(config.test_drop_produce_responses_every)
@@ -83,7 +85,9 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
     def Produce(
         self, request: broker_pb2.ProduceRequest, context: grpc.ServicerContext
     ) -> broker_pb2.ProduceResponse:
-        response = handle_produce(self._manager, request, self._clock_ms)
+        response = handle_produce(
+            self._manager, request, self._clock_ms, wall_clock_ms=self._wall_clock_ms
+        )
         if self._dropper.should_drop(request):
             log.warning("Produce: %s", DROPPED_RESPONSE_MESSAGE)
             context.abort(grpc.StatusCode.UNAVAILABLE, DROPPED_RESPONSE_MESSAGE)

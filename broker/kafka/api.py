@@ -35,7 +35,8 @@ class KafkaServices:
     groups: GroupHandlers
     producer_ids: ProducerIdAllocator
     admin: AdminForwarder
-    clock_ms: Callable[[], int]
+    clock_ms: Callable[[], int]  # monotonic: deadlines and the broker's session
+    wall_clock_ms: Callable[[], int]  # the log's time (LogAppendTime, timestamp checks)
     may_serve: Callable[[int], bool]  # may_serve(now_ms): this broker is not fenced off
 
 

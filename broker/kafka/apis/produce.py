@@ -41,7 +41,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     """The Produce response at the request's version, or None for acks=0 (no response)."""
     services = ctx.services
     proto, results = _to_proto(request)
-    answer = handle_produce(services.manager, proto, services.clock_ms)
+    answer = handle_produce(
+        services.manager, proto, services.clock_ms, wall_clock_ms=services.wall_clock_ms
+    )
     if request.acks == NO_ACKS:
         return None
     for topic in answer.topics:

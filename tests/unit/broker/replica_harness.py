@@ -3,6 +3,7 @@ call the request handlers the way BrokerService does (the `harness` fixture is i
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from pykraft.broker.config import BrokerConfig
@@ -14,6 +15,12 @@ from pykraft.proto import broker_pb2
 from pykraft.proto.record_batch import build_batch, decode_batch, iter_batches
 
 from .images import ORDERS_ID, advance, cluster_image, topic_records
+
+
+def wall_clock_ms() -> int:
+    """The broker's wall clock, as its server passes it (the log's time)."""
+    return time.time_ns() // 1_000_000
+
 
 # orders-0 led by 1 alone; orders-1 led by 1 with 2 in the ISR; orders-2 led by 2.
 ASSIGNMENTS = [(1,), (1, 2), (2, 1)]
@@ -49,7 +56,8 @@ class Harness:
         request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
         topic = request.topics.add(topic=self.topic)
         topic.partitions.add(partition=partition, records=batch)
-        return handle_produce(self.manager, request, monotonic_ms).topics[0].partitions[0]
+        answer = handle_produce(self.manager, request, monotonic_ms, wall_clock_ms=wall_clock_ms)
+        return answer.topics[0].partitions[0]
 
     def fetch(
         self,

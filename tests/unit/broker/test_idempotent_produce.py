@@ -21,7 +21,7 @@ from pykraft.broker.service import DROPPED_RESPONSE_MESSAGE, BrokerService, Prod
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
 
-from .replica_harness import Harness, record_values
+from .replica_harness import Harness, record_values, wall_clock_ms
 from .test_producer_ids import FakeContext, FakeController, _Aborted
 
 DEADLINE_S = 10.0
@@ -48,7 +48,8 @@ def produce_request(
 
 
 def send(harness: Harness, request: broker_pb2.ProduceRequest) -> broker_pb2.ProducePartitionResult:
-    return handle_produce(harness.manager, request, monotonic_ms).topics[0].partitions[0]
+    answer = handle_produce(harness.manager, request, monotonic_ms, wall_clock_ms=wall_clock_ms)
+    return answer.topics[0].partitions[0]
 
 
 def storedrecord_values(harness: Harness, partition: int) -> list[tuple[int, bytes | None]]:
@@ -138,6 +139,7 @@ def test_a_dropped_response_was_processed_and_its_retry_is_deduplicated(
         harness.manager,
         config,
         monotonic_ms,
+        wall_clock_ms=wall_clock_ms,
         producer_ids=ids,
         may_serve=lambda now_ms: True,
         groups=cast(GroupHandlers, object()),  # no group calls in this test

@@ -301,6 +301,7 @@ def test_the_service_bounds_init_producer_id_by_the_callers_deadline(tmp_path: P
         ReplicaManager(config, lambda now_ms: True),
         config,
         monotonic_ms,
+        wall_clock_ms=monotonic_ms,  # no appends in this test
         producer_ids=ids,
         may_serve=lambda now_ms: True,
         groups=cast(GroupHandlers, object()),  # no group calls in this test

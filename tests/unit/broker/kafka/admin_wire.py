@@ -57,6 +57,7 @@ def context(
         producer_ids=cast(Any, None),
         admin=cast(Any, admin),
         clock_ms=lambda: 0,
+        wall_clock_ms=lambda: 0,
         may_serve=lambda now_ms: True,
     )
     return RequestContext(services, version, "test-client", "127.0.0.1")

@@ -22,6 +22,7 @@ from pykraft.broker.kafka.api import Api, KafkaServices, RequestContext
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_manager import ReplicaManager
 
+from ..replica_harness import wall_clock_ms
 from ..test_producer_ids import FakeController, allocator
 
 
@@ -48,6 +49,7 @@ def services(
         producer_ids=ids,
         admin=cast(AdminForwarder, None),
         clock_ms=monotonic_ms,
+        wall_clock_ms=wall_clock_ms,
         may_serve=lambda now_ms: may_serve,
     )
 

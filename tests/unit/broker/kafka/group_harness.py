@@ -106,6 +106,7 @@ class GroupWorld:
             producer_ids=cast(Any, None),
             admin=cast(Any, None),
             clock_ms=lambda: self.now_ms,
+            wall_clock_ms=lambda: 1_700_000_000_000 + self.now_ms,
             may_serve=lambda now_ms: True,
         )
 

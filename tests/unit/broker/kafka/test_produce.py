@@ -88,11 +88,6 @@ def test_errors_are_kafkas_codes_per_partition(harness: Harness, tmp_path: Path)
     assert [r.records for r in harness.fetch({0: 0, 1: 0}).values()] == [b"", b""]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing: handle_produce stamps LogAppendTime with the broker's monotonic clock "
-    "(the clock it also takes deadlines from); it needs a wall clock, as the group coordinator has",
-)
 @pytest.mark.parametrize("version", [3, 9])
 def test_log_append_time_topics_answer_the_brokers_time(
     harness: Harness, tmp_path: Path, version: int
