@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -84,11 +85,11 @@ public class KafkaClientDriver {
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
-            List<java.util.concurrent.Future<?>> acks = new ArrayList<>();
+            List<Future<?>> acks = new ArrayList<>();
             for (int i = 0; i < records; i++) {
                 acks.add(producer.send(new ProducerRecord<>(topic, "key-" + i, "value-" + i)));
             }
-            for (java.util.concurrent.Future<?> ack : acks) {
+            for (Future<?> ack : acks) {
                 ack.get(30, TimeUnit.SECONDS);
             }
         }
