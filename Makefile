@@ -7,7 +7,7 @@ PACKAGES := proto server_common quorum broker metadata_log client spark cli
 TYPECHECK_TREE := build/typecheck/pykraft
 
 .PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
-	chaos chaos-tools
+	chaos chaos-tools kafka-tools
 
 # Creates .venv and installs pykraft (editable) with its development tools.
 $(STAMP): pyproject.toml setup.py
@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(BIN)/python deploy/local_cluster.py$(if $(SPARK_EXAMPLE), --spark-example)
 
 # The whole suite: generated code fresh, lint and types clean, then every test.
-test: proto-check lint chaos-tools
+test: proto-check lint chaos-tools kafka-tools
 	$(BIN)/python -m pytest -q
 
 # The Debian package the chaos suite's network partitions need (iproute2: `ip netns`, routes),
@@ -34,6 +34,14 @@ chaos-tools:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2; \
 	else echo "chaos-tools: no iproute2 and cannot install it: partition faults will be skipped"; fi
+
+# kcat (Debian package), an unchanged Kafka client tests/integration/test_kcat.py drives; installed
+# only when missing and only as root, like chaos-tools; elsewhere that test is skipped, with the reason.
+kafka-tools:
+	@if command -v kcat >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; \
+	else echo "kafka-tools: no kcat and cannot install it: the kcat tests will be skipped"; fi
 
 # Long Jepsen-style runs (tests/chaos/): `make chaos SECONDS=600 SEEDS=3`; PYKRAFT_SEED=N replays
 # from seed N. Run it under `flock /tmp/pykraft-cluster.lock` where clusters share the machine.

@@ -25,11 +25,9 @@ from kio.static.primitive import i16, i32
 
 from pykraft.broker.kafka.codec import SIZE, decode_response
 from pykraft.broker.kafka.server import REQUEST_BYTES_MAX
-from tests.ports import free_port
 
-from .cluster import BROKER_IDS, create_topic, make_broker, start_brokers
-from .controllers import running_quorum
-from .processes import BrokerProcess
+from .cluster import BROKER_IDS
+from .kafka_cluster import bootstrap_servers, running_kafka_cluster
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,38 +38,20 @@ TOPIC = "orders"
 PARTITIONS = 3
 
 
-def _add_kafka_listener(broker: BrokerProcess) -> int:
-    """Gives `broker` a KAFKA:// listener beside its gRPC one; its port."""
-    port = free_port()
-    at = broker.args.index("--listeners") + 1
-    broker.args[at] = f"{broker.args[at]},KAFKA://127.0.0.1:{port}"
-    return port
-
-
 @pytest.fixture(scope="module")
 def kafka_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, int]]:
     """A running cluster with `TOPIC`; each broker's Kafka port, by broker id."""
     tmp_path: Path = tmp_path_factory.mktemp("kafka-listener")
-    with running_quorum(tmp_path) as quorum:
-        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
-        try:
-            ports = {i: _add_kafka_listener(broker) for i, broker in brokers.items()}
-            start_brokers(quorum, brokers)
-            create_topic(quorum, TOPIC, PARTITIONS)
-            yield ports
-        finally:
-            for broker in brokers.values():
-                broker.close()
-
-
-def _bootstrap(ports: dict[int, int]) -> str:
-    return ",".join(f"127.0.0.1:{port}" for port in ports.values())
+    with running_kafka_cluster(tmp_path, topic=TOPIC, partitions=PARTITIONS) as ports:
+        yield ports
 
 
 def test_librdkafka_sees_the_brokers_kafka_addresses_and_the_topic(
     kafka_ports: dict[int, int],
 ) -> None:
-    metadata = AdminClient({"bootstrap.servers": _bootstrap(kafka_ports)}).list_topics(timeout=10)
+    metadata = AdminClient({"bootstrap.servers": bootstrap_servers(kafka_ports)}).list_topics(
+        timeout=10
+    )
     brokers = {b.id: (str(b.host), b.port) for b in metadata.brokers.values()}
     assert brokers == {i: ("127.0.0.1", port) for i, port in kafka_ports.items()}
     topic = metadata.topics[TOPIC]
@@ -81,7 +61,7 @@ def test_librdkafka_sees_the_brokers_kafka_addresses_and_the_topic(
 
 
 def test_kafka_python_admin_and_consumer_see_the_cluster(kafka_ports: dict[int, int]) -> None:
-    bootstrap = _bootstrap(kafka_ports).split(",")
+    bootstrap = bootstrap_servers(kafka_ports).split(",")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
         cluster = admin.describe_cluster()
