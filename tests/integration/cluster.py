@@ -44,6 +44,14 @@ def make_broker(
     return BrokerProcess(node_id, port, data_dir, log_path, args, host=host)
 
 
+def add_kafka_listener(broker: BrokerProcess) -> int:
+    """Gives `broker` (not started) a KAFKA:// listener beside its gRPC one; its port."""
+    port = free_port()
+    at = broker.args.index("--listeners") + 1
+    broker.args[at] = f"{broker.args[at]},KAFKA://127.0.0.1:{port}"
+    return port
+
+
 BROKER_IDS = (1, 2, 3)
 
 
