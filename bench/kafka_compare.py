@@ -146,7 +146,8 @@ def consume(bootstrap: str) -> tuple[int, float]:
         count = 0
         while count < total:
             assert time.perf_counter() - started < TIMEOUT_S, f"{count} of {total} consumed"
-            for message in consumer.consume(CONSUME_BATCH_MAX, timeout=1.0):
+            # Never more than what is left: consume() waits for the whole count or the timeout.
+            for message in consumer.consume(min(CONSUME_BATCH_MAX, total - count), timeout=1.0):
                 assert message.error() is None, message.error()
                 count += 1
         return count, time.perf_counter() - started
@@ -237,7 +238,7 @@ def main() -> int:
     kafka = f"Apache Kafka {kafka_version(kafka_jars())}"
     print(
         f"{args.records} records of {VALUE_BYTES} B, {PARTITIONS} partitions, RF "
-        f"{REPLICATION_FACTOR}, 3 brokers; confluent-kafka {confluent_version()[0]} "
+        f"{REPLICATION_FACTOR}, 3 brokers; confluent-kafka {confluent_version()} "
         f"(librdkafka {librdkafka_version()[0]}); pykraft against {kafka}"
     )
     pykraft_figures = run("pykraft", pykraft_cluster, args.records)
