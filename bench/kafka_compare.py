@@ -62,7 +62,7 @@ TOPIC_CONFIG = {"min.insync.replicas": "2"}
 VALUE_BYTES = 100
 TIMEOUT_S = 600
 CONSUME_BATCH_MAX = 10_000
-# Each figure, in the order measured: what it is, and the records it moved.
+# Each figure, in the order taken: what it is -> (records moved, seconds).
 Figures = dict[str, tuple[int, float]]
 
 
@@ -169,12 +169,16 @@ def kcat_produce(kcat: str, bootstrap: str, records: int, tmp: Path) -> float:
 
 def kcat_consume(kcat: str, bootstrap: str) -> tuple[int, float]:
     """Records and seconds of kcat reading every partition from the beginning to the end
-    (one "." printed per record, so the count is checked without moving the values)."""
+    (one "." printed per record, so the count is checked against the high watermarks without
+    moving the values)."""
+    total = topic_size(bootstrap)
     command = [kcat, "-C", "-b", bootstrap, "-t", TOPIC, "-o", "beginning", "-e", "-q",
                "-f", "."]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, check=True, timeout=TIMEOUT_S, capture_output=True)
-    return len(done.stdout), time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    assert len(done.stdout) == total, f"kcat read {len(done.stdout)} of {total} records"
+    return total, seconds
 
 
 def measure(name: str, bootstrap: str, records: int, tmp: Path) -> Figures:
@@ -219,7 +223,8 @@ def run(name: str, cluster: Callable[[Path], AbstractContextManager[str]], recor
 
 
 def summary(pykraft: Figures, kafka: Figures) -> None:
-    """records/s of each and the ratio pykraft / Kafka, for the figures both have."""
+    """records/s of each and the ratio pykraft / Kafka for every figure taken ("-" where a
+    cluster lacks it)."""
     print("records/s (pykraft / Kafka):")
     for what in dict.fromkeys([*pykraft, *kafka]):
         rates = [figures[what][0] / figures[what][1] if what in figures else None
