@@ -60,6 +60,10 @@ class FileRange:
         return _pread_all(self.fd, self.length, self.position)
 
     def close(self) -> None:
+        """Closes the descriptor once; also when collected, for a range whose answer was
+        dropped unsent (its connection closed while the handler ran)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    __del__ = close
