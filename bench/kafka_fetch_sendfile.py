@@ -99,7 +99,7 @@ def _receive(sock: socket.socket, into: memoryview) -> None:
         into = into[count:]
 
 
-def run(total_bytes: int) -> None:
+def run(total_bytes: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         harness = Harness(Path(tmp))
         listeners = []
@@ -117,14 +117,19 @@ def run(total_bytes: int) -> None:
                 listener.start()
                 listeners.append((zero_copy, listener))
             for fetch_bytes in FETCH_BYTES:
-                for zero_copy, listener in listeners:
-                    started = time.perf_counter()
-                    received = _consume(listener.port, end_offset, batch_bytes, fetch_bytes)
-                    elapsed_s = time.perf_counter() - started
+                best_s = {zero_copy: float("inf") for zero_copy, _ in listeners}
+                for _ in range(rounds):  # alternating, best of: the machine is shared
+                    for zero_copy, listener in listeners:
+                        started = time.perf_counter()
+                        received = _consume(listener.port, end_offset, batch_bytes, fetch_bytes)
+                        elapsed_s = time.perf_counter() - started
+                        best_s[zero_copy] = min(best_s[zero_copy], elapsed_s)
+                for zero_copy, elapsed_s in best_s.items():
                     name = "sendfile" if zero_copy else "read + kio"
                     print(
                         f"fetch {fetch_bytes >> 20} MiB/request  {name:<10} "
-                        f"{received / elapsed_s / 1e6:8.1f} MB/s  ({received >> 20} MiB)"
+                        f"{received / elapsed_s / 1e6:8.1f} MB/s  ({received >> 20} MiB, "
+                        f"best of {rounds})"
                     )
         finally:
             for _, listener in listeners:
@@ -137,7 +142,9 @@ def run(total_bytes: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mib", type=int, default=128, help="record bytes in the partition")
-    run(parser.parse_args().mib << 20)
+    parser.add_argument("--rounds", type=int, default=3, help="runs per path, best counts")
+    arguments = parser.parse_args()
+    run(arguments.mib << 20, arguments.rounds)
 
 
 if __name__ == "__main__":
