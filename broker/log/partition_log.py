@@ -352,8 +352,9 @@ class PartitionLog:
         self, offset: int, *, bytes_max: int, upper_offset: int | None = None
     ) -> RangeRead:
         """The batches `read` returns, as a range of their segment's file on a duplicated
-        descriptor (FileRange says why) instead of bytes: no record byte is read. The caller
-        closes `range`; same errors as `read`."""
+        descriptor (FileRange says why) instead of bytes: no record byte is read. Out of
+        descriptors (EMFILE, ENFILE), the bytes instead: a fetch must not fail for that. The
+        caller closes the range; same errors as `read`."""
         return self._read(offset, bytes_max, upper_offset, _open_range)
 
     def _read(
@@ -544,12 +545,12 @@ class PartitionLog:
                 self._local.close()
 
 
-_Taken = TypeVar("_Taken", bytes, FileRange)
+_Taken = TypeVar("_Taken")
 
 
 def _read_bytes(span: Span) -> bytes:
     return span.segment.read_bytes(span.position, span.length)
 
 
-def _open_range(span: Span) -> FileRange:
+def _open_range(span: Span) -> FileRange | bytes:
     return span.segment.open_range(span.position, span.length)

@@ -11,7 +11,7 @@ from pykraft.broker.log.producer_state import Duplicate
 from pykraft.broker.log.validation import Batches
 from pykraft.proto.record_batch import NO_TIMESTAMP, TimestampType
 
-_Data = TypeVar("_Data", bytes, FileRange)
+_Data = TypeVar("_Data")
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ class ReadResult:
 
 @dataclass(frozen=True)
 class Read(Generic[_Data]):
-    """What a read found: `data` (bytes, or a FileRange of them; None when no batch), with
-    the offsets and log bounds as in ReadResult."""
+    """What a read found: `data` (the batches' bytes, or a FileRange of them; None when no
+    batch), with the offsets and log bounds as in ReadResult."""
 
     data: _Data | None
     first_offset: int
@@ -55,8 +55,9 @@ class Read(Generic[_Data]):
     log_start_offset: int
 
 
-RangeRead = Read[FileRange]
-"""`PartitionLog.read_range`'s answer: the batches as a range of a segment file."""
+RangeRead = Read[FileRange | bytes]
+"""`PartitionLog.read_range`'s answer: the batches as a range of a segment file (their bytes
+when the process has no descriptor to spare)."""
 
 
 def nothing_appended(log_end_offset: int) -> AppendInfo:

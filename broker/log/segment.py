@@ -17,6 +17,7 @@ Who may call what:
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -403,10 +404,16 @@ class LogSegment:
             length, next_offset = length + header.size_bytes, header.next_offset
         return (length, first_offset, next_offset) if length else None
 
-    def open_range(self, position: int, length: int) -> FileRange:
+    def open_range(self, position: int, length: int) -> FileRange | bytes:
         """`length` bytes of the `.log` file from `position` on a duplicate of its descriptor
-        (see FileRange for why a duplicate); the caller closes it."""
-        return FileRange(os.dup(self._file.fileno()), position, length)
+        (see FileRange for why a duplicate), which the caller closes; the bytes themselves
+        when the process is out of descriptors."""
+        try:
+            return FileRange(os.dup(self._file.fileno()), position, length)
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            return self.read_bytes(position, length)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is

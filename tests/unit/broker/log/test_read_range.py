@@ -3,11 +3,12 @@ duplicated descriptor, which stays readable after the log closes and deletes the
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
 
-from pykraft.broker.log import PartitionLog
+from pykraft.broker.log import FileRange, PartitionLog
 
 from .support import fill
 
@@ -22,7 +23,7 @@ def test_a_range_holds_the_bytes_read_returns(
     for upper in (None, log.high_watermark):
         expected = log.read(offset, bytes_max=bytes_max, upper_offset=upper)
         found = log.read_range(offset, bytes_max=bytes_max, upper_offset=upper)
-        assert found.data is not None
+        assert isinstance(found.data, FileRange)
         try:
             assert found.data.read() == expected.data
             assert found.data.length == len(expected.data)
@@ -46,7 +47,7 @@ def test_a_range_outlives_the_segment_being_closed_and_deleted(log: PartitionLog
     fill(log, 15)
     expected = log.read(0, bytes_max=1 << 20).data
     found = log.read_range(0, bytes_max=1 << 20)
-    assert found.data is not None
+    assert isinstance(found.data, FileRange)
     path = log.segments()[0].path
     log.close()
     path.unlink()
@@ -57,3 +58,16 @@ def test_a_range_outlives_the_segment_being_closed_and_deleted(log: PartitionLog
     with pytest.raises(OSError):
         os.fstat(found.data.fd if found.data.fd >= 0 else 10**6)
     found.data.close()  # idempotent
+
+
+def test_out_of_descriptors_the_bytes_are_read(
+    log: PartitionLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(log, 4)
+
+    def no_descriptor(fd: int) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "dup", no_descriptor)
+    found = log.read_range(0, bytes_max=1 << 20)
+    assert found.data == log.read(0, bytes_max=1 << 20).data
