@@ -44,11 +44,16 @@ _RECORDS_SIZE = struct.Struct(">i")
 
 COPIES = {
     "read + kio": (
-        "5 in user space + 2 kernel crossings: pread (page cache -> bytes), protobuf "
-        "records field set and read back (2), kio's writer into BytesIO and getvalue (2), "
-        "send (user -> socket buffer); asyncio buffers what send does not take (+1)"
+        "4-5 in user space, then asyncio's buffer (1 or more), and 2 kernel crossings: pread "
+        "(page cache -> bytes), the protobuf records field set and read back (2), kio's "
+        "writer into a BytesIO (plus its growth) and getvalue (0-1: a resize may move it), "
+        "send (bytes -> socket buffer); what send does not take is copied into the "
+        "transport's bytearray, whose rest Python 3.11 shifts after each partial send"
     ),
-    "sendfile": "0 in user space: sendfile (page cache -> socket buffer, in the kernel)",
+    "sendfile": (
+        "0 in user space, 1 in the kernel: sendfile (page cache -> socket buffer); the framing "
+        "(under 100 bytes a partition) is written as for any response"
+    ),
 }
 
 
