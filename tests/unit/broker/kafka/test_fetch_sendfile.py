@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,6 +88,18 @@ def _read_exactly(sock: socket.socket, count: int) -> bytes:
     return data
 
 
+def _open_ranges() -> list[str]:
+    """The segment files this process has open more than once (the log's own descriptor)."""
+    paths = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:
+            continue  # listdir's own descriptor
+    logs = [path for path in paths if path.endswith(".log")]
+    return [path for path in set(logs) if logs.count(path) > 1]
+
+
 def _requests() -> list[bytes]:
     return [
         _fetch(correlation_id, version, offset, partition_bytes_max)
@@ -121,6 +134,10 @@ def test_zero_copy_answers_are_the_bytes_read_answers(
     requests = _requests()
     zero_copy = _exchange(listeners[0], requests)
     assert sent, "the records went through sendfile"
+    deadline_s = time.monotonic() + 5  # the listener closes a range just after sending it
+    while _open_ranges() and time.monotonic() < deadline_s:
+        time.sleep(0.01)
+    assert not _open_ranges(), "every range's descriptor is closed once sent"
     assert zero_copy == _exchange(listeners[1], requests)
     _check_answers(zero_copy, requests)
 
