@@ -106,7 +106,9 @@ def _read_all(
             )
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
-                data = _read_one(manager, request, topic.topic, item, result, now_ms, ranges)
+                data = _read_one(
+                    manager, request, topic.topic, item, result, now_ms, ranges is not None
+                )
             except LogError as error:
                 fill_error(result, error)
                 if isinstance(error, LeaderError):
@@ -137,7 +139,7 @@ def _read_one(
     item: broker_pb2.FetchPartition,
     result: broker_pb2.FetchPartitionResult,
     now_ms: int,
-    ranges: dict[RangeSlot, FileRange] | None,
+    zero_copy: bool,
 ) -> Records:
     replica_id = request.replica_id
     partition = manager.leader(topic, item.partition, now_ms)
@@ -159,7 +161,7 @@ def _read_one(
         return b""
     bytes_max = max(item.partition_max_bytes, 0)
     read: ReadResult | RangeRead
-    if consumer and ranges is not None:
+    if consumer and zero_copy:
         read = partition.read_committed_range(item.fetch_offset, bytes_max=bytes_max)
     elif consumer:
         read = partition.read_committed(item.fetch_offset, bytes_max=bytes_max)
