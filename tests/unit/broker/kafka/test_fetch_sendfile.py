@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 import os
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,3 +153,16 @@ def test_without_sendfile_the_bytes_are_read_and_written(
     monkeypatch.setattr(asyncio.BaseEventLoop, "sendfile", no_sendfile)
     requests = _requests()[:12]
     assert _exchange(listeners[0], requests) == _exchange(listeners[1], requests)
+
+
+def test_ranges_of_answers_never_sent_are_closed(
+    listeners: tuple[KafkaListener, KafkaListener],
+) -> None:
+    with socket.create_connection(("127.0.0.1", listeners[0].port), timeout=5) as sock:
+        sock.sendall(b"".join(_requests()))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    deadline_s = time.monotonic() + 5  # the handlers finish; their frames are then dropped
+    while _open_ranges() and time.monotonic() < deadline_s:
+        gc.collect()
+        time.sleep(0.01)
+    assert not _open_ranges()
