@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pykraft.broker.log import LogError
+from pykraft.broker.log import FileRange, LogError, RangeRead, ReadResult
 from pykraft.broker.replica_manager import LeaderError, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
@@ -25,6 +25,12 @@ CONSUMER_REPLICA_ID = -1
 # The longest a Fetch may wait for records (Kafka's default request.timeout.ms: a client waiting
 # longer would have given up).
 FETCH_WAIT_MS_MAX = 30_000
+
+
+# A partition's records in one pass: bytes, or (zero copy) a range of a segment file.
+Records = bytes | FileRange
+# Where a partition's FileRange belongs in the response: (topic index, partition index).
+RangeSlot = tuple[int, int]
 
 
 def handle_fetch(
@@ -36,30 +42,73 @@ def handle_fetch(
     """Reads at once, or waits up to `max_wait_ms` for `min_bytes`, but never longer than
     `wait_ms_max` (the caller's deadline): a waiting Fetch holds one of the broker's request
     threads."""
+    response, _ = _fetch(manager, request, clock_ms, wait_ms_max, zero_copy=False)
+    return response
+
+
+def handle_fetch_ranges(
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    clock_ms: Callable[[], int],
+    wait_ms_max: int = FETCH_WAIT_MS_MAX,
+) -> tuple[broker_pb2.FetchResponse, dict[RangeSlot, FileRange]]:
+    """`handle_fetch` for consumers without reading a record: each partition's records are a
+    FileRange (by the partition's place in the response; its `records` stay empty), for the
+    Kafka listener to send with sendfile. The caller closes the ranges."""
+    return _fetch(manager, request, clock_ms, wait_ms_max, zero_copy=True)
+
+
+def _fetch(
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    clock_ms: Callable[[], int],
+    wait_ms_max: int,
+    *,
+    zero_copy: bool,
+) -> tuple[broker_pb2.FetchResponse, dict[RangeSlot, FileRange]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     while True:
         version = manager.version
-        response, size_bytes, failed = _read_all(manager, request, clock_ms())
-        if failed or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
-            return response
+        ranges: dict[RangeSlot, FileRange] = {}
+        try:
+            response, size_bytes, failed = _read_all(
+                manager, request, clock_ms(), ranges if zero_copy else None
+            )
+            if failed or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
+                return response, ranges
+        except BaseException:
+            _close(ranges)
+            raise
+        _close(ranges)
         manager.await_change(version, deadline_ms=deadline_ms, clock_ms=clock_ms)
 
 
+def _close(ranges: dict[RangeSlot, FileRange]) -> None:
+    for file_range in ranges.values():
+        file_range.close()
+
+
 def _read_all(
-    manager: ReplicaManager, request: broker_pb2.FetchRequest, now_ms: int
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    now_ms: int,
+    ranges: dict[RangeSlot, FileRange] | None,
 ) -> tuple[broker_pb2.FetchResponse, int, bool]:
-    """One pass over the partitions: the response, its record bytes, whether any failed."""
+    """One pass over the partitions: the response, its record bytes, whether any failed. With
+    `ranges`, consumers' records go there as FileRanges instead of into the response."""
     response = broker_pb2.FetchResponse()
     size_bytes, failed = 0, False
-    for topic in request.topics:
+    for topic_slot, topic in enumerate(request.topics):
         topic_result = response.topics.add(topic=topic.topic)
-        for item in topic.partitions:
+        for partition_slot, item in enumerate(topic.partitions):
             result = topic_result.partitions.add(
                 partition=item.partition, high_watermark=-1, last_stable_offset=-1
             )
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
-                data = _read_one(manager, request, topic.topic, item, result, now_ms)
+                data = _read_one(
+                    manager, request, topic.topic, item, result, now_ms, ranges is not None
+                )
             except LogError as error:
                 fill_error(result, error)
                 if isinstance(error, LeaderError):
@@ -69,10 +118,17 @@ def _read_all(
             if result.HasField("diverging_epoch"):
                 failed = True  # answer at once: the follower truncates before fetching on
                 continue
-            if len(data) > max(budget_bytes, 0) and size_bytes > 0:
+            data_bytes = data.length if isinstance(data, FileRange) else len(data)
+            if data_bytes > max(budget_bytes, 0) and size_bytes > 0:
+                if isinstance(data, FileRange):
+                    data.close()
                 continue  # over the request's budget: only the first batch may exceed it
-            result.records = data
-            size_bytes += len(data)
+            if isinstance(data, FileRange):
+                assert ranges is not None
+                ranges[topic_slot, partition_slot] = data
+            else:
+                result.records = data
+            size_bytes += data_bytes
     return response, size_bytes, failed
 
 
@@ -83,7 +139,8 @@ def _read_one(
     item: broker_pb2.FetchPartition,
     result: broker_pb2.FetchPartitionResult,
     now_ms: int,
-) -> bytes:
+    zero_copy: bool,
+) -> Records:
     replica_id = request.replica_id
     partition = manager.leader(topic, item.partition, now_ms)
     epoch_error = partition.epoch_error(item.current_leader_epoch)
@@ -103,7 +160,10 @@ def _read_one(
         result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
         return b""
     bytes_max = max(item.partition_max_bytes, 0)
-    if consumer:
+    read: ReadResult | RangeRead
+    if consumer and zero_copy:
+        read = partition.read_committed_range(item.fetch_offset, bytes_max=bytes_max)
+    elif consumer:
         read = partition.read_committed(item.fetch_offset, bytes_max=bytes_max)
     else:
         read = partition.read(item.fetch_offset, bytes_max=bytes_max)
@@ -113,4 +173,4 @@ def _read_one(
     # Only an offset the leader holds tells it what the follower has (the read checked it).
     if not consumer:
         partition.on_follower_fetch(replica_id, item.fetch_offset, now_ms, request.replica_epoch)
-    return read.data
+    return b"" if read.data is None else read.data

@@ -29,7 +29,7 @@ from typing import NamedTuple
 from pykraft.broker import isr as isr_rules
 from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
-from pykraft.broker.log import AppendInfo, LogError, PartitionLog, ReadResult
+from pykraft.broker.log import AppendInfo, LogError, PartitionLog, RangeRead, ReadResult
 from pykraft.proto import common_pb2
 
 
@@ -136,6 +136,13 @@ class Partition:
     def read_committed(self, offset: int, *, bytes_max: int) -> ReadResult:
         """What a consumer may see: `read` up to the high-water mark."""
         return self.log.read(offset, bytes_max=bytes_max, upper_offset=self.log.high_watermark)
+
+    def read_committed_range(self, offset: int, *, bytes_max: int) -> RangeRead:
+        """`read_committed`'s batches as a range of a segment file, for sending with sendfile
+        (PartitionLog.read_range); the caller closes the range."""
+        return self.log.read_range(
+            offset, bytes_max=bytes_max, upper_offset=self.log.high_watermark
+        )
 
     def committed_offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record with a timestamp >= `timestamp_ms`, or

@@ -4,7 +4,8 @@
 Kafka, an unknown API key, an unsupported version (of any API but ApiVersions) or unreadable bytes
 raise FrameError, and the listener closes the connection. An ApiVersions version this broker does
 not know is answered without reading its body (UNSUPPORTED_VERSION with the ranges, v0 body).
-`answer` runs on a worker thread: the handler may block.
+`answer` runs on a worker thread: the handler may block. A Fetch is answered zero copy: its
+records stay in the segment files as ranges (`fetch_frame`) for the listener's sendfile.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pykraft.broker.kafka.api import Api, KafkaServices, RequestContext
+from pykraft.broker.kafka.apis import fetch
 from pykraft.broker.kafka.apis.api_versions import (
     API_VERSIONS_KEY,
     VERSION_MAX,
@@ -28,6 +30,7 @@ from pykraft.broker.kafka.codec import (
     encode_response,
     peek_api,
 )
+from pykraft.broker.kafka.fetch_frame import FetchFrame, encode_fetch_response
 
 # ApiVersions is flexible from v3: a version above ours still carries a v2 request header.
 _API_VERSIONS_FLEXIBLE_MIN = 3
@@ -45,8 +48,11 @@ class Call:
 class Dispatcher:
     """The listener's table: `apis` plus the ApiVersions that lists them."""
 
-    def __init__(self, apis: Sequence[Api]) -> None:
+    def __init__(self, apis: Sequence[Api], *, zero_copy: bool = True) -> None:
+        """With `zero_copy`, a Fetch served by `apis.fetch.handle` is answered as a FetchFrame
+        whose records are file ranges, for the listener to send with sendfile."""
         served = (*apis, api_versions_api(apis))
+        self._zero_copy = zero_copy
         self.table = {api.key: api for api in served}
         assert len(self.table) == len(served), "two Apis for one key"
         self._unsupported_versions = unsupported_version_response(served)
@@ -66,16 +72,21 @@ class Dispatcher:
         header, body = decode_request(frame)
         return Call(header, api, body)
 
-    @staticmethod
-    def answer(call: Call, services: KafkaServices, client_host: str) -> bytes | None:
-        """The response frame; None when the handler answers nothing (Produce with acks=0).
-        Exceptions from the handler propagate: the listener closes the connection."""
+    def answer(
+        self, call: Call, services: KafkaServices, client_host: str
+    ) -> bytes | FetchFrame | None:
+        """The response frame (a FetchFrame for a zero-copy Fetch, which the caller closes);
+        None when the handler answers nothing (Produce with acks=0). Exceptions from the
+        handler propagate: the listener closes the connection."""
+        header = call.header
         if call.api is None:
             body = call.body
         else:
-            header = call.header
             ctx = RequestContext(services, header.api_version, header.client_id, client_host)
+            if self._zero_copy and call.api.handle is fetch.handle:
+                body = fetch.handle_with_ranges(ctx, call.body)
+                return encode_fetch_response(header.api_version, header.correlation_id, body)
             body = call.api.handle(ctx, call.body)
             if body is None:
                 return None
-        return encode_response(call.header.correlation_id, body)
+        return encode_response(header.correlation_id, body)

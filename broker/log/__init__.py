@@ -10,9 +10,10 @@ from __future__ import annotations
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError
+from pykraft.broker.log.files import FileRange
 from pykraft.broker.log.leader_epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from pykraft.broker.log.partition_log import PartitionLog
-from pykraft.broker.log.results import AppendInfo, ReadResult
+from pykraft.broker.log.results import AppendInfo, RangeRead, ReadResult
 from pykraft.broker.log.segment import SegmentInfo
 
 __all__ = [
@@ -20,9 +21,11 @@ __all__ = [
     "UNDEFINED_EPOCH_OFFSET",
     "AppendInfo",
     "EpochEntry",
+    "FileRange",
     "LogConfig",
     "LogError",
     "PartitionLog",
+    "RangeRead",
     "ReadResult",
     "SegmentInfo",
     "TopicPartition",

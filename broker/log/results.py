@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.files import FileRange
 from pykraft.broker.log.producer_state import Duplicate
 from pykraft.broker.log.validation import Batches
 from pykraft.proto.record_batch import NO_TIMESTAMP, TimestampType
+
+_Data = TypeVar("_Data")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,23 @@ class ReadResult:
     next_offset: int
     high_watermark: int
     log_start_offset: int
+
+
+@dataclass(frozen=True)
+class Read(Generic[_Data]):
+    """What a read found: `data` (the batches' bytes, or a FileRange of them; None when no
+    batch), with the offsets and log bounds as in ReadResult."""
+
+    data: _Data | None
+    first_offset: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+
+
+RangeRead = Read[FileRange | bytes]
+"""`PartitionLog.read_range`'s answer: the batches as a range of a segment file (their bytes
+when the process has no descriptor to spare)."""
 
 
 def nothing_appended(log_end_offset: int) -> AppendInfo:

@@ -17,6 +17,7 @@ Who may call what:
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from pykraft.broker.log.config import LogConfig
-from pykraft.broker.log.files import read_at, write_all
+from pykraft.broker.log.files import FileRange, read_at, write_all
 from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
 from pykraft.proto.record_batch import (
     HEADER_SIZE,
@@ -373,26 +374,46 @@ class LogSegment:
         self, position: int, *, bytes_max: int, upper_offset: int
     ) -> tuple[bytes, int, int] | None:
         """Whole batches from `position` (a batch start): (data, base offset of the first,
-        offset after the last). The first batch comes even if larger than `bytes_max`; later
-        ones only while the total stays within it. No batch whose last offset is
-        >= `upper_offset` is returned; None if the first one is such a batch."""
-        end = self.size
-        data = read_at(self._file, min(max(bytes_max, HEADER_SIZE), end - position), position)
-        first = BatchHeader.parse(data)
-        if first.last_offset >= upper_offset:
+        offset after the last), the batches `batch_span` picks; None if it picks none."""
+        span = self.batch_span(position, bytes_max=bytes_max, upper_offset=upper_offset)
+        if span is None:
             return None
-        if first.size_bytes > len(data):
-            data = read_at(self._file, first.size_bytes, position)
-        taken, next_offset = first.size_bytes, first.next_offset
-        while len(data) - taken >= HEADER_SIZE:
-            header = BatchHeader.parse(data, taken)
-            too_big = taken + header.size_bytes > min(len(data), bytes_max)
-            if too_big or header.last_offset >= upper_offset:
+        length, first_offset, next_offset = span
+        return self.read_bytes(position, length), first_offset, next_offset
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        """`length` bytes of the `.log` file from `position` (pread: see the module docstring)."""
+        return read_at(self._file, length, position)
+
+    def batch_span(
+        self, position: int, *, bytes_max: int, upper_offset: int
+    ) -> tuple[int, int, int] | None:
+        """Which whole batches from `position` (a batch start) a read returns, walking their
+        headers only: (length in bytes, base offset of the first, offset after the last). The
+        first batch counts even if larger than `bytes_max`; later ones only while the total
+        stays within it. No batch whose last offset is >= `upper_offset` counts; None if the
+        first one is such a batch."""
+        length, first_offset, next_offset = 0, -1, -1
+        for _, header in self._iter_batches(position, self.size, verify=False):
+            if header.last_offset >= upper_offset:
                 break
-            taken, next_offset = taken + header.size_bytes, header.next_offset
-        assert taken <= max(bytes_max, first.size_bytes), (taken, bytes_max, first.size_bytes)
-        assert next_offset <= upper_offset, (next_offset, upper_offset)
-        return data[:taken], first.base_offset, next_offset
+            if length and length + header.size_bytes > bytes_max:
+                break
+            if not length:
+                first_offset = header.base_offset
+            length, next_offset = length + header.size_bytes, header.next_offset
+        return (length, first_offset, next_offset) if length else None
+
+    def open_range(self, position: int, length: int) -> FileRange | bytes:
+        """`length` bytes of the `.log` file from `position` on a duplicate of its descriptor
+        (see FileRange for why a duplicate), which the caller closes; the bytes themselves
+        when the process is out of descriptors."""
+        try:
+            return FileRange(os.dup(self._file.fileno()), position, length)
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            return self.read_bytes(position, length)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is

@@ -1,6 +1,7 @@
 """The segments of a `PartitionLog` as one immutable value, and what is read through it: whole
 batches from an offset (for fetches, and for the producer state's replay in
-`partition_producers`), and the first record at or after a timestamp.
+`partition_producers`), and the first record at or after a timestamp. `find_span` says where
+a read's batches lie without reading them (for the Kafka listener's sendfile).
 
 `PartitionLog` replaces its `SegmentView` as a whole (never mutates it), so a reader that took
 the view once sees a consistent list of segments and their base offsets.
@@ -27,19 +28,39 @@ class SegmentView(NamedTuple):
         return cls(tuple(segments), tuple(s.base_offset for s in segments))
 
 
-def read_view(
-    view: SegmentView, offset: int, bytes_max: int, upper_offset: int
-) -> tuple[bytes, int, int] | None:
-    """Whole batches from the segment holding `offset` (or the next one that holds any at or
-    after it): (data, first offset, next offset), or None if no batch below `upper_offset` is
-    left (a gap the leader's cleaner left runs to the end). See `LogSegment.read`."""
+class Span(NamedTuple):
+    """Whole batches of one segment: where they lie and the offsets they cover."""
+
+    segment: LogSegment
+    position: int
+    length: int
+    first_offset: int
+    next_offset: int
+
+
+def find_span(view: SegmentView, offset: int, bytes_max: int, upper_offset: int) -> Span | None:
+    """The batches a read from `offset` returns, from the segment holding `offset` (or the
+    next one that holds any at or after it), or None if no batch below `upper_offset` is left
+    (a gap the leader's cleaner left runs to the end). See `LogSegment.batch_span`."""
     slot = bisect_right(view.bases, offset) - 1
     assert slot >= 0, (offset, view.bases)
     for segment in view.segments[slot:]:
         position = segment.find_position(offset)
         if position is not None:
-            return segment.read(position, bytes_max=bytes_max, upper_offset=upper_offset)
+            found = segment.batch_span(position, bytes_max=bytes_max, upper_offset=upper_offset)
+            return None if found is None else Span(segment, position, *found)
     return None
+
+
+def read_view(
+    view: SegmentView, offset: int, bytes_max: int, upper_offset: int
+) -> tuple[bytes, int, int] | None:
+    """The bytes of `find_span`'s batches: (data, first offset, next offset), or None."""
+    span = find_span(view, offset, bytes_max, upper_offset)
+    if span is None:
+        return None
+    data = span.segment.read_bytes(span.position, span.length)
+    return data, span.first_offset, span.next_offset
 
 
 def find_offset_by_timestamp(

@@ -22,7 +22,12 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.fetch import CONSUMER_REPLICA_ID, handle_fetch
+from pykraft.broker.fetch import (
+    CONSUMER_REPLICA_ID,
+    RangeSlot,
+    handle_fetch,
+    handle_fetch_ranges,
+)
 from pykraft.broker.kafka.api import Api, RequestContext
 from pykraft.broker.kafka.apis.data_path import (
     NO_THROTTLE,
@@ -33,6 +38,7 @@ from pykraft.broker.kafka.apis.data_path import (
     millis,
     response_types,
 )
+from pykraft.broker.log import FileRange
 from pykraft.proto import broker_pb2, common_pb2
 
 FETCH_KEY: Final = 1
@@ -45,6 +51,17 @@ _FULL_FETCH_EPOCHS: Final = (0, -1)
 def handle(ctx: RequestContext, request: Any) -> Any:
     """The Fetch response at the request's version: records or an error per partition, or
     FETCH_SESSION_ID_NOT_FOUND for the whole request (module docstring)."""
+    return _answer(ctx, request, zero_copy=False)
+
+
+def handle_with_ranges(ctx: RequestContext, request: Any) -> Any:
+    """`handle`'s response with each partition's records as a FileRange of a segment file
+    instead of bytes (`broker.fetch.handle_fetch_ranges`): only `fetch_frame` can encode it,
+    for the listener to send with sendfile. The caller closes the ranges (FetchFrame.close)."""
+    return _answer(ctx, request, zero_copy=True)
+
+
+def _answer(ctx: RequestContext, request: Any, *, zero_copy: bool) -> Any:
     types = response_types(FETCH_KEY, ctx)
     if field_or(request, "session_epoch", -1) not in _FULL_FETCH_EPOCHS:
         return build(
@@ -54,8 +71,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             session_id=NO_SESSION,
             responses=(),
         )
+    ranges: dict[RangeSlot, FileRange] = {}
     if request.replica_id >= 0:
         answer = _refuse_replica(request)
+    elif zero_copy:
+        services = ctx.services
+        answer, ranges = handle_fetch_ranges(
+            services.manager, _to_proto(request), services.clock_ms
+        )
     else:
         services = ctx.services
         answer = handle_fetch(services.manager, _to_proto(request), services.clock_ms)
@@ -69,9 +92,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             build(
                 types.FetchableTopicResponse,
                 topic=topic.topic,
-                partitions=tuple(_partition(types, p, aborted) for p in topic.partitions),
+                partitions=tuple(
+                    _partition(types, p, aborted, ranges.get((t, i), p.records))
+                    for i, p in enumerate(topic.partitions)
+                ),
             )
-            for topic in answer.topics
+            for t, topic in enumerate(answer.topics)
         ),
     )
 
@@ -112,15 +138,18 @@ def _refuse_replica(request: Any) -> broker_pb2.FetchResponse:
     return answer
 
 
-def _partition(types: Any, result: broker_pb2.FetchPartitionResult, aborted: Any) -> Any:
+def _partition(
+    types: Any, result: broker_pb2.FetchPartitionResult, aborted: Any, records: bytes | FileRange
+) -> Any:
     failed = result.error_code != common_pb2.NONE
     optional: dict[str, Any] = {}
-    if result.HasField("diverging_epoch"):
+    # Both are tagged fields of v12+: older versions' modules have no class for them.
+    if result.HasField("diverging_epoch") and hasattr(types, "EpochEndOffset"):
         epoch = result.diverging_epoch
         optional["diverging_epoch"] = build(
             types.EpochEndOffset, epoch=epoch.epoch, end_offset=epoch.end_offset
         )
-    if result.HasField("current_leader"):
+    if result.HasField("current_leader") and hasattr(types, "LeaderIdAndEpoch"):
         leader = result.current_leader
         optional["current_leader"] = build(
             types.LeaderIdAndEpoch, leader_id=leader.leader_id, leader_epoch=leader.leader_epoch
@@ -134,7 +163,7 @@ def _partition(types: Any, result: broker_pb2.FetchPartitionResult, aborted: Any
         log_start_offset=NO_VALUE if failed else result.log_start_offset,
         aborted_transactions=aborted,
         preferred_read_replica=NO_VALUE,
-        records=result.records,
+        records=records,
         **optional,
     )
 

@@ -1,6 +1,15 @@
 """Produce (key 0), v3-9: record batches pass through as bytes to the broker's produce path
 (`broker.produce.handle_produce`), which checks each batch's magic, CRC and producer sequence
-from its header and patches base offset and leader epoch without parsing the records.
+from its header and patches base offset and leader epoch without parsing the records
+(uncompressed batches of a topic that is not compacted; others are decoded for their record
+timestamps and keys, as Kafka's LogValidator does).
+
+Copies of each record byte on the way in (issue 14 §3, counted from the code): recv (socket ->
+user), the StreamReader's buffer, `readexactly`'s bytes, kio's read of the records field, the
+protobuf request's field set and read back (2), `bytearray` for patching offsets and epoch,
+then write (user -> page cache): 6 in user space and 2 kernel crossings, plus one read of the
+batch for its CRC-32C. Fewer would take decoding the frame in place (memoryviews) and handing
+the log a mutable buffer without the protobuf request; not done.
 
 As Kafka's ProduceRequest.validateRecords, each partition's records must be exactly one batch
 (v3+), else INVALID_RECORD for that partition and nothing of it is written.

@@ -29,7 +29,7 @@ SERVICES: KafkaServices = None  # type: ignore[assignment]  # ApiVersions uses n
 
 def _answer(frame: bytes) -> bytes:
     answer = DISPATCHER.answer(DISPATCHER.decode(frame[SIZE.size :]), SERVICES, "127.0.0.1")
-    assert answer is not None
+    assert isinstance(answer, bytes)
     return answer[SIZE.size :]
 
 

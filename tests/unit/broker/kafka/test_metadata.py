@@ -66,7 +66,7 @@ def _ask(version: int, topics: Any = ALL, topic_ids: tuple[uuid.UUID, ...] = ())
     )
     frame = encode_request(11, request)
     answer = DISPATCHER.answer(DISPATCHER.decode(frame[SIZE.size :]), _services(), "peer")
-    assert answer is not None
+    assert isinstance(answer, bytes)
     correlation_id, body = decode_response(answer[SIZE.size :], load_response_schema(3, version))
     assert correlation_id == 11
     return body
