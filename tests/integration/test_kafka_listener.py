@@ -25,11 +25,9 @@ from kio.static.primitive import i16, i32
 
 from pykraft.broker.kafka.codec import SIZE, decode_response
 from pykraft.broker.kafka.server import REQUEST_BYTES_MAX
-from tests.ports import free_port
 
-from .cluster import BROKER_IDS, create_topic, make_broker, start_brokers
-from .controllers import running_quorum
-from .processes import BrokerProcess
+from .cluster import BROKER_IDS, create_topic
+from .kafka_cluster import running_kafka_cluster
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,28 +38,13 @@ TOPIC = "orders"
 PARTITIONS = 3
 
 
-def _add_kafka_listener(broker: BrokerProcess) -> int:
-    """Gives `broker` a KAFKA:// listener beside its gRPC one; its port."""
-    port = free_port()
-    at = broker.args.index("--listeners") + 1
-    broker.args[at] = f"{broker.args[at]},KAFKA://127.0.0.1:{port}"
-    return port
-
-
 @pytest.fixture(scope="module")
 def kafka_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, int]]:
     """A running cluster with `TOPIC`; each broker's Kafka port, by broker id."""
     tmp_path: Path = tmp_path_factory.mktemp("kafka-listener")
-    with running_quorum(tmp_path) as quorum:
-        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
-        try:
-            ports = {i: _add_kafka_listener(broker) for i, broker in brokers.items()}
-            start_brokers(quorum, brokers)
-            create_topic(quorum, TOPIC, PARTITIONS)
-            yield ports
-        finally:
-            for broker in brokers.values():
-                broker.close()
+    with running_kafka_cluster(tmp_path) as cluster:
+        create_topic(cluster.quorum, TOPIC, PARTITIONS)
+        yield cluster.kafka_ports
 
 
 def _bootstrap(ports: dict[int, int]) -> str:

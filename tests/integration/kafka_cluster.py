@@ -1,0 +1,51 @@
+"""A 3-broker cluster whose brokers also listen for the Kafka protocol (issue 14 §1, §4): each
+broker gets a KAFKA:// listener beside its gRPC one, so unchanged Kafka clients can bootstrap
+from `KafkaCluster.bootstrap`; tests kill or stop brokers through `brokers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.ports import free_port
+
+from .cluster import BROKER_IDS, make_broker, start_brokers
+from .controllers import Quorum, running_quorum
+from .processes import BrokerProcess
+
+
+def add_kafka_listener(broker: BrokerProcess) -> int:
+    """Gives `broker` (not started) a KAFKA:// listener beside its gRPC one; its port."""
+    port = free_port()
+    at = broker.args.index("--listeners") + 1
+    broker.args[at] = f"{broker.args[at]},KAFKA://127.0.0.1:{port}"
+    return port
+
+
+@dataclass
+class KafkaCluster:
+    quorum: Quorum
+    brokers: dict[int, BrokerProcess]
+    kafka_ports: dict[int, int]  # by broker id
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's Kafka address, comma-separated (bootstrap.servers)."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.kafka_ports.values())
+
+
+@contextmanager
+def running_kafka_cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
+    """Three controllers and three unfenced brokers with Kafka listeners; brokers killed on exit."""
+    with running_quorum(tmp_path) as quorum:
+        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
+        try:
+            ports = {i: add_kafka_listener(broker) for i, broker in brokers.items()}
+            start_brokers(quorum, brokers)
+            yield KafkaCluster(quorum, brokers, ports)
+        finally:
+            for broker in brokers.values():
+                broker.close()
