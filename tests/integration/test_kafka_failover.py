@@ -154,11 +154,13 @@ def test_kill_9_of_a_leader_loses_and_duplicates_no_acknowledged_record(
         lambda: all(r.leader != victim.node_id for r in registrations(quorum, topic).values()),
         "leaderships moved off the killed broker",
     )
-    acked_at_move = len(producer.acknowledged)
+    before_move = set(producer.acknowledged)
     producer.produce_until(
-        lambda: len(producer.acknowledged) >= acked_at_move + ACKS_AFTER_KILL, "acks after"
+        lambda: len(producer.acknowledged) >= len(before_move) + ACKS_AFTER_KILL, "acks after"
     )
     producer.flush()
+    after_move = {at[0] for v, at in producer.acknowledged.items() if v not in before_move}
+    assert after_move == set(range(PARTITIONS)), "the killed leader's partitions took no records"
 
     records = read_everything(kafka_cluster.bootstrap, topic)
     values = [value for value, _, _ in records]
