@@ -1,17 +1,19 @@
-"""A 3-broker cluster whose brokers also listen for Kafka's protocol (issue 14 §1), for tests that
-drive it with clients no one here wrote: each broker gets a KAFKA:// listener beside its gRPC one.
+"""A 3-broker cluster whose brokers also listen for the Kafka protocol (issue 14 §1, §4): each
+broker gets a KAFKA:// listener beside its gRPC one, so unchanged Kafka clients can bootstrap
+from `KafkaCluster.bootstrap`; tests kill or stop brokers through `brokers`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.ports import free_port
 
 from .cluster import BROKER_IDS, create_topic, make_broker, start_brokers
-from .controllers import running_quorum
+from .controllers import Quorum, running_quorum
 from .processes import BrokerProcess
 
 
@@ -23,13 +25,30 @@ def add_kafka_listener(broker: BrokerProcess) -> int:
     return port
 
 
+@dataclass
+class KafkaCluster:
+    quorum: Quorum
+    brokers: dict[int, BrokerProcess]
+    kafka_ports: dict[int, int]  # by broker id
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's Kafka address, comma-separated (bootstrap.servers)."""
+        return bootstrap_servers(self.kafka_ports)
+
+
+def bootstrap_servers(ports: dict[int, int]) -> str:
+    """Kafka's `bootstrap.servers` for the brokers listening on `ports`."""
+    return ",".join(f"127.0.0.1:{port}" for port in ports.values())
+
+
 @contextmanager
 def running_kafka_cluster(
     tmp_path: Path, *, topic: str | None = None, partitions: int = 1
-) -> Iterator[dict[int, int]]:
-    """Three controllers and three brokers with Kafka listeners, and `topic` (when given:
-    `partitions` partitions, replication factor 3, every replica in its ISR); each broker's Kafka
-    port, by broker id. The brokers are closed on exit."""
+) -> Iterator[KafkaCluster]:
+    """Three controllers and three unfenced brokers with Kafka listeners, and `topic` when given
+    (`partitions` partitions, replication factor 3, every replica in its ISR); brokers killed on
+    exit."""
     with running_quorum(tmp_path) as quorum:
         brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
         try:
@@ -37,12 +56,7 @@ def running_kafka_cluster(
             start_brokers(quorum, brokers)
             if topic is not None:
                 create_topic(quorum, topic, partitions)
-            yield ports
+            yield KafkaCluster(quorum, brokers, ports)
         finally:
             for broker in brokers.values():
                 broker.close()
-
-
-def bootstrap_servers(ports: dict[int, int]) -> str:
-    """Kafka's `bootstrap.servers` for the brokers listening on `ports`."""
-    return ",".join(f"127.0.0.1:{port}" for port in ports.values())

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .kafka_cluster import bootstrap_servers, running_kafka_cluster
+from .kafka_cluster import running_kafka_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -75,8 +75,8 @@ def _run_driver(classpath: str, bootstrap: str) -> dict[str, dict[str, str]]:
 
 
 def test_the_java_client_produces_consumes_and_administers(classpath: str, tmp_path: Path) -> None:
-    with running_kafka_cluster(tmp_path) as ports:
-        steps = _run_driver(classpath, bootstrap_servers(ports))
+    with running_kafka_cluster(tmp_path) as cluster:
+        steps = _run_driver(classpath, cluster.bootstrap)
     records = str(RECORDS)
     assert steps["created"] == {"topic": TOPIC}
     assert steps["produced"] == {"records": records}

@@ -27,7 +27,7 @@ from pykraft.broker.kafka.codec import SIZE, decode_response
 from pykraft.broker.kafka.server import REQUEST_BYTES_MAX
 
 from .cluster import BROKER_IDS
-from .kafka_cluster import bootstrap_servers, running_kafka_cluster
+from .kafka_cluster import KafkaCluster, running_kafka_cluster
 
 pytestmark = [
     pytest.mark.integration,
@@ -39,34 +39,32 @@ PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
-def kafka_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, int]]:
-    """A running cluster with `TOPIC`; each broker's Kafka port, by broker id."""
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A running cluster with `TOPIC`, its brokers listening for Kafka's protocol."""
     tmp_path: Path = tmp_path_factory.mktemp("kafka-listener")
-    with running_kafka_cluster(tmp_path, topic=TOPIC, partitions=PARTITIONS) as ports:
-        yield ports
+    with running_kafka_cluster(tmp_path, topic=TOPIC, partitions=PARTITIONS) as cluster:
+        yield cluster
 
 
 def test_librdkafka_sees_the_brokers_kafka_addresses_and_the_topic(
-    kafka_ports: dict[int, int],
+    cluster: KafkaCluster,
 ) -> None:
-    metadata = AdminClient({"bootstrap.servers": bootstrap_servers(kafka_ports)}).list_topics(
-        timeout=10
-    )
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
     brokers = {b.id: (str(b.host), b.port) for b in metadata.brokers.values()}
-    assert brokers == {i: ("127.0.0.1", port) for i, port in kafka_ports.items()}
+    assert brokers == {i: ("127.0.0.1", port) for i, port in cluster.kafka_ports.items()}
     topic = metadata.topics[TOPIC]
     assert topic.error is None and sorted(topic.partitions) == list(range(PARTITIONS))
     for partition in topic.partitions.values():
         assert partition.leader in BROKER_IDS and sorted(partition.isrs) == list(BROKER_IDS)
 
 
-def test_kafka_python_admin_and_consumer_see_the_cluster(kafka_ports: dict[int, int]) -> None:
-    bootstrap = bootstrap_servers(kafka_ports).split(",")
+def test_kafka_python_admin_and_consumer_see_the_cluster(cluster: KafkaCluster) -> None:
+    bootstrap = cluster.bootstrap.split(",")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
-        cluster = admin.describe_cluster()
-        found = {(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]}
-        assert found == {(i, "127.0.0.1", port) for i, port in kafka_ports.items()}
+        described = admin.describe_cluster()
+        found = {(b["broker_id"], b["host"], b["port"]) for b in described["brokers"]}
+        assert found == {(i, "127.0.0.1", port) for i, port in cluster.kafka_ports.items()}
         assert TOPIC in admin.list_topics()
     finally:
         admin.close()
@@ -78,8 +76,8 @@ def test_kafka_python_admin_and_consumer_see_the_cluster(kafka_ports: dict[int, 
         consumer.close()
 
 
-def _connect(kafka_ports: dict[int, int]) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", kafka_ports[1]), timeout=10)
+def _connect(cluster: KafkaCluster) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", cluster.kafka_ports[1]), timeout=10)
 
 
 def _api_versions_v99(correlation_id: int) -> bytes:
@@ -107,8 +105,8 @@ def _read_frame(sock: socket.socket) -> bytes:
     return data[SIZE.size :]
 
 
-def _assert_api_versions_v99_answered(kafka_ports: dict[int, int]) -> None:
-    with _connect(kafka_ports) as sock:
+def _assert_api_versions_v99_answered(cluster: KafkaCluster) -> None:
+    with _connect(cluster) as sock:
         sock.sendall(_api_versions_v99(77))
         correlation_id, body = decode_response(_read_frame(sock), ApiVersionsResponseV0)
     assert correlation_id == 77 and body.error_code is ErrorCode.unsupported_version
@@ -116,8 +114,8 @@ def _assert_api_versions_v99_answered(kafka_ports: dict[int, int]) -> None:
     assert ranges[18] == (0, 3) and ranges[3] == (0, 12)
 
 
-def test_an_unknown_api_versions_version_gets_the_ranges(kafka_ports: dict[int, int]) -> None:
-    _assert_api_versions_v99_answered(kafka_ports)
+def test_an_unknown_api_versions_version_gets_the_ranges(cluster: KafkaCluster) -> None:
+    _assert_api_versions_v99_answered(cluster)
 
 
 @pytest.mark.parametrize(
@@ -126,9 +124,9 @@ def test_an_unknown_api_versions_version_gets_the_ranges(kafka_ports: dict[int, 
     ids=["oversized", "garbage"],
 )
 def test_bad_frames_close_the_connection_and_the_broker_keeps_serving(
-    kafka_ports: dict[int, int], frame: bytes
+    cluster: KafkaCluster, frame: bytes
 ) -> None:
-    with _connect(kafka_ports) as sock:
+    with _connect(cluster) as sock:
         sock.sendall(frame)
         assert sock.recv(1) == b""
-    _assert_api_versions_v99_answered(kafka_ports)
+    _assert_api_versions_v99_answered(cluster)

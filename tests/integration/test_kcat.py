@@ -48,8 +48,8 @@ def kcat() -> str:
 def kafka_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, int]]:
     """A running cluster with `TOPIC`; each broker's Kafka port, by broker id."""
     tmp_path = tmp_path_factory.mktemp("kcat")
-    with running_kafka_cluster(tmp_path, topic=TOPIC, partitions=PARTITIONS) as ports:
-        yield ports
+    with running_kafka_cluster(tmp_path, topic=TOPIC, partitions=PARTITIONS) as cluster:
+        yield cluster.kafka_ports
 
 
 def _kcat(kcat: str, ports: dict[int, int], *args: str, stdin: str = "") -> str:
