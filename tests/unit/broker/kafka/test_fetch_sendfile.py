@@ -9,6 +9,7 @@ import datetime
 import gc
 import io
 import os
+import re
 import socket
 import struct
 import time
@@ -99,6 +100,11 @@ def _read_exactly(sock: socket.socket, count: int) -> bytes:
     return data
 
 
+# A segment's file: its 20-digit base offset, ".log" (not any open file ending in .log, such as
+# the file a test run's output is redirected to).
+SEGMENT_FILE = re.compile(r"\d{20}\.log")
+
+
 def _open_ranges() -> list[str]:
     """The segment files this process has open more than once (the log's own descriptor)."""
     paths = []
@@ -107,7 +113,7 @@ def _open_ranges() -> list[str]:
             paths.append(os.readlink(f"/proc/self/fd/{fd}"))
         except FileNotFoundError:
             continue  # listdir's own descriptor
-    logs = [path for path in paths if path.endswith(".log")]
+    logs = [path for path in paths if SEGMENT_FILE.fullmatch(os.path.basename(path))]
     return [path for path in set(logs) if logs.count(path) > 1]
 
 
