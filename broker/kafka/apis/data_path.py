@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
@@ -40,6 +41,20 @@ def build(cls: type[_T], **values: Any) -> _T:
     a later version of the API); fields missing from `values` take kio's defaults."""
     names = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
     return cls(**{name: value for name, value in values.items() if name in names})
+
+
+def per_topic(
+    topic_type: type[Any],
+    name_field: str,
+    partitions_field: str,
+    topics: Iterable[tuple[str, Iterable[Any]]],
+) -> tuple[Any, ...]:
+    """One `topic_type` entity per (name, partition entities) of `topics`, in their order: the
+    name in `name_field`, the partition entities as a tuple in `partitions_field`."""
+    return tuple(
+        build(topic_type, **{name_field: name, partitions_field: tuple(partitions)})
+        for name, partitions in topics
+    )
 
 
 def field_or(entity: object, name: str, default: _T) -> _T:

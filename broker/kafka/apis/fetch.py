@@ -36,6 +36,7 @@ from pykraft.broker.kafka.apis.data_path import (
     error_code,
     field_or,
     millis,
+    per_topic,
     response_types,
 )
 from pykraft.broker.log import FileRange
@@ -88,16 +89,20 @@ def _answer(ctx: RequestContext, request: Any, *, zero_copy: bool) -> Any:
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=NO_SESSION,
-        responses=tuple(
-            build(
-                types.FetchableTopicResponse,
-                topic=topic.topic,
-                partitions=tuple(
-                    _partition(types, p, aborted, ranges.get((t, i), p.records))
-                    for i, p in enumerate(topic.partitions)
-                ),
-            )
-            for t, topic in enumerate(answer.topics)
+        responses=per_topic(
+            types.FetchableTopicResponse,
+            "topic",
+            "partitions",
+            (
+                (
+                    topic.topic,
+                    (
+                        _partition(types, p, aborted, ranges.get((t, i), p.records))
+                        for i, p in enumerate(topic.partitions)
+                    ),
+                )
+                for t, topic in enumerate(answer.topics)
+            ),
         ),
     )
 

@@ -19,6 +19,7 @@ from pykraft.broker.kafka.apis.data_path import (
     build,
     error_code,
     field_or,
+    per_topic,
     response_types,
 )
 from pykraft.broker.offsets import handle_list_offsets
@@ -35,13 +36,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return build(
         types.ListOffsetsResponse,
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            build(
-                types.ListOffsetsTopicResponse,
-                name=topic.topic,
-                partitions=tuple(_partition(types, p) for p in topic.partitions),
-            )
-            for topic in answer.topics
+        topics=per_topic(
+            types.ListOffsetsTopicResponse,
+            "name",
+            "partitions",
+            ((t.topic, (_partition(types, p) for p in t.partitions)) for t in answer.topics),
         ),
     )
 

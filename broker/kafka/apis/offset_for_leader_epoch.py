@@ -20,6 +20,7 @@ from pykraft.broker.kafka.apis.data_path import (
     NO_VALUE,
     build,
     error_code,
+    per_topic,
     response_types,
 )
 from pykraft.broker.log import LogError
@@ -37,16 +38,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return build(
         types.OffsetForLeaderEpochResponse,
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            build(
-                types.OffsetForLeaderTopicResult,
-                topic=topic.topic,
-                partitions=tuple(
-                    _partition(types, services.manager, topic.topic, p, services.clock_ms())
-                    for p in topic.partitions
-                ),
-            )
-            for topic in request.topics
+        topics=per_topic(
+            types.OffsetForLeaderTopicResult,
+            "topic",
+            "partitions",
+            (
+                (
+                    t.topic,
+                    (
+                        _partition(types, services.manager, t.topic, p, services.clock_ms())
+                        for p in t.partitions
+                    ),
+                )
+                for t in request.topics
+            ),
         ),
     )
 

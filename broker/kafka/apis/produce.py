@@ -32,6 +32,7 @@ from pykraft.broker.kafka.apis.data_path import (
     error_code,
     message_or_none,
     millis,
+    per_topic,
     response_types,
     timestamp_or_none,
 )
@@ -61,16 +62,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return build(
         types.ProduceResponse,
         throttle_time=NO_THROTTLE,
-        responses=tuple(
-            build(
-                types.TopicProduceResponse,
-                name=topic.name,
-                partition_responses=tuple(
-                    _partition(types, results[topic.name, data.index])
-                    for data in topic.partition_data
-                ),
-            )
-            for topic in request.topic_data
+        responses=per_topic(
+            types.TopicProduceResponse,
+            "name",
+            "partition_responses",
+            (
+                (t.name, (_partition(types, results[t.name, d.index]) for d in t.partition_data))
+                for t in request.topic_data
+            ),
         ),
     )
 

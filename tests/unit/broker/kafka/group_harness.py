@@ -32,6 +32,7 @@ from pykraft.metadata_log.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
+from pykraft.proto import group_pb2
 
 T = TypeVar("T")
 TOPICS = {"orders": 3, OFFSETS_TOPIC: 1}
@@ -108,6 +109,23 @@ class GroupWorld:
             clock_ms=lambda: self.now_ms,
             wall_clock_ms=lambda: 1_700_000_000_000 + self.now_ms,
             may_serve=lambda now_ms: True,
+        )
+
+    def join_consumer_member(self, group_id: str, member_id: str) -> None:
+        """`member_id` joins `group_id` as a KIP-848 consumer (epoch 0, subscribed to
+        "orders"): afterwards the group is a consumer group with that one member."""
+        self.shard.membership.heartbeat(
+            group_pb2.ConsumerGroupHeartbeatRequest(
+                group_id=group_id,
+                member_id=member_id,
+                member_epoch=0,
+                rebalance_timeout_ms=1000,
+                subscribed_topic_names=["orders"],
+            ),
+            client_host="/127.0.0.1",
+            topics={"orders": 3},
+            now_ms=self.now_ms,
+            wall_ms=self.now_ms,
         )
 
 

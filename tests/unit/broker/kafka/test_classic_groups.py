@@ -169,19 +169,7 @@ def test_two_members_meet_at_the_barrier_and_the_leader_assigns() -> None:
 
 def test_a_kip848_group_id_is_refused_to_classic_members() -> None:
     world = GroupWorld()
-    world.shard.membership.heartbeat(
-        group_pb2.ConsumerGroupHeartbeatRequest(
-            group_id=G,
-            member_id="m1",
-            member_epoch=0,
-            rebalance_timeout_ms=1000,
-            subscribed_topic_names=["orders"],
-        ),
-        client_host="/127.0.0.1",
-        topics={"orders": 3},
-        now_ms=world.now_ms,
-        wall_ms=world.now_ms,
-    )
+    world.join_consumer_member(G, "m1")
     assert _join(world, 3).error_code == ErrorCode.inconsistent_group_protocol
 
 

@@ -34,6 +34,7 @@ from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.codec import SIZE, decode_response, encode_request
 from pykraft.broker.kafka.dispatch import Dispatcher
 from pykraft.broker.kafka.server import KafkaListener
+from tests.unit.broker.kafka.listener_socket import connect, read_frame
 
 from ..replica_harness import Harness
 from .data_path_calls import services
@@ -81,23 +82,9 @@ def _fetch(correlation_id: int, version: int, offset: int, partition_bytes_max: 
 
 def _exchange(listener: KafkaListener, requests: list[bytes]) -> list[bytes]:
     """Sends every request before reading any answer (pipelined); the answer frames."""
-    with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as sock:
+    with connect(listener) as sock:
         sock.sendall(b"".join(requests))
-        return [_read_frame(sock) for _ in requests]
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    (size,) = SIZE.unpack(_read_exactly(sock, SIZE.size))
-    return _read_exactly(sock, size)
-
-
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, "connection closed"
-        data += chunk
-    return data
+        return [read_frame(sock) for _ in requests]
 
 
 # A segment's file: its 20-digit base offset, ".log" (not any open file ending in .log, such as
@@ -173,7 +160,7 @@ def test_without_sendfile_the_bytes_are_read_and_written(
 def test_ranges_of_answers_never_sent_are_closed(
     listeners: tuple[KafkaListener, KafkaListener],
 ) -> None:
-    with socket.create_connection(("127.0.0.1", listeners[0].port), timeout=5) as sock:
+    with connect(listeners[0]) as sock:
         sock.sendall(b"".join(_requests()))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     # The listener may still be reading and answering requests: none open for 0.3 s in a row.

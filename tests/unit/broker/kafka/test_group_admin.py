@@ -11,32 +11,15 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from pykraft.broker.kafka.apis.group_admin import APIS
-from pykraft.proto import group_pb2
 from tests.unit.broker.kafka.group_harness import GroupWorld, call
 
 LIST, DESCRIBE, DELETE = APIS
 
 
-def _join(world: GroupWorld, group_id: str, member_id: str) -> None:
-    world.shard.membership.heartbeat(
-        group_pb2.ConsumerGroupHeartbeatRequest(
-            group_id=group_id,
-            member_id=member_id,
-            member_epoch=0,
-            rebalance_timeout_ms=1000,
-            subscribed_topic_names=["orders"],
-        ),
-        client_host="/127.0.0.1",
-        topics={"orders": 3},
-        now_ms=world.now_ms,
-        wall_ms=world.now_ms,
-    )
-
-
 @pytest.mark.parametrize("version", range(LIST.version_min, LIST.version_max + 1))
 def test_list_groups_at_every_version(version: int) -> None:
     world = GroupWorld()
-    _join(world, "a", "m1")
+    world.join_consumer_member("a", "m1")
     answer = call(LIST, version, world.services(), states_filter=())
     assert answer.error_code == ErrorCode.none
     assert [(g.group_id, g.protocol_type) for g in answer.groups] == [("a", "consumer")]
@@ -53,7 +36,7 @@ def test_list_groups_of_a_fenced_broker() -> None:
 @pytest.mark.parametrize("version", range(DESCRIBE.version_min, DESCRIBE.version_max + 1))
 def test_describe_groups_at_every_version(version: int) -> None:
     world = GroupWorld()
-    _join(world, "a", "m1")
+    world.join_consumer_member("a", "m1")
     answer = call(
         DESCRIBE,
         version,
@@ -82,7 +65,7 @@ def test_describe_groups_at_every_version(version: int) -> None:
 @pytest.mark.parametrize("version", range(DELETE.version_min, DELETE.version_max + 1))
 def test_delete_groups_at_every_version(version: int) -> None:
     world = GroupWorld()
-    _join(world, "busy", "m1")
+    world.join_consumer_member("busy", "m1")
     answer = call(DELETE, version, world.services(), groups_names=("busy", "nope"))
     assert [(r.group_id, r.error_code) for r in answer.results] == [
         ("busy", ErrorCode.non_empty_group),

@@ -11,7 +11,6 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis.group_offsets import APIS
-from pykraft.proto import group_pb2
 from tests.unit.broker.kafka.group_harness import FakeManager, GroupWorld, call, group_image, part
 
 FIND, COMMIT, FETCH = APIS
@@ -114,19 +113,7 @@ def test_fetch_all_topics_with_null(version: int) -> None:
 
 def test_commit_without_a_member_id_to_a_group_with_members_is_refused() -> None:
     world = GroupWorld()
-    world.shard.membership.heartbeat(
-        group_pb2.ConsumerGroupHeartbeatRequest(
-            group_id="g",
-            member_id="m1",
-            member_epoch=0,
-            rebalance_timeout_ms=1000,
-            subscribed_topic_names=["orders"],
-        ),
-        client_host="/127.0.0.1",
-        topics={"orders": 3},
-        now_ms=world.now_ms,
-        wall_ms=world.now_ms,
-    )
+    world.join_consumer_member("g", "m1")
     answer = _commit(world, 8, {0: 1, 1: 2})
     assert set(_codes(answer).values()) == {ErrorCode.unknown_member_id}
     assert set(_codes(_commit(world, 8, {0: 1}, member_id="zz")).values()) == {

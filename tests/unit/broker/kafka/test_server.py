@@ -22,6 +22,7 @@ from pykraft.broker.kafka.api import Api, KafkaServices, RequestContext
 from pykraft.broker.kafka.codec import SIZE, decode_response, encode_request
 from pykraft.broker.kafka.dispatch import Dispatcher
 from pykraft.broker.kafka.server import KafkaListener
+from tests.unit.broker.kafka.listener_socket import connect, read_frame
 
 REQUEST_BYTES_MAX = 4096
 
@@ -57,24 +58,6 @@ def listener() -> Iterator[KafkaListener]:
     server.stop()
 
 
-def _connect(listener: KafkaListener) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", listener.port), timeout=5)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    (size,) = SIZE.unpack(_read_exactly(sock, SIZE.size))
-    return _read_exactly(sock, size)
-
-
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, "connection closed"
-        data += chunk
-    return data
-
-
 def _metadata(correlation_id: int, name: str) -> bytes:
     topics = (MetadataRequestTopic(name=TopicName(name)),)
     return encode_request(
@@ -83,10 +66,10 @@ def _metadata(correlation_id: int, name: str) -> bytes:
 
 
 def _assert_serves(listener: KafkaListener) -> None:
-    with _connect(listener) as sock:
+    with connect(listener) as sock:
         request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
         sock.sendall(encode_request(1, request))
-        _, body = decode_response(_read_frame(sock), ApiVersionsResponse)
+        _, body = decode_response(read_frame(sock), ApiVersionsResponse)
         assert body.error_code is ErrorCode.none
 
 
@@ -96,9 +79,9 @@ def _assert_closed(sock: socket.socket) -> None:
 
 def test_pipelined_requests_are_answered_in_request_order(listener: KafkaListener) -> None:
     names = ["slowest-of-all", "mid", "a"]
-    with _connect(listener) as sock:
+    with connect(listener) as sock:
         sock.sendall(b"".join(_metadata(i, name) for i, name in enumerate(names)))
-        answers = [decode_response(_read_frame(sock), MetadataResponse) for _ in names]
+        answers = [decode_response(read_frame(sock), MetadataResponse) for _ in names]
     assert [(cid, body.cluster_id) for cid, body in answers] == list(enumerate(names))
 
 
@@ -115,8 +98,8 @@ def test_pipelined_requests_are_answered_in_request_order(listener: KafkaListene
 def test_bad_frames_close_the_connection_and_the_listener_keeps_serving(
     listener: KafkaListener, frame: bytes
 ) -> None:
-    with _connect(listener) as sock:
+    with connect(listener) as sock:
         sock.sendall(_metadata(1, "ok") + frame)
-        assert decode_response(_read_frame(sock), MetadataResponse)[0] == 1
+        assert decode_response(read_frame(sock), MetadataResponse)[0] == 1
         _assert_closed(sock)
     _assert_serves(listener)
