@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-PACKAGES := proto server_common quorum broker metadata_log client spark cli
+PACKAGES := proto server_common quorum broker metadata_log client spark mirror cli
 TYPECHECK_TREE := build/typecheck/pykraft
 
 .PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
