@@ -185,7 +185,7 @@ class NameFilter:
             return re.compile("|".join(f"(?:{item})" for item in items))
         except re.error as e:
             raise ValueError(
-                f"{name}: {patterns!r} is not a regular expression list: {e}"
+                f"{name}: {patterns!r} is not a list of regular expressions: {e}"
             ) from None
 
     def matches(self, name: str) -> bool:
