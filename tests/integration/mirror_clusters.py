@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pykraft.client import AdminClient, Consumer, TopicPartition
+from pykraft.client.admin import OffsetSpec
 
 from .cluster import make_broker
 from .controllers import Quorum, running_quorum
@@ -144,8 +145,12 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         if topic not in admin.list_topics():
             return {}
         (described,) = admin.describe_topics(topic)
-        tps = {TopicPartition(topic, p.partition): "latest" for p in described.partitions}
-        found = admin.list_offsets(tps)  # type: ignore[arg-type]
+        latest: OffsetSpec = "latest"
+        found = admin.list_offsets(
+            dict.fromkeys(
+                (TopicPartition(topic, p.partition) for p in described.partitions), latest
+            )
+        )
     return {tp.partition: result.offset for tp, result in found.items()}
 
 
