@@ -24,6 +24,7 @@ import click
 
 from pykraft.cli.formatting import format_table
 from pykraft.cli.options import parsed
+from pykraft.cli.session import output_option
 from pykraft.client import AdminClient, Consumer
 from pykraft.client.routing import parse_bootstrap
 from pykraft.mirror.config import MirrorConfig, read_properties
@@ -36,26 +37,24 @@ STATUS_TIMEOUT_MS = 60_000
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+def _bootstrap_option(cluster: str, required: bool) -> Callable[[_F], _F]:
+    return click.option(
+        f"--{cluster}-bootstrap",
+        required=required,
+        callback=parsed(parse_bootstrap),
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=f"The {cluster} cluster's brokers (or controllers).",
+    )
+
+
 def _cluster_options(required: bool) -> Callable[[_F], _F]:
     """--source-bootstrap, --target-bootstrap, --topics and --config."""
 
     def decorate(func: _F) -> _F:
         for option in reversed(
             [
-                click.option(
-                    "--source-bootstrap",
-                    required=required,
-                    callback=parsed(parse_bootstrap),
-                    metavar="HOST:PORT[,HOST:PORT...]",
-                    help="The source cluster's brokers (or controllers).",
-                ),
-                click.option(
-                    "--target-bootstrap",
-                    required=required,
-                    callback=parsed(parse_bootstrap),
-                    metavar="HOST:PORT[,HOST:PORT...]",
-                    help="The target cluster's brokers (or controllers).",
-                ),
+                _bootstrap_option("source", required),
+                _bootstrap_option("target", required),
                 click.option(
                     "--topics",
                     metavar="REGEX[,REGEX...]",
@@ -113,13 +112,7 @@ def mirror(
 
 @mirror.command()
 @_cluster_options(required=True)
-@click.option(
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Aligned text for people, or JSON for scripts.",
-)
+@output_option
 def status(
     source_bootstrap: list[str],
     target_bootstrap: list[str],
