@@ -1,161 +1,115 @@
 """Spark's own Kafka connector (`spark-sql-kafka-0-10` from Maven Central) against a real 3-broker
 cluster's Kafka listeners (issue 14 §4 item 6).
 
-A topic of three partitions is filled through confluent-kafka; Spark reads it with
-`format("kafka")` (batch, and streaming with availableNow) into Parquet sinks, and writes it back
-with Spark's Kafka sink (an idempotent producer) to a second topic that confluent-kafka reads. Maven
-fetches the connector's jars once into build/spark-kafka-jars (re-fetched only when
-tests/java/spark-kafka/pom.xml changes). Skipped, with the reason, where `java` or `mvn` is missing.
+A topic of three partitions is filled through confluent-kafka, every third record with a header.
+`spark_kafka_driver.py` runs Spark in a Python process and JVM of its own (the connector's jars
+must be on the class path from the JVM's start, and an earlier test's session may own this
+process's JVM): it reads the topic with `format("kafka")` in batch and streaming (availableNow)
+into Parquet, and writes it back with Spark's Kafka sink to a second topic, each record to the
+partition it came from. This process owns the cluster and checks the results with other readers:
+pyarrow reads the Parquet files, confluent-kafka the second topic.
+
+Maven fetches the connector's jars once into build/spark-kafka-jars (again only when
+tests/java/spark-kafka/pom.xml changes). Skipped, with the reason, where `java` or `mvn` is
+missing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import confluent_kafka
 import pytest
 
-from .kafka_clients import Confluent, Landed, Outgoing
-from .kafka_cluster import KafkaCluster, running_kafka_cluster
+from .kafka_clients import Confluent, Landed, Outgoing, headers_of
+from .kafka_cluster import running_kafka_cluster
+from .maven_jars import ROOT, maven_jars, skip_without_java_and_maven
 
 pytestmark = pytest.mark.integration
 
-pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("pyspark")
+parquet = pytest.importorskip("pyarrow.parquet")
 
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "tests" / "java" / "spark-kafka" / "pom.xml"
 JARS_DIR = ROOT / "build" / "spark-kafka-jars"
 TOPIC = "spark-kafka-in"
 OTHER = "spark-kafka-out"
 PARTITIONS = 3
 RECORDS = 300
-QUERY_TIMEOUT_S = 120
+DRIVER_TIMEOUT_S = 300
 
 
-def _connector_jars() -> list[Path]:
-    """The connector's jars in build/spark-kafka-jars, fetched by Maven when the pom changed since
-    the last fetch (its hash is kept beside the jars); only the pom's own dependencies, since
-    pyspark ships the rest."""
-    stamp = JARS_DIR / ".pom-sha256"
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
-    if not (stamp.exists() and stamp.read_text() == digest):
-        shutil.rmtree(JARS_DIR, ignore_errors=True)
-        fetched = subprocess.run(
-            ["mvn", "-q", "-f", str(POM), "dependency:copy-dependencies",
-             f"-DoutputDirectory={JARS_DIR}", "-DincludeScope=runtime", "-DexcludeTransitive=true"],
-            capture_output=True, text=True, timeout=600,
+class Ran(NamedTuple):
+    """What the driver left: the cluster's bootstrap, the records produced to TOPIC (where they
+    landed), and the folder holding its Parquet sinks."""
+
+    bootstrap: str
+    produced: set[Landed]
+    work: Path
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
+    """A cluster with TOPIC filled and OTHER empty, and the driver run once against it."""
+    skip_without_java_and_maven("the Spark Kafka connector test")
+    jars = maven_jars(POM, JARS_DIR, transitive=False)  # pyspark ships the rest
+    work = tmp_path_factory.mktemp("spark-kafka-work")
+    cluster_dir = tmp_path_factory.mktemp("spark-kafka-cluster")
+    with running_kafka_cluster(cluster_dir, topic=TOPIC, partitions=PARTITIONS) as cluster:
+        records = [
+            Outgoing(b"k%d" % (i % 37), b"v%06d" % i, (("n", b"%d" % i),) if i % 3 == 0 else ())
+            for i in range(RECORDS)
+        ]
+        produced = set(Confluent().produce(cluster.bootstrap, TOPIC, records))
+        assert len(produced) == RECORDS
+        Confluent().create_topic(cluster.bootstrap, OTHER, PARTITIONS)
+        started = time.monotonic()
+        driver = subprocess.run(
+            [sys.executable, "-m", "tests.integration.spark_kafka_driver", cluster.bootstrap,
+             TOPIC, OTHER, str(work), *map(str, jars)],
+            cwd=ROOT, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S,
         )  # fmt: skip
-        assert fetched.returncode == 0, fetched.stdout + fetched.stderr
-        stamp.write_text(digest)
-    return sorted(JARS_DIR.glob("*.jar"))
+        assert driver.returncode == 0, driver.stdout[-2000:] + driver.stderr[-6000:]
+        print(f"the Spark Kafka connector driver ran in {time.monotonic() - started:.1f} s")
+        yield Ran(cluster.bootstrap, produced, work)
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    """A local[2] session with the connector on its class path; skips where Java or Maven is
-    missing."""
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"the Spark Kafka connector test needs {' and '.join(missing)} on PATH")
-    jars = ",".join(str(jar) for jar in _connector_jars())
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("pykraft-spark-kafka-tests")
-        .config("spark.jars", jars)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, set[Landed]]]:
-    """The cluster and every record confluent-kafka produced to TOPIC, where it landed."""
-    tmp = tmp_path_factory.mktemp("spark-kafka-cluster")
-    with running_kafka_cluster(tmp, topic=TOPIC, partitions=PARTITIONS) as cluster:
-        records = [Outgoing(b"k%d" % (i % 37), b"v%06d" % i, ()) for i in range(RECORDS)]
-        landed = Confluent().produce(cluster.bootstrap, TOPIC, records)
-        assert len(landed) == RECORDS
-        yield cluster, set(landed)
-
-
-def _kafka_source(spark: SparkSession, bootstrap: str, *, streaming: bool) -> DataFrame:
-    reader = spark.readStream if streaming else spark.read
-    return (
-        reader.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", TOPIC)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-
-
-def _rows_of(spark: SparkSession, path: Path) -> set[Landed]:
-    """The Parquet sink at `path` as Landed records (without headers); fails on duplicates."""
-    rows = spark.read.parquet(str(path)).select("partition", "offset", "key", "value").collect()
-    found = {Landed(r.partition, r.offset, bytes(r.key), bytes(r.value), ()) for r in rows}
+def _parquet_records(path: Path) -> set[Landed]:
+    """The Parquet files Spark wrote under `path` as Landed records; fails on a record from
+    another topic or a record twice. pyarrow skips Spark's own `_SUCCESS`, `_spark_metadata` and
+    `.crc` files, so a file left by a failed task would show as a duplicate."""
+    rows = parquet.read_table(path).to_pylist()
+    assert {row["topic"] for row in rows} == {TOPIC}
+    found = {
+        Landed(
+            row["partition"], row["offset"], row["key"], row["value"],
+            headers_of([(h["key"], h["value"]) for h in row["headers"] or ()]),
+        )
+        for row in rows
+    }  # fmt: skip
     assert len(found) == len(rows), "a record twice in the sink"
     return found
 
 
-def test_a_batch_read_lands_exactly_the_produced_records_in_parquet(
-    spark: SparkSession, filled: tuple[KafkaCluster, set[Landed]], tmp_path: Path
-) -> None:
-    cluster, produced = filled
-    df = _kafka_source(spark, cluster.bootstrap, streaming=False)
-    assert df.filter(df.topic != TOPIC).count() == 0
-    df.write.parquet(str(tmp_path / "sink"))
-    assert _rows_of(spark, tmp_path / "sink") == produced
+def test_a_batch_read_lands_exactly_the_produced_records_in_parquet(ran: Ran) -> None:
+    assert _parquet_records(ran.work / "batch") == ran.produced
 
 
-def test_a_streaming_read_lands_exactly_the_produced_records_in_parquet(
-    spark: SparkSession, filled: tuple[KafkaCluster, set[Landed]], tmp_path: Path
-) -> None:
-    cluster, produced = filled
-    query = (
-        _kafka_source(spark, cluster.bootstrap, streaming=True)
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "sink"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(QUERY_TIMEOUT_S), "the availableNow query did not finish"
-    assert query.exception() is None, query.exception()
-    assert _rows_of(spark, tmp_path / "sink") == produced
+def test_a_streaming_read_lands_exactly_the_produced_records_in_parquet(ran: Ran) -> None:
+    assert _parquet_records(ran.work / "stream") == ran.produced
 
 
-def test_the_kafka_sink_writes_back_exactly_the_records_read(
-    spark: SparkSession, filled: tuple[KafkaCluster, set[Landed]]
-) -> None:
-    cluster, produced = filled
-    Confluent().create_topic(cluster.bootstrap, OTHER, PARTITIONS)
-    (
-        _kafka_source(spark, cluster.bootstrap, streaming=False)
-        .selectExpr("key", "value")
-        .write.format("kafka")
-        .option("kafka.bootstrap.servers", cluster.bootstrap)
-        .option("topic", OTHER)
-        .save()
-    )
-    read = Confluent().consume_assigned(cluster.bootstrap, OTHER, PARTITIONS, RECORDS)
-    assert sorted((r.key, r.value) for r in read) == sorted((r.key, r.value) for r in produced)
-    assert len({(r.partition, r.offset) for r in read}) == RECORDS
-    assert _records_in(cluster.bootstrap, OTHER) == RECORDS, "the sink wrote a record twice"
+def test_the_kafka_sink_writes_back_exactly_the_records_read(ran: Ran) -> None:
+    """Each source partition is written by one task in offset order through an idempotent
+    producer, so every record lands at its own partition and offset in the second topic."""
+    read = Confluent().consume_assigned(ran.bootstrap, OTHER, PARTITIONS, RECORDS)
+    assert set(read) == ran.produced
+    assert _records_in(ran.bootstrap, OTHER) == RECORDS, "the sink wrote a record twice"
 
 
 def _records_in(bootstrap: str, topic: str) -> int:
