@@ -13,17 +13,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.data_path import (
-    NO_THROTTLE,
-    NO_VALUE,
-    build,
-    error_code,
-    field_or,
+from pykraft.broker.kafka.apis.request_items import (
     per_topic,
-    response_types,
+    to_proto_topics,
+    values_unless_failed,
 )
+from pykraft.broker.kafka.entities import NO_VALUE, build, field_or, response_module
 from pykraft.broker.offsets import handle_list_offsets
-from pykraft.proto import broker_pb2, common_pb2
+from pykraft.proto import broker_pb2
 
 LIST_OFFSETS_KEY: Final = 2
 
@@ -32,10 +29,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     """The ListOffsets response at the request's version: an offset or an error per partition."""
     services = ctx.services
     answer = handle_list_offsets(services.manager, _to_proto(request), services.clock_ms)
-    types = response_types(LIST_OFFSETS_KEY, ctx)
+    types = response_module(LIST_OFFSETS_KEY, ctx.api_version)
     return build(
         types.ListOffsetsResponse,
-        throttle_time=NO_THROTTLE,
         topics=per_topic(
             types.ListOffsetsTopicResponse,
             "name",
@@ -49,26 +45,25 @@ def _to_proto(request: Any) -> broker_pb2.ListOffsetsRequest:
     proto = broker_pb2.ListOffsetsRequest(
         replica_id=request.replica_id, isolation_level=field_or(request, "isolation_level", 0)
     )
-    for topic in request.topics:
-        item = proto.topics.add(topic=topic.name)
-        for data in topic.partitions:
-            item.partitions.add(
-                partition=data.partition_index,
-                current_leader_epoch=field_or(data, "current_leader_epoch", NO_VALUE),
-                timestamp=data.timestamp,
-            )
+    to_proto_topics(proto.topics, request.topics, "name", "partitions", _asked)
     return proto
 
 
+def _asked(data: Any) -> dict[str, Any]:
+    """A ListOffsetsPartition as the broker's ListOffsetsPartition's fields."""
+    return {
+        "partition": data.partition_index,
+        "current_leader_epoch": field_or(data, "current_leader_epoch", NO_VALUE),
+        "timestamp": data.timestamp,
+    }
+
+
 def _partition(types: Any, result: broker_pb2.ListOffsetsPartitionResult) -> Any:
-    failed = result.error_code != common_pb2.NONE
     return build(
         types.ListOffsetsPartitionResponse,
         partition_index=result.partition,
-        error_code=error_code(result.error_code),
-        timestamp=NO_VALUE if failed else result.timestamp,
-        offset=NO_VALUE if failed else result.offset,
-        leader_epoch=NO_VALUE if failed else result.leader_epoch,
+        error_code=result.error_code,
+        **values_unless_failed(result, "timestamp", "offset", "leader_epoch"),
     )
 
 

@@ -25,15 +25,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.data_path import (
-    NO_THROTTLE,
-    NO_VALUE,
+from pykraft.broker.kafka.apis.request_items import per_topic, values_unless_failed
+from pykraft.broker.kafka.entities import (
     build,
-    error_code,
-    message_or_none,
+    kafka_message,
     millis,
-    per_topic,
-    response_types,
+    response_module,
     timestamp_or_none,
 )
 from pykraft.broker.produce import handle_produce
@@ -58,10 +55,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return None
     for topic in answer.topics:
         results.update({(topic.topic, p.partition): p for p in topic.partitions})
-    types = response_types(PRODUCE_KEY, ctx)
+    types = response_module(PRODUCE_KEY, ctx.api_version)
     return build(
         types.ProduceResponse,
-        throttle_time=NO_THROTTLE,
         responses=per_topic(
             types.TopicProduceResponse,
             "name",
@@ -108,12 +104,11 @@ def _partition(types: Any, result: broker_pb2.ProducePartitionResult) -> Any:
     return build(
         types.PartitionProduceResponse,
         index=result.partition,
-        error_code=error_code(result.error_code),
-        base_offset=NO_VALUE if failed else result.base_offset,
+        error_code=result.error_code,
+        **values_unless_failed(result, "base_offset", "log_start_offset"),
         log_append_time=None if failed else timestamp_or_none(result.log_append_time_ms),
-        log_start_offset=NO_VALUE if failed else result.log_start_offset,
         record_errors=(),
-        error_message=message_or_none(result.error_message),
+        error_message=kafka_message(result.error_message),
     )
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.apis.fetch import APIS
+from pykraft.broker.kafka.entities import build
 from pykraft.metadata_log.records import PartitionChangeRecord
 
 from ..images import ORDERS_ID

@@ -30,9 +30,9 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from pykraft.broker.kafka.apis import fetch
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.codec import SIZE, decode_response, encode_request
 from pykraft.broker.kafka.dispatch import Dispatcher
+from pykraft.broker.kafka.entities import build
 from pykraft.broker.kafka.server import KafkaListener
 from tests.unit.broker.kafka.listener_socket import connect, read_frame
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.apis.init_producer_id import APIS
+from pykraft.broker.kafka.entities import build
 
 from ..replica_harness import Harness
 from ..test_producer_ids import FakeController

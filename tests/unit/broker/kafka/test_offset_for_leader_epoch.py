@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.apis.offset_for_leader_epoch import APIS
+from pykraft.broker.kafka.entities import build
 from pykraft.metadata_log.records import PartitionChangeRecord
 
 from ..images import ORDERS_ID
