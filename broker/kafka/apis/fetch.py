@@ -18,6 +18,7 @@ NOT_LEADER_OR_FOLLOWER for each partition, Kafka's answer to a replica it does n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -29,11 +30,7 @@ from pykraft.broker.fetch import (
     handle_fetch_ranges,
 )
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.request_items import (
-    per_topic,
-    to_proto_topics,
-    values_unless_failed,
-)
+from pykraft.broker.kafka.apis.request_items import per_topic, values_unless_failed
 from pykraft.broker.kafka.entities import NO_VALUE, build, field_or, millis, response_module
 from pykraft.broker.log import FileRange
 from pykraft.proto import broker_pb2, common_pb2
@@ -108,8 +105,20 @@ def _to_proto(request: Any) -> broker_pb2.FetchRequest:
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
     )
-    to_proto_topics(proto.topics, request.topics, "topic", "partitions", _asked)
+    _to_proto_topics(proto.topics, request, _asked)
     return proto
+
+
+def _to_proto_topics(
+    proto_topics: Any, request: Any, partition_fields: Callable[[Any], dict[str, Any]]
+) -> None:
+    """Adds to `proto_topics` (a FetchRequest's or FetchResponse's) one topic per topic of the
+    Kafka request, in order, each with one partition per partition the request names, whose
+    fields `partition_fields(kio's partition entity)` gives."""
+    for topic in request.topics:
+        item = proto_topics.add(topic=topic.topic)
+        for data in topic.partitions:
+            item.partitions.add(**partition_fields(data))
 
 
 def _asked(data: Any) -> dict[str, Any]:
@@ -126,7 +135,7 @@ def _asked(data: Any) -> dict[str, Any]:
 
 def _refuse_replica(request: Any) -> broker_pb2.FetchResponse:
     answer = broker_pb2.FetchResponse()
-    to_proto_topics(answer.topics, request.topics, "topic", "partitions", _replica_refused)
+    _to_proto_topics(answer.topics, request, _replica_refused)
     return answer
 
 

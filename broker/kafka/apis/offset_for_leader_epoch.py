@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.request_items import per_topic
+from pykraft.broker.kafka.apis.request_items import per_partition
 from pykraft.broker.kafka.entities import NO_VALUE, build, response_module
 from pykraft.broker.log import LogError
 from pykraft.broker.replica_manager import ReplicaManager
@@ -31,19 +31,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_module(OFFSET_FOR_LEADER_EPOCH_KEY, ctx.api_version)
     return build(
         types.OffsetForLeaderEpochResponse,
-        topics=per_topic(
+        topics=per_partition(
             types.OffsetForLeaderTopicResult,
             "topic",
             "partitions",
-            (
-                (
-                    t.topic,
-                    (
-                        _partition(types, services.manager, t.topic, p, services.clock_ms())
-                        for p in t.partitions
-                    ),
-                )
-                for t in request.topics
+            request.topics,
+            lambda topic, item: _partition(
+                types, services.manager, topic, item, services.clock_ms()
             ),
         ),
     )

@@ -2,9 +2,11 @@
 (topics of partitions, resources) walked into pykraft's calls, and the response's lists built in
 the same order from pykraft's answers.
 
-Data-path APIs (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch) nest partitions in topics
-on both sides (`to_proto_topics`, `per_topic`, `values_unless_failed`); any API that refuses
-some items itself before asking pykraft about the rest merges the refusals back in place
+Data-path APIs (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch) nest partitions in topics on
+both sides. A request's partitions are answered one by one (`per_partition`), or the broker's
+answers become the response's topics (`per_topic`); a failed partition's offsets are Kafka's -1
+(`values_unless_failed`). An API that
+refuses some items itself before asking pykraft about the rest merges the refusals back in place
 (`in_request_order`). Callers may rely on every helper keeping the order it is given.
 """
 
@@ -15,23 +17,6 @@ from typing import Any
 
 from pykraft.broker.kafka.entities import NO_VALUE, build
 from pykraft.proto import common_pb2
-
-
-def to_proto_topics(
-    proto_topics: Any,
-    topics: Iterable[Any],
-    name_field: str,
-    partitions_field: str,
-    partition_fields: Callable[[Any], Mapping[str, Any]],
-) -> None:
-    """Adds to `proto_topics` (a repeated protobuf field of messages with `topic` and
-    `partitions`) one message per Kafka request topic of `topics`, in order: named by the
-    entity's `name_field`, with one partition per entity of its `partitions_field`, whose
-    fields `partition_fields(entity)` gives."""
-    for topic in topics:
-        item = proto_topics.add(topic=getattr(topic, name_field))
-        for data in getattr(topic, partitions_field):
-            item.partitions.add(**partition_fields(data))
 
 
 def per_topic(
@@ -46,6 +31,23 @@ def per_topic(
         build(topic_type, **{name_field: name, partitions_field: tuple(partitions)})
         for name, partitions in topics
     )
+
+
+def per_partition(
+    topic_type: type[Any],
+    name_field: str,
+    partitions_field: str,
+    topics: Iterable[Any],
+    answer: Callable[[str, Any], Any],
+) -> tuple[Any, ...]:
+    """The response topics of an API whose request and response topics name their fields alike
+    (`name_field`, `partitions_field`): one `topic_type` entity per request topic of `topics`,
+    each request partition answered by `answer(topic name, partition entity)`, all in order."""
+    answered = []
+    for topic in topics:
+        name = getattr(topic, name_field)
+        answered.append((name, [answer(name, data) for data in getattr(topic, partitions_field)]))
+    return per_topic(topic_type, name_field, partitions_field, answered)
 
 
 def values_unless_failed(result: Any, *names: str) -> dict[str, int]:
