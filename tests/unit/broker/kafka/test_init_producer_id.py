@@ -15,7 +15,8 @@ from pykraft.broker.kafka.entities import build
 
 from ..replica_harness import Harness
 from ..test_producer_ids import FakeController
-from .data_path_calls import call, request_types, services
+from .data_path_calls import call, services
+from .kio_wire import request_types
 
 INIT = APIS[0]
 

@@ -14,7 +14,8 @@ from pykraft.metadata_log.records import PartitionChangeRecord
 
 from ..images import ORDERS_ID
 from ..replica_harness import Harness
-from .data_path_calls import call, request_types, services
+from .data_path_calls import call, services
+from .kio_wire import request_types
 
 OFFSET_FOR_LEADER_EPOCH = APIS[0]
 

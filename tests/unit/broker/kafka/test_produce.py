@@ -18,7 +18,8 @@ from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType
 from pykraft.proto.record_batch import build_batch
 
 from ..replica_harness import Harness, record_values
-from .data_path_calls import call, request_types, services
+from .data_path_calls import call, services
+from .kio_wire import request_types
 
 PRODUCE = APIS[0]
 
