@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import monotonic_ms
@@ -22,6 +23,18 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def broker_config(*log_dirs: Path, **overrides: Any) -> BrokerConfig:
+    """Broker 1's config in unit tests: `log_dirs`, a listener and a controller address that
+    nothing opens, and `overrides` (BrokerConfig's fields)."""
+    return BrokerConfig(
+        node_id=1,
+        listener="127.0.0.1:9191",
+        log_dirs=log_dirs,
+        controller_bootstrap_servers=("127.0.0.1:9091",),
+        **overrides,
+    )
+
+
 # orders-0 led by 1 alone; orders-1 led by 1 with 2 in the ISR; orders-2 led by 2.
 ASSIGNMENTS = [(1,), (1, 2), (2, 1)]
 
@@ -32,12 +45,7 @@ class Harness:
     def __init__(self, tmp_path: Path, *, topic: str = "orders") -> None:
         self.topic = topic
         self.serving = True
-        config = BrokerConfig(
-            node_id=1,
-            listener="127.0.0.1:9191",
-            log_dirs=(tmp_path / "a", tmp_path / "b"),
-            controller_bootstrap_servers=("127.0.0.1:9091",),
-        )
+        config = broker_config(tmp_path / "a", tmp_path / "b")
         self.manager = ReplicaManager(config, lambda now_ms: self.serving)
         base = cluster_image()
         self.manager.on_metadata(None, base, now_ms=0)
