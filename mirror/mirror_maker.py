@@ -26,7 +26,6 @@ from pykraft.client import (
     KafkaError,
     Producer,
     TopicPartition,
-    UnknownTopicOrPartitionError,
 )
 from pykraft.client.clock import monotonic_ms
 from pykraft.mirror.checkpoints import Checkpointer
@@ -88,6 +87,8 @@ class MirrorMaker:
             client_id="mirror-target",
         )
         self._store = OffsetSyncStore()
+        # Set by the copier when a source topic is gone, cleared by the refresh it brings on.
+        self._refresh_asked = threading.Event()
         self._topics = TopicSync(self._source_admin, self._target_admin, config, policy)
         self._copier = PartitionCopier(
             consumer=self._consumer,
@@ -97,6 +98,7 @@ class MirrorMaker:
             syncs_topic=policy.offset_syncs_topic(),
             offset_lag_max=config.offset_lag_max,
             flush_interval_ms=config.offset_flush_interval_ms,
+            on_source_topic_gone=self._refresh_asked.set,
         )
         self._checkpointer = Checkpointer(
             source=self._source_admin,
@@ -110,7 +112,6 @@ class MirrorMaker:
         self._lock = threading.Lock()
         self._ready: dict[TopicPartition, TopicPartition] = {}
         self._ready_changed = False
-        self._refresh_asked = threading.Event()
         self._failure: BaseException | None = None
 
     def run(self, stop: threading.Event) -> None:
@@ -155,11 +156,8 @@ class MirrorMaker:
             if not self._copier.copying:  # a poll of nothing would not wait
                 stop.wait(poll_timeout_ms / 1000)
                 continue
-            try:
-                self._copier.copy(poll_timeout_ms, monotonic_ms())
-            except UnknownTopicOrPartitionError as e:  # a source topic was deleted
-                log.warning("%s; refreshing the topics", e)
-                self._refresh_asked.set()
+            self._copier.copy(poll_timeout_ms, monotonic_ms())
+            if self._refresh_asked.is_set():  # a source topic is gone: wait for the refresh
                 stop.wait(HOUSEKEEPING_TICK_MS / 1000)
 
     def _take_ready(self) -> dict[TopicPartition, TopicPartition] | None:
@@ -185,29 +183,32 @@ class MirrorMaker:
 
     def _housekeep(self, stop: threading.Event) -> None:
         config = self._config
+        refresh = _Periodic(
+            "refresh topics", config.refresh_topics_interval_seconds * 1000, self._refresh_topics
+        )
         tasks = [
-            _Periodic(name, seconds * 1000, run)
-            for name, enabled, seconds, run in (
-                ("refresh topics", config.refresh_topics_enabled,
-                 config.refresh_topics_interval_seconds, self._refresh_topics),
-                ("sync topic configs", config.sync_topic_configs_enabled,
-                 config.sync_topic_configs_interval_seconds, self._topics.sync_configs),
-                ("emit checkpoints", config.emit_checkpoints_enabled,
-                 config.emit_checkpoints_interval_seconds, self._emit_checkpoints),
-                ("sync group offsets", config.sync_group_offsets_enabled,
-                 config.sync_group_offsets_interval_seconds,
-                 self._checkpointer.sync_group_offsets),
-            )
-            if enabled
+            *([refresh] if config.refresh_topics_enabled else []),
+            *(
+                _Periodic(name, seconds * 1000, run)
+                for name, enabled, seconds, run in (
+                    ("sync topic configs", config.sync_topic_configs_enabled,
+                     config.sync_topic_configs_interval_seconds, self._topics.sync_configs),
+                    ("emit checkpoints", config.emit_checkpoints_enabled,
+                     config.emit_checkpoints_interval_seconds, self._emit_checkpoints),
+                    ("sync group offsets", config.sync_group_offsets_enabled,
+                     config.sync_group_offsets_interval_seconds,
+                     self._checkpointer.sync_group_offsets),
+                )
+                if enabled
+            ),
         ]  # fmt: skip
         now_ms = monotonic_ms()
         for task in tasks:
             task.next_ms = now_ms + task.interval_ms
-        refresh = next((t for t in tasks if t.run == self._refresh_topics), None)
         while not stop.wait(HOUSEKEEPING_TICK_MS / 1000):
-            if self._refresh_asked.is_set() and refresh is not None:
+            if self._refresh_asked.is_set():  # a source topic is gone: now, not at the interval
                 self._refresh_asked.clear()
-                refresh.next_ms = 0  # a source topic went away: now, not at the interval
+                self._run_task(refresh)
             for task in tasks:
                 if monotonic_ms() >= task.next_ms:
                     task.next_ms = monotonic_ms() + task.interval_ms

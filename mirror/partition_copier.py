@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -28,6 +28,7 @@ from pykraft.client import (
     FutureRecordMetadata,
     Producer,
     TopicPartition,
+    UnknownTopicOrPartitionError,
 )
 from pykraft.mirror.offset_syncs import OffsetSyncStore, SyncSchedule
 from pykraft.mirror.records import OffsetSync
@@ -76,7 +77,11 @@ class PartitionCopier:
         syncs_topic: str,
         offset_lag_max: int,
         flush_interval_ms: int,
+        on_source_topic_gone: Callable[[], None],
     ) -> None:
+        """`on_source_topic_gone` is called when polling finds a source topic deleted (its
+        partitions stay assigned until `assign` drops them)."""
+        self._on_source_topic_gone = on_source_topic_gone
         self._consumer = consumer
         self._tail_consumer = tail_consumer
         self._producer = producer
@@ -94,43 +99,55 @@ class PartitionCopier:
 
     def assign(self, wanted: Mapping[TopicPartition, TopicPartition], now_ms: int) -> None:
         """Copies exactly the source partitions of `wanted` (source -> target partition) from
-        now on: new ones resume after their last offset sync, with the target's tail read
-        back first; dropped ones stop (what was sent for them is still acknowledged)."""
+        now on: new ones resume after their last offset sync, once the target's records after
+        it are read back; dropped ones stop (what was sent for them is still delivered)."""
         for tp in set(self._partitions) - set(wanted):
             del self._partitions[tp]
         added = {tp: target for tp, target in wanted.items() if tp not in self._partitions}
+        starts = self._start(added, now_ms)
         self._consumer.assign(wanted)
-        if added:
-            self._start(added, now_ms)
+        for tp, start in starts.items():
+            if start is None:
+                self._consumer.seek_to_beginning([tp])
+            else:
+                self._consumer.seek(tp, start)
 
-    def _start(self, added: Mapping[TopicPartition, TopicPartition], now_ms: int) -> None:
+    def _start(
+        self, added: Mapping[TopicPartition, TopicPartition], now_ms: int
+    ) -> dict[TopicPartition, int | None]:
+        """Reads the added partitions' tails and sets them up; where each resumes on the
+        source (None: its log start)."""
         latest = {tp: self._store.latest(tp) for tp in added}
         tail_starts: dict[TopicPartition, int | None] = {}
         for tp, target in added.items():
             last = latest[tp]
             tail_starts[target] = None if last is None else last.downstream + 1
         tails = read_tails(self._tail_consumer, tail_starts, TAIL_READ_TIMEOUT_MS)
+        starts: dict[TopicPartition, int | None] = {}
         for tp, target in added.items():
             last = latest[tp]
             schedule = SyncSchedule(self._offset_lag_max, self._flush_interval_ms, last, now_ms)
             self._partitions[tp] = _Copying(target, TailMatcher(tails[target]), schedule)
-            if last is None:
-                self._consumer.seek_to_beginning([tp])
-            else:
-                self._consumer.seek(tp, last.upstream + 1)
-            start = "its start" if last is None else f"offset {last.upstream + 1}"
+            starts[tp] = None if last is None else last.upstream + 1
             log.info(
                 "copying %s to %s from %s, %d records on the target to check first",
                 tp,
                 target,
-                start,
+                "its start" if last is None else f"offset {last.upstream + 1}",
                 len(tails[target]),
             )
+        return starts
 
     def copy(self, poll_timeout_ms: int, now_ms: int) -> int:
         """One round: polls the source, sends what is new, hands the acknowledged pairs to the
-        store and writes the offset syncs due. The number of records polled."""
-        records = self._consumer.poll(poll_timeout_ms)
+        store and writes the offset syncs due. The number of records polled; a source topic
+        found deleted calls `on_source_topic_gone` instead."""
+        try:
+            records = self._consumer.poll(poll_timeout_ms)
+        except UnknownTopicOrPartitionError as e:
+            log.warning("a source topic is gone: %s", e)
+            self._on_source_topic_gone()
+            records = []
         for record in records:
             self._copy_record(record)
         self.settle(now_ms)

@@ -111,6 +111,14 @@ def _wait_for_more(bootstrap: str, topic: str, count: int) -> None:
     )
 
 
+def _wait_caught_up(clusters: Clusters, topic: str, remote: str) -> None:
+    wait_for(
+        lambda: _caught_up(clusters, topic, remote),
+        timeout_s=COPY_TIMEOUT_S,
+        what=f"{remote} caught up with {topic}",
+    )
+
+
 def _checked_tails(log: str) -> list[int]:
     """The target records each partition's restart checked against the source."""
     return [int(n) for n in re.findall(r", (\d+) records on the target to check first", log)]
@@ -145,11 +153,7 @@ def test_records_arrive_once_in_order_across_kill_minus_9(
             mirror.start()
         producer.join(timeout=120)
         assert producer.error is None and not producer.is_alive(), producer.error
-        wait_for(
-            lambda: _caught_up(clusters, topic, remote),
-            timeout_s=COPY_TIMEOUT_S,
-            what="the target caught up",
-        )
+        _wait_caught_up(clusters, topic, remote)
         assert mirror.stop() == 0, mirror.log()
     copied = read_records(target.bootstrap, remote)
     assert copied == read_records(source.bootstrap, topic)
@@ -243,11 +247,7 @@ def test_a_topic_created_later_appears_on_the_target_with_its_configs(
             [NewTopic("later", 2, 1, {"retention.ms": "3600000", "min.insync.replicas": "1"})]
         )
         _produce_each_partition(source.bootstrap, "later", 2)
-        wait_for(
-            lambda: _caught_up(clusters, "later", "north.later"),
-            timeout_s=COPY_TIMEOUT_S,
-            what="north.later created and caught up",
-        )
+        _wait_caught_up(clusters, "later", "north.later")
         configs = _configs(target.bootstrap, "north.later")
         assert configs["retention.ms"].value == "3600000"
         # config.properties.exclude names it: the target keeps its own.
@@ -271,6 +271,34 @@ def test_a_topic_created_later_appears_on_the_target_with_its_configs(
     ]
     assert all(s["mirrored_offset"] == s["source_end_offset"] > 0 for s in statuses)
     assert all(s["records_per_second"] > 0 for s in statuses)
+
+
+def test_a_deleted_source_topic_is_dropped_and_the_others_go_on(
+    clusters: Clusters, tmp_path: Path
+) -> None:
+    source, target = clusters
+    mirror = MirrorProcess(
+        tmp_path,
+        source.bootstrap,
+        target.bootstrap,
+        topics="gone-.*",
+        properties={"source.cluster.alias": "south"},
+    )
+    with AdminClient(source.bootstrap) as admin:
+        admin.create_topics([NewTopic("gone-a", 1, 1), NewTopic("gone-b", 1, 1)])
+    with running_mirror(mirror), AdminClient(source.bootstrap) as admin:
+        for topic in ("gone-a", "gone-b"):
+            _produce_each_partition(source.bootstrap, topic, 1)
+            _wait_caught_up(clusters, topic, f"south.{topic}")
+        admin.delete_topics("gone-a")
+        _produce_each_partition(source.bootstrap, "gone-b", 1)
+        wait_for(
+            lambda: _total(target.bootstrap, "south.gone-b") == 40,
+            timeout_s=COPY_TIMEOUT_S,
+            what="gone-b still mirrored after gone-a was deleted",
+        )
+        assert mirror.stop() == 0, mirror.log()
+    assert _total(target.bootstrap, "south.gone-a") == 20  # the remote topic stays, as in MM2
 
 
 def _produce_each_partition(bootstrap: str, topic: str, partitions: int) -> None:
