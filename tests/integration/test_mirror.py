@@ -63,12 +63,14 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
 
 
 class PacedProducer(threading.Thread):
-    """Sends `count` records to `topic` at about `rate` a second, keyed, with headers and
-    explicit timestamps, so each one is told apart from every other."""
+    """Sends records to `topic` at about `rate` a second until `stop`, keyed, with headers and
+    explicit timestamps, so each one is told apart from every other; `sent` counts them."""
 
-    def __init__(self, bootstrap: str, topic: str, count: int, rate: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
         super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.count, self.rate = bootstrap, topic, count, rate
+        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
+        self.sent = 0
+        self.stop = threading.Event()
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -76,7 +78,8 @@ class PacedProducer(threading.Thread):
             with Producer(bootstrap_servers=self.bootstrap, linger_ms=5) as producer:
                 base_ms = int(time.time() * 1000)
                 started = time.monotonic()
-                for i in range(self.count):
+                while not self.stop.is_set():
+                    i = self.sent
                     ahead_s = started + i / self.rate - time.monotonic()
                     if ahead_s > 0:
                         time.sleep(ahead_s)
@@ -87,9 +90,17 @@ class PacedProducer(threading.Thread):
                         headers=[("seq", b"%d" % i), ("empty", None)],
                         timestamp_ms=base_ms + i,
                     )
+                    self.sent += 1
                 producer.flush(timeout=60)
         except BaseException as e:
             self.error = e
+
+    def finish(self) -> int:
+        """Stops sending; how many records were sent (every one acknowledged)."""
+        self.stop.set()
+        self.join(timeout=120)
+        assert self.error is None and not self.is_alive(), self.error
+        return self.sent
 
 
 def _total(bootstrap: str, topic: str) -> int:
@@ -144,20 +155,20 @@ def test_records_arrive_once_in_order_across_kill_minus_9(
             "offset.flush.interval.ms": "600000",
         },
     )
-    producer = PacedProducer(source.bootstrap, topic, 20_000, rate=1500)
+    producer = PacedProducer(source.bootstrap, topic, rate=1500)
     producer.start()
     with running_mirror(mirror):
         for _ in range(KILLS):
             _wait_for_more(target.bootstrap, remote, RECORDS_BETWEEN_KILLS)
             mirror.kill()
             mirror.start()
-        producer.join(timeout=120)
-        assert producer.error is None and not producer.is_alive(), producer.error
+        _wait_for_more(target.bootstrap, remote, RECORDS_BETWEEN_KILLS)
+        sent = producer.finish()
         _wait_caught_up(clusters, topic, remote)
         assert mirror.stop() == 0, mirror.log()
     copied = read_records(target.bootstrap, remote)
     assert copied == read_records(source.bootstrap, topic)
-    assert sum(len(records) for records in copied.values()) == 20_000
+    assert sum(len(records) for records in copied.values()) == sent
     checked = _checked_tails(mirror.log())
     assert len(checked) == 3 * (KILLS + 1), mirror.log()  # three partitions per start
     assert sum(checked) >= KILLS * RECORDS_BETWEEN_KILLS, checked
