@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pykraft.client import AdminClient, Consumer, TopicPartition
+from pykraft.client import AdminClient, Consumer, TopicPartition, UnknownTopicOrPartitionError
 from pykraft.client.admin import OffsetSpec
 
 from .cluster import make_broker
@@ -140,17 +140,18 @@ def running_mirror(process: MirrorProcess) -> Iterator[MirrorProcess]:
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    """Each partition's high watermark ({} while the topic does not exist)."""
+    """Each partition's high watermark; {} while the topic does not exist, or the brokers have
+    not learned every partition the controller has (just after partitions were added)."""
     with AdminClient(bootstrap) as admin:
         if topic not in admin.list_topics():
             return {}
         (described,) = admin.describe_topics(topic)
         latest: OffsetSpec = "latest"
-        found = admin.list_offsets(
-            dict.fromkeys(
-                (TopicPartition(topic, p.partition) for p in described.partitions), latest
-            )
-        )
+        tps = (TopicPartition(topic, p.partition) for p in described.partitions)
+        try:
+            found = admin.list_offsets(dict.fromkeys(tps, latest))
+        except UnknownTopicOrPartitionError:
+            return {}
     return {tp.partition: result.offset for tp, result in found.items()}
 
 
