@@ -158,6 +158,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 def read_records(bootstrap: str, topic: str, timeout_s: float = 60) -> dict[int, list[Record]]:
     """Every record of every partition, in offset order: what the mirror must keep equal."""
     ends = end_offsets(bootstrap, topic)
+    assert ends, f"{topic} is not readable at {bootstrap}"
     records: dict[int, list[Record]] = {p: [] for p in ends}
     with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
         tps = [TopicPartition(topic, p) for p in ends]
