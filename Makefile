@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/groups.py --records 200000
 	$(BIN)/python bench/spark.py --records 200000
 	$(BIN)/python bench/kafka_compare.py --records 200000
+	$(BIN)/python bench/mirror_throughput.py --records 200000
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
