@@ -103,6 +103,15 @@ class PacedProducer(threading.Thread):
         return self.sent
 
 
+def _mirror(
+    clusters: Clusters, directory: Path, topics: str, properties: dict[str, str]
+) -> MirrorProcess:
+    source, target = clusters
+    return MirrorProcess(
+        directory, source.bootstrap, target.bootstrap, topics=topics, properties=properties
+    )
+
+
 def _total(bootstrap: str, topic: str) -> int:
     return sum(end_offsets(bootstrap, topic).values())
 
@@ -144,12 +153,11 @@ def test_records_arrive_once_in_order_across_kill_minus_9(
         admin.create_topic(topic, 3, 1)
     # Offset syncs only for each partition's first record: every restart must then find, and
     # recognise, all that the previous runs wrote after it.
-    mirror = MirrorProcess(
+    mirror = _mirror(
+        clusters,
         tmp_path,
-        source.bootstrap,
-        target.bootstrap,
-        topics=topic,
-        properties={
+        topic,
+        {
             "source.cluster.alias": "east",
             "offset.lag.max": "100000000",
             "offset.flush.interval.ms": "600000",
@@ -188,12 +196,11 @@ def test_a_group_resumes_on_the_target_at_the_translated_offset(
     with AdminClient(source.bootstrap) as admin:
         committed = admin.list_consumer_group_offsets(group)
     assert sum(o.offset for o in committed.values()) == len(processed) < 400
-    mirror = MirrorProcess(
+    mirror = _mirror(
+        clusters,
         tmp_path,
-        source.bootstrap,
-        target.bootstrap,
-        topics=topic,
-        properties={"source.cluster.alias": "west", "sync.group.offsets.enabled": "true"},
+        topic,
+        {"source.cluster.alias": "west", "sync.group.offsets.enabled": "true"},
     )
     with running_mirror(mirror), AdminClient(target.bootstrap) as target_admin:
         translated = {TopicPartition(remote, tp.partition): o for tp, o in committed.items()}
@@ -246,13 +253,7 @@ def test_a_topic_created_later_appears_on_the_target_with_its_configs(
     clusters: Clusters, tmp_path: Path
 ) -> None:
     source, target = clusters
-    mirror = MirrorProcess(
-        tmp_path,
-        source.bootstrap,
-        target.bootstrap,
-        topics="later.*",
-        properties={"source.cluster.alias": "north"},
-    )
+    mirror = _mirror(clusters, tmp_path, "later.*", {"source.cluster.alias": "north"})
     with running_mirror(mirror), AdminClient(source.bootstrap) as admin:
         admin.create_topics(
             [NewTopic("later", 2, 1, {"retention.ms": "3600000", "min.insync.replicas": "1"})]
@@ -288,13 +289,7 @@ def test_a_deleted_source_topic_is_dropped_and_the_others_go_on(
     clusters: Clusters, tmp_path: Path
 ) -> None:
     source, target = clusters
-    mirror = MirrorProcess(
-        tmp_path,
-        source.bootstrap,
-        target.bootstrap,
-        topics="gone-.*",
-        properties={"source.cluster.alias": "south"},
-    )
+    mirror = _mirror(clusters, tmp_path, "gone-.*", {"source.cluster.alias": "south"})
     with AdminClient(source.bootstrap) as admin:
         admin.create_topics([NewTopic("gone-a", 1, 1), NewTopic("gone-b", 1, 1)])
     with running_mirror(mirror), AdminClient(source.bootstrap) as admin:
