@@ -27,6 +27,9 @@ FORWARDED: dict[str, type[Message]] = {
     "DescribeCluster": admin_pb2.DescribeClusterResponse,
     "DescribeQuorum": admin_pb2.DescribeQuorumResponse,
     "ElectLeaders": admin_pb2.ElectLeadersResponse,
+    "AlterPartitionReassignments": admin_pb2.AlterPartitionReassignmentsResponse,
+    "ListPartitionReassignments": admin_pb2.ListPartitionReassignmentsResponse,
+    "UnregisterBroker": admin_pb2.UnregisterBrokerResponse,
 }
 
 

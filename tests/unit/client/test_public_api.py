@@ -80,6 +80,7 @@ PUBLIC_NAMES = [
     "NewLeaderElectedError",
     "NewTopic",
     "NoOffsetForPartitionError",
+    "NoReassignmentInProgressError",
     "Node",
     "NonEmptyGroupError",
     "NotControllerError",
