@@ -95,6 +95,7 @@ PUBLIC_NAMES = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceNumberError",
     "PartitionInfo",
+    "PartitionReassignment",
     "PolicyViolationError",
     "PreferredLeaderNotAvailableError",
     "Producer",
