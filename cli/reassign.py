@@ -6,6 +6,12 @@ reassignment a --reassignment-json-file describes (`{"version": 1, "partitions":
 "partition": 0, "replicas": [1, 2, 3]}]}`) and prints the current assignment to keep for a
 rollback; --verify says per partition whether it is complete; --cancel puts the original replicas
 back where a reassignment is still in progress.
+
+--execute --throttle N caps reassignment traffic at N bytes/s as Kafka's tool does: it sets
+leader/follower.replication.throttled.rate on every broker involved, and on each topic
+leader.replication.throttled.replicas (the current replicas) and
+follower.replication.throttled.replicas (the replicas being added). --verify removes them all
+once every partition is complete.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from pykraft.cli.session import Session, admin_command
 from pykraft.client import AdminClient, TopicPartition
 
 Plan = dict[TopicPartition, list[int]]
+
+_RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+_LEADER_REPLICAS_KEY = "leader.replication.throttled.replicas"
+_FOLLOWER_REPLICAS_KEY = "follower.replication.throttled.replicas"
 
 
 def _read_json(path: str) -> Any:
@@ -117,6 +127,47 @@ def _alter(admin: AdminClient, targets: Mapping[TopicPartition, Sequence[int] | 
     return not refusals
 
 
+def _throttle(admin: AdminClient, plan: Plan, current: Plan, rate_bytes_per_s: int) -> None:
+    """Kafka's reassignment throttle: the rate on every broker of the old and new replicas, and
+    per topic its current replicas (leaders) and the replicas being added (followers)."""
+    brokers = {b for replicas in (*plan.values(), *current.values()) for b in replicas}
+    for broker_id in sorted(brokers):
+        rates = dict.fromkeys(_RATE_KEYS, str(rate_bytes_per_s))
+        admin.alter_configs("broker", str(broker_id), set=rates)
+    for topic in sorted({tp.topic for tp in plan}):
+        moving = {tp: target for tp, target in plan.items() if tp.topic == topic}
+        leaders = [f"{tp.partition}:{b}" for tp in sorted(moving) for b in current.get(tp, [])]
+        followers = [
+            f"{tp.partition}:{b}"
+            for tp, target in sorted(moving.items())
+            for b in target
+            if b not in current.get(tp, [])
+        ]
+        throttled = {_LEADER_REPLICAS_KEY: ",".join(leaders)}
+        throttled[_FOLLOWER_REPLICAS_KEY] = ",".join(followers)
+        admin.alter_configs("topic", topic, set=throttled)
+    click.echo(f"The inter-broker throttle limit was set to {rate_bytes_per_s} B/s")
+
+
+def _remove_throttle(admin: AdminClient, plan: Plan) -> None:
+    for broker in admin.describe_cluster().brokers:
+        admin.alter_configs("broker", str(broker.id), delete=_RATE_KEYS)
+    for topic in sorted({tp.topic for tp in plan}):
+        admin.alter_configs("topic", topic, delete=(_LEADER_REPLICAS_KEY, _FOLLOWER_REPLICAS_KEY))
+    click.echo("Throttle was removed.")
+
+
+def _execute(admin: AdminClient, plan: Plan, throttle: int | None) -> bool:
+    current = _current(admin, sorted({tp.topic for tp in plan}))
+    _echo_plan("Current partition replica assignment (save it to roll back)", current)
+    if throttle is not None:
+        _throttle(admin, plan, current, throttle)
+    ok = _alter(admin, dict(plan))
+    if ok:
+        click.echo("Successfully started the partition reassignments.")
+    return ok
+
+
 def _verify(admin: AdminClient, plan: Plan) -> bool:
     """Prints each partition's state; True when every one is complete."""
     ongoing = admin.list_partition_reassignments(sorted({tp.topic for tp in plan}))
@@ -132,6 +183,8 @@ def _verify(admin: AdminClient, plan: Plan) -> bool:
             state = f"has replicas {current.get(tp)}, not the target {target}"
         complete = complete and state == "is complete"
         click.echo(f"Reassignment of partition {name} {state}.")
+    if complete:
+        _remove_throttle(admin, plan)
     return complete
 
 
@@ -144,12 +197,18 @@ def _verify(admin: AdminClient, plan: Plan) -> bool:
 @click.option("--topics-to-move-json-file", "topics_file", help="For --generate.")
 @click.option("--broker-list", help="For --generate: the brokers to spread over, as 1,2,3.")
 @click.option("--reassignment-json-file", "plan_file", help="For --execute/--verify/--cancel.")
+@click.option(
+    "--throttle",
+    type=click.IntRange(min=1),
+    help="For --execute: cap reassignment traffic at this many bytes/s per broker.",
+)
 def reassign(
     session: Session,
     action: str | None,
     topics_file: str | None,
     broker_list: str | None,
     plan_file: str | None,
+    throttle: int | None,
 ) -> None:
     """Move partitions between brokers, like kafka-reassign-partitions (KIP-455: new replicas
     catch up before the old ones leave). Exits 1 when a partition is refused or, for --verify,
@@ -164,12 +223,7 @@ def reassign(
             raise click.UsageError(f"--{action} needs --reassignment-json-file")
         plan = _plan_of(_read_json(plan_file))
         if action == "execute":
-            _echo_plan(
-                "Current partition replica assignment (save it to roll back)",
-                _current(admin, sorted({tp.topic for tp in plan})),
-            )
-            ok = _alter(admin, dict(plan))
-            click.echo("Successfully started the partition reassignments." if ok else "")
+            ok = _execute(admin, plan, throttle)
         elif action == "cancel":
             ongoing = admin.list_partition_reassignments(sorted({tp.topic for tp in plan}))
             ok = _alter(admin, dict.fromkeys(tp for tp in plan if tp in ongoing))
