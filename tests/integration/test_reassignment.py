@@ -7,12 +7,17 @@ Broker 4 joins; `pykraft reassign --generate` spreads the topic over brokers 2, 
 Every acknowledged record is then read back exactly once, broker 1 hosts nothing and has deleted
 its partition directories, and once stopped it is unregistered (`pykraft cluster unregister`),
 which the controller refused while it still hosted replicas.
+
+With `--execute --throttle`, broker 4 copies a pre-filled topic (and the load) at the throttle's
+rate: measured from its log files' growth between 20% and 80% of the final size, within 20% of
+the setting; `--verify` then removes the throttle configs.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from concurrent.futures import Future
 from pathlib import Path
@@ -20,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from pykraft.client import Consumer, Producer, RecordMetadata, TopicPartition
+from pykraft.metadata_log.records import ConfigResourceType
 
 from . import cluster
 from .controllers import Quorum, run_cli
@@ -32,6 +38,12 @@ PARTITIONS = 3
 # The producer's bound on records in flight, so the load keeps going while the partitions move.
 IN_FLIGHT_MAX = 200
 RECORDS_PER_POLL_MAX = 500
+# The load's pace: at most one record per this many seconds (about 20 KB/s of small records),
+# well under the throttle, so a throttled newcomer still catches up.
+LOAD_INTERVAL_S = 0.005
+THROTTLE_BYTES_PER_S = 400_000
+PREFILL_RECORDS = 2400
+PREFILL_VALUE_BYTES = 1000
 
 
 class _Load:
@@ -46,7 +58,7 @@ class _Load:
 
     def _run(self) -> None:
         sequence = 0
-        while not self._stop.is_set():
+        while not self._stop.wait(LOAD_INTERVAL_S):
             pending = [f for _, f in self._futures[-IN_FLIGHT_MAX:] if not f.done()]
             if len(pending) >= IN_FLIGHT_MAX:
                 pending[0].exception(timeout=30)
@@ -155,3 +167,66 @@ def _decommission(quorum: Quorum, brokers: dict[int, BrokerProcess], broker_id: 
         timeout_s=30,
         what=f"broker {broker_id} unregistered",
     )
+
+
+def _log_bytes(broker: BrokerProcess) -> int:
+    return sum(f.stat().st_size for f in broker.data_dir.glob(f"{TOPIC}-*/*.log"))
+
+
+def _copy_rate_bytes_per_s(samples: list[tuple[float, int]]) -> float:
+    """The rate between the first samples at 20% and at 80% of the last one's size."""
+    total = samples[-1][1]
+    t20 = next(t for t, size in samples if size >= 0.2 * total)
+    t80, size80 = next((t, size) for t, size in samples if size >= 0.8 * total)
+    size20 = next(size for t, size in samples if t == t20)
+    return (size80 - size20) / (t80 - t20)
+
+
+def test_a_throttled_reassignment_under_load_copies_at_the_throttle_rate(tmp_path: Path) -> None:
+    with cluster.running_cluster(tmp_path, topic=TOPIC, partitions=PARTITIONS) as (
+        quorum,
+        brokers,
+    ):
+        bootstrap = ",".join(b.address for b in brokers.values())
+        with Producer(bootstrap_servers=bootstrap, acks="all") as producer:
+            prefill = [b"%05d" % i + bytes(PREFILL_VALUE_BYTES - 5) for i in range(PREFILL_RECORDS)]
+            for value in prefill:
+                producer.send(TOPIC, value)
+            producer.flush(timeout=60)
+        brokers[4] = cluster.make_broker(tmp_path, quorum, 4)
+        cluster.start_brokers(quorum, {4: brokers[4]})
+        plan_file = tmp_path / "plan.json"
+        plan = [{"topic": TOPIC, "partition": p, "replicas": [2, 3, 4]} for p in range(PARTITIONS)]
+        plan_file.write_text(json.dumps({"version": 1, "partitions": plan}))
+
+        load = _Load(bootstrap)
+        wait_for(lambda: len(load._futures) > 50, timeout_s=30, what="the load running")
+        _cli(
+            quorum, "reassign", "--execute", "--reassignment-json-file", str(plan_file),
+            "--throttle", str(THROTTLE_BYTES_PER_S),
+        )  # fmt: skip
+        samples: list[tuple[float, int]] = []
+
+        def copied() -> bool:
+            samples.append((time.monotonic(), _log_bytes(brokers[4])))
+            moving = cluster.registrations(quorum, TOPIC).values()
+            return all(4 in r.isr and not r.reassigning for r in moving)
+
+        wait_for(copied, timeout_s=60, what="broker 4 caught up and the reassignment complete")
+        acknowledged = load.stop()
+        rate = _copy_rate_bytes_per_s(samples)
+        print(f"copy rate {rate:.0f} B/s under a throttle of {THROTTLE_BYTES_PER_S} B/s")
+        assert abs(rate - THROTTLE_BYTES_PER_S) <= 0.2 * THROTTLE_BYTES_PER_S, rate
+        assert samples[-1][1] >= PREFILL_RECORDS * PREFILL_VALUE_BYTES
+
+        verified = _cli(quorum, "reassign", "--verify", "--reassignment-json-file", str(plan_file))
+        assert "Throttle was removed." in verified
+        image = quorum.image()
+        topic_configs = image.configs.get(ConfigResourceType.TOPIC, TOPIC)
+        assert "follower.replication.throttled.replicas" not in topic_configs
+        assert "leader.replication.throttled.replicas" not in topic_configs
+        assert not image.configs.get(ConfigResourceType.BROKER, "4")
+        received = _consume_all(bootstrap)
+        missing = [v for v in (*prefill, *acknowledged) if received[v] == 0]
+        assert not missing, f"{len(missing)} acknowledged records lost"
+        assert max(received.values()) == 1, "a record was read twice"
