@@ -357,8 +357,8 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
                 "follower.replication.throttled.replicas",
                 ConfigType.LIST,
                 "",
-                "The replicas (partition:broker, or *) whose out-of-sync followers fetch at no more "
-                "than follower.replication.throttled.rate.",
+                "The replicas (partition:broker, or *) whose out-of-sync followers fetch at no "
+                "more than follower.replication.throttled.rate.",
                 ThrottledReplicas(),
             ),
             _definition(

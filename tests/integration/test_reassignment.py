@@ -19,12 +19,11 @@ import json
 import threading
 import time
 from collections import Counter
-from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
-from pykraft.client import Consumer, Producer, RecordMetadata, TopicPartition
+from pykraft.client import Consumer, FutureRecordMetadata, Producer, TopicPartition
 from pykraft.metadata_log.records import ConfigResourceType
 
 from . import cluster
@@ -52,7 +51,7 @@ class _Load:
     def __init__(self, bootstrap: str) -> None:
         self._producer = Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         self._stop = threading.Event()
-        self._futures: list[tuple[bytes, Future[RecordMetadata]]] = []
+        self._futures: list[tuple[bytes, FutureRecordMetadata]] = []
         self._thread = threading.Thread(target=self._run, name="load", daemon=True)
         self._thread.start()
 
@@ -66,6 +65,10 @@ class _Load:
             value = b"r%07d" % sequence
             self._futures.append((value, self._producer.send(TOPIC, value)))
             sequence += 1
+
+    @property
+    def sent(self) -> int:
+        return len(self._futures)
 
     def stop(self) -> list[bytes]:
         """Stops sending and returns the acknowledged values."""
@@ -84,7 +87,8 @@ def _consume_all(bootstrap: str) -> Counter[bytes]:
         total = sum(consumer.end_offsets(partitions).values())
 
         def all_received() -> bool:
-            received.update(r.value for r in consumer.poll(500, records_max=RECORDS_PER_POLL_MAX))
+            records = consumer.poll(500, records_max=RECORDS_PER_POLL_MAX)
+            received.update(r.value for r in records if r.value is not None)
             return received.total() >= total
 
         wait_for(all_received, timeout_s=60, what=f"everything in {TOPIC} consumed")
@@ -130,7 +134,7 @@ def test_a_new_broker_takes_partitions_under_load_and_the_old_one_is_decommissio
         assert all(sorted(p["replicas"]) == [2, 3, 4] for p in plan)
 
         load = _Load(bootstrap)
-        wait_for(lambda: len(load._futures) > 100, timeout_s=30, what="the load running")
+        wait_for(lambda: load.sent > 100, timeout_s=30, what="the load running")
         _cli(quorum, "reassign", "--execute", "--reassignment-json-file", str(plan_file))
         wait_for(lambda: _verified(quorum, plan_file), timeout_s=60, what="reassignment done")
         acknowledged = load.stop()
@@ -200,7 +204,7 @@ def test_a_throttled_reassignment_under_load_copies_at_the_throttle_rate(tmp_pat
         plan_file.write_text(json.dumps({"version": 1, "partitions": plan}))
 
         load = _Load(bootstrap)
-        wait_for(lambda: len(load._futures) > 50, timeout_s=30, what="the load running")
+        wait_for(lambda: load.sent > 50, timeout_s=30, what="the load running")
         _cli(
             quorum, "reassign", "--execute", "--reassignment-json-file", str(plan_file),
             "--throttle", str(THROTTLE_BYTES_PER_S),

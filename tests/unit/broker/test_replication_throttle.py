@@ -11,13 +11,14 @@ from pykraft.broker.replication_throttle import (
     TokenBucket,
 )
 from pykraft.metadata_log import MetadataImage, replay_all
-from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType, TopicRecord
+from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType, Record, TopicRecord
 
 RATE = 10_000  # bytes/s
 
 
 def _image(*configs: tuple[ConfigResourceType, str, str, str]) -> MetadataImage:
-    records = [TopicRecord("t", UUID(int=1)), *(ConfigRecord(*c) for c in configs)]
+    records: list[Record] = [TopicRecord("t", UUID(int=1))]
+    records += (ConfigRecord(*c) for c in configs)
     return replay_all(MetadataImage.EMPTY, records).apply(offset=len(records), epoch=1)
 
 
