@@ -71,10 +71,10 @@ def _fetch(
         version = manager.version
         ranges: dict[RangeSlot, FileRange] = {}
         try:
-            response, size_bytes, failed = _read_all(
+            response, size_bytes, at_once = _read_all(
                 manager, request, clock_ms(), ranges if zero_copy else None
             )
-            if failed or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
+            if at_once or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
                 return response, ranges
         except BaseException:
             _close(ranges)
@@ -94,10 +94,11 @@ def _read_all(
     now_ms: int,
     ranges: dict[RangeSlot, FileRange] | None,
 ) -> tuple[broker_pb2.FetchResponse, int, bool]:
-    """One pass over the partitions: the response, its record bytes, whether any failed. With
+    """One pass over the partitions: the response, its record bytes, and whether it is to be
+    answered at once, records or not (a partition failed, or a follower's is news to it). With
     `ranges`, consumers' records go there as FileRanges instead of into the response."""
     response = broker_pb2.FetchResponse()
-    size_bytes, failed = 0, False
+    size_bytes, at_once = 0, False
     for topic_slot, topic in enumerate(request.topics):
         topic_result = response.topics.add(topic=topic.topic)
         for partition_slot, item in enumerate(topic.partitions):
@@ -106,17 +107,18 @@ def _read_all(
             )
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
-                data = _read_one(
+                data, news = _read_one(
                     manager, request, topic.topic, item, result, now_ms, ranges is not None
                 )
             except LogError as error:
                 fill_error(result, error)
                 if isinstance(error, LeaderError):
                     result.current_leader.CopyFrom(error.current_leader)
-                failed = True
+                at_once = True
                 continue
+            at_once = at_once or news
             if result.HasField("diverging_epoch"):
-                failed = True  # answer at once: the follower truncates before fetching on
+                at_once = True  # the follower truncates before fetching on
                 continue
             data_bytes = data.length if isinstance(data, FileRange) else len(data)
             if data_bytes > max(budget_bytes, 0) and size_bytes > 0:
@@ -129,7 +131,7 @@ def _read_all(
             else:
                 result.records = data
             size_bytes += data_bytes
-    return response, size_bytes, failed
+    return response, size_bytes, at_once
 
 
 def _read_one(
@@ -140,7 +142,9 @@ def _read_one(
     result: broker_pb2.FetchPartitionResult,
     now_ms: int,
     zero_copy: bool,
-) -> Records:
+) -> tuple[Records, bool]:
+    """The partition's records, and whether its answer is news to a follower (see
+    Partition.high_watermark_for)."""
     replica_id = request.replica_id
     partition = manager.leader(topic, item.partition, now_ms)
     epoch_error = partition.epoch_error(item.current_leader_epoch)
@@ -158,7 +162,7 @@ def _read_one(
     diverging = partition.diverging_epoch(item.last_fetched_epoch, item.fetch_offset)
     if diverging is not None:
         result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
-        return b""
+        return b"", False
     bytes_max = max(item.partition_max_bytes, 0)
     read: ReadResult | RangeRead
     if consumer and zero_copy:
@@ -167,10 +171,12 @@ def _read_one(
         read = partition.read_committed(item.fetch_offset, bytes_max=bytes_max)
     else:
         read = partition.read(item.fetch_offset, bytes_max=bytes_max)
-    result.high_watermark = read.high_watermark
-    result.last_stable_offset = read.high_watermark
     result.log_start_offset = read.log_start_offset
-    # Only an offset the leader holds tells it what the follower has (the read checked it).
+    high_watermark, news = read.high_watermark, False
+    # Only an offset the leader holds tells it what the follower has (the read checked it);
+    # the mark this fetch moves goes out with its answer.
     if not consumer:
         partition.on_follower_fetch(replica_id, item.fetch_offset, now_ms, request.replica_epoch)
-    return b"" if read.data is None else read.data
+        high_watermark, news = partition.high_watermark_for(replica_id)
+    result.high_watermark = result.last_stable_offset = high_watermark
+    return b"" if read.data is None else read.data, news

@@ -271,6 +271,20 @@ class Partition:
             )
         return self._maybe_advance_high_watermark()
 
+    def high_watermark_for(self, replica_id: int) -> tuple[int, bool]:
+        """As leader, building an answer to follower `replica_id`: the high-water mark to
+        send, and whether it is news to that follower (above the mark its previous answer
+        carried), which answers its long poll at once (Kafka's DelayedFetch, case H) so
+        followers, and the consumers they serve, learn the mark promptly. Remembers the mark
+        as sent. A broker that is not a replica gets the mark, never news."""
+        with self._lock:
+            high_watermark = self.log.high_watermark
+            state = self._followers.get(replica_id)
+            if state is None:
+                return high_watermark, False
+            self._followers[replica_id] = state.after_answer(high_watermark)
+            return high_watermark, high_watermark > state.high_watermark_sent
+
     def follower_states(self) -> dict[int, FollowerState]:
         with self._lock:
             return dict(self._followers)

@@ -4,6 +4,7 @@ call the request handlers the way BrokerService does (the `harness` fixture is i
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from pykraft.broker.config import BrokerConfig
@@ -27,9 +28,15 @@ ASSIGNMENTS = [(1,), (1, 2), (2, 1)]
 
 
 class Harness:
-    """Broker 1's replica manager, hosting `topic` (ORDERS_ID) with ASSIGNMENTS."""
+    """Broker 1's replica manager, hosting `topic` (ORDERS_ID) with `assignments`."""
 
-    def __init__(self, tmp_path: Path, *, topic: str = "orders") -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        topic: str = "orders",
+        assignments: Sequence[tuple[int, ...]] = ASSIGNMENTS,
+    ) -> None:
         self.topic = topic
         self.serving = True
         config = BrokerConfig(
@@ -41,7 +48,7 @@ class Harness:
         self.manager = ReplicaManager(config, lambda now_ms: self.serving)
         base = cluster_image()
         self.manager.on_metadata(None, base, now_ms=0)
-        delta, self.image = advance(base, topic_records(topic, ORDERS_ID, ASSIGNMENTS))
+        delta, self.image = advance(base, topic_records(topic, ORDERS_ID, assignments))
         self.manager.on_metadata(delta, self.image, now_ms=0)
 
     def change(self, *records: object) -> None:
