@@ -39,10 +39,8 @@ def _wait_until(condition: Callable[[], bool]) -> None:
 def _follower_fetch(harness: Harness, replica_id: int, offset: int) -> tuple[int, int]:
     """(high-water mark answered, ms it took) of a long-polling fetch by `replica_id`."""
     started = monotonic_ms()
-    result = harness.fetch(
-        {0: offset}, replica_id=replica_id, wait_ms=_LONG_POLL_MS, min_bytes=1
-    )[0]
-    return result.high_watermark, monotonic_ms() - started
+    answers = harness.fetch({0: offset}, replica_id=replica_id, wait_ms=_LONG_POLL_MS, min_bytes=1)
+    return answers[0].high_watermark, monotonic_ms() - started
 
 
 def test_the_mark_a_follower_fetch_moves_is_in_its_own_answer(three_replicas: Harness) -> None:
