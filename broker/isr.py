@@ -32,6 +32,8 @@ class FollowerState:
     # The high-water mark in the last answer built for it (Kafka's lastSentHighWatermark): a
     # higher one is news that answers its long poll at once.
     high_watermark_sent: int = UNDEFINED_OFFSET
+    # Its log start offset, as its last fetch said (-1: not said).
+    log_start_offset: int = UNDEFINED_OFFSET
 
     def after_fetch(
         self,
@@ -39,6 +41,8 @@ class FollowerState:
         leader_end_offset: int,
         now_ms: int,
         broker_epoch: int = UNDEFINED_BROKER_EPOCH,
+        *,
+        log_start_offset: int = UNDEFINED_OFFSET,
     ) -> FollowerState:
         """The state after a fetch at `fetch_offset` while the leader's log ends at
         `leader_end_offset`: caught up now if it reached that end, or as of its previous fetch if
@@ -57,6 +61,7 @@ class FollowerState:
             leader_end_at_last_fetch=leader_end_offset,
             last_fetch_ms=now_ms,
             broker_epoch=broker_epoch,
+            log_start_offset=log_start_offset,
         )
 
     def after_answer(self, high_watermark: int) -> FollowerState:

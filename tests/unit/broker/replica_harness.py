@@ -36,6 +36,7 @@ class Harness:
         *,
         topic: str = "orders",
         assignments: Sequence[tuple[int, ...]] = ASSIGNMENTS,
+        replica_selector_class: str = "",
     ) -> None:
         self.topic = topic
         self.serving = True
@@ -44,6 +45,8 @@ class Harness:
             listener="127.0.0.1:9191",
             log_dirs=(tmp_path / "a", tmp_path / "b"),
             controller_bootstrap_servers=("127.0.0.1:9091",),
+            rack="rack-1",  # as the image registers it
+            replica_selector_class=replica_selector_class,
         )
         self.manager = ReplicaManager(config, lambda now_ms: self.serving)
         base = cluster_image()
@@ -75,9 +78,16 @@ class Harness:
         min_bytes: int = 0,
         bytes_max: int = 1 << 20,
         replica_id: int = -1,
+        rack: str | None = None,
     ) -> dict[int, broker_pb2.FetchPartitionResult]:
+        """A Fetch of `offsets` by partition; a consumer's carries `rack` unless None (KIP-392:
+        it follows preferred read replicas)."""
         request = broker_pb2.FetchRequest(
-            replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=bytes_max
+            replica_id=replica_id,
+            max_wait_ms=wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=bytes_max,
+            rack_id=rack,
         )
         topic = request.topics.add(topic="orders")
         for partition, offset in offsets.items():
