@@ -12,7 +12,13 @@ from pathlib import Path
 
 from tests.ports import free_port
 
-from .cluster import BROKER_IDS, create_topic, make_broker, start_brokers
+from .cluster import (
+    BROKER_IDS,
+    create_topic,
+    make_broker,
+    start_brokers,
+    wait_until_brokers_know,
+)
 from .controllers import Quorum, running_quorum
 from .processes import BrokerProcess
 
@@ -62,6 +68,7 @@ def running_kafka_cluster(
             start_brokers(quorum, brokers)
             if topic is not None:
                 create_topic(quorum, topic, partitions)
+                wait_until_brokers_know(brokers, topic, partitions)
             yield KafkaCluster(quorum, brokers, ports)
         finally:
             for broker in brokers.values():
