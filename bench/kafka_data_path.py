@@ -19,7 +19,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -30,7 +29,8 @@ from kio.serial import entity_reader, entity_writer  # noqa: E402
 from pykraft.broker.kafka.api import Api, RequestContext  # noqa: E402
 from pykraft.broker.kafka.apis import fetch, produce  # noqa: E402
 from pykraft.proto.record_batch import build_batch  # noqa: E402
-from tests.unit.broker.kafka.data_path_calls import request_types, services  # noqa: E402
+from tests.unit.broker.kafka.data_path_calls import services  # noqa: E402
+from tests.unit.broker.kafka.kio_wire import encode, request_types  # noqa: E402
 from tests.unit.broker.replica_harness import Harness  # noqa: E402
 
 PRODUCE_VERSION, FETCH_VERSION = 9, 12
@@ -70,12 +70,6 @@ class Stages:
         )
 
 
-def _encode(cls: type[Any], entity: Any) -> bytes:
-    out = io.BytesIO()
-    entity_writer(cls)(out, entity)
-    return out.getvalue()
-
-
 def _produce_body(batch: bytes) -> bytes:
     types = request_types(0, PRODUCE_VERSION)
     data = types.PartitionProduceData(index=0, records=batch)
@@ -84,7 +78,7 @@ def _produce_body(batch: bytes) -> bytes:
         timeout=datetime.timedelta(seconds=5),
         topic_data=(types.TopicProduceData(name="orders", partition_data=(data,)),),
     )
-    return _encode(types.ProduceRequest, request)
+    return encode(types.ProduceRequest, request)
 
 
 def _fetch_body(offset: int, bytes_max: int) -> bytes:
@@ -102,7 +96,7 @@ def _fetch_body(offset: int, bytes_max: int) -> bytes:
         forgotten_topics_data=(),
         rack_id="",
     )
-    return _encode(types.FetchRequest, request)
+    return encode(types.FetchRequest, request)
 
 
 def run(batch_records: int, total_bytes: int, report: Callable[[str], None]) -> None:

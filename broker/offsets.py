@@ -25,20 +25,48 @@ LATEST_TIMESTAMP: Final = -1
 def handle_list_offsets(
     manager: ReplicaManager, request: broker_pb2.ListOffsetsRequest, clock_ms: Callable[[], int]
 ) -> broker_pb2.ListOffsetsResponse:
+    """The gRPC ListOffsets: `list_offset` of each partition of the request, in its order."""
     response = broker_pb2.ListOffsetsResponse()
     for topic in request.topics:
-        topic_result = response.topics.add(topic=topic.topic)
-        for item in topic.partitions:
-            result = topic_result.partitions.add(partition=item.partition, timestamp=-1, offset=-1)
-            try:
-                partition = manager.leader(topic.topic, item.partition, clock_ms())
-                epoch_error = partition.epoch_error(item.current_leader_epoch)
-                if epoch_error is not None:
-                    raise epoch_error
-                _list_offset(partition, item.timestamp, result)
-            except LogError as error:
-                fill_error(result, error)
+        response.topics.add(
+            topic=topic.topic,
+            partitions=[
+                list_offset(
+                    manager,
+                    topic.topic,
+                    item.partition,
+                    current_leader_epoch=item.current_leader_epoch,
+                    timestamp=item.timestamp,
+                    now_ms=clock_ms(),
+                )
+                for item in topic.partitions
+            ],
+        )
     return response
+
+
+def list_offset(
+    manager: ReplicaManager,
+    topic: str,
+    partition_id: int,
+    *,
+    current_leader_epoch: int,
+    timestamp: int,
+    now_ms: int,
+) -> broker_pb2.ListOffsetsPartitionResult:
+    """The offset for `timestamp` (module docstring) of a partition this broker leads, and its
+    leader epoch; with the error code and -1 offset and timestamp if it does not lead, or
+    `current_leader_epoch` (-1: any) is not the leader's."""
+    result = broker_pb2.ListOffsetsPartitionResult(partition=partition_id, timestamp=-1, offset=-1)
+    try:
+        partition = manager.leader(topic, partition_id, now_ms)
+        epoch_error = partition.epoch_error(current_leader_epoch)
+        if epoch_error is not None:
+            raise epoch_error
+        _list_offset(partition, timestamp, result)
+    except LogError as error:
+        fill_error(result, error)
+    return result
 
 
 def _list_offset(

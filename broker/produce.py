@@ -13,7 +13,7 @@ for the original batches' end offset, as they may not be replicated yet."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -24,6 +24,14 @@ from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManag
 from pykraft.broker.waiting import wait_until
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
+
+
+class PartitionRecords(NamedTuple):
+    """One partition's record batches in a produce request, as the client sent them."""
+
+    topic: str
+    partition: int
+    records: bytes
 
 
 class _Now(NamedTuple):
@@ -53,44 +61,73 @@ def handle_produce(
     *,
     wall_clock_ms: Callable[[], int],
 ) -> broker_pb2.ProduceResponse:
-    """Appends each partition's batches as leader and answers; with acks=all, once the high-water
-    mark covers them. `clock_ms` (monotonic) times the wait and the broker's session;
-    `wall_clock_ms` is the log's time: what LogAppendTime stamps and timestamps are checked
-    against, as in Kafka."""
+    """The gRPC Produce: `produce_records` of each partition of the request, in its order."""
+    results = iter(
+        produce_records(
+            manager,
+            (
+                PartitionRecords(topic.topic, item.partition, item.records)
+                for topic in request.topics
+                for item in topic.partitions
+            ),
+            acks=request.acks,
+            timeout_ms=request.timeout_ms,
+            clock_ms=clock_ms,
+            wall_clock_ms=wall_clock_ms,
+        )
+    )
     response = broker_pb2.ProduceResponse()
-    pending: list[_Pending] = []
     for topic in request.topics:
-        topic_result = response.topics.add(topic=topic.topic)
-        for item in topic.partitions:
-            result = topic_result.partitions.add(
-                partition=item.partition, base_offset=-1, log_append_time_ms=-1
-            )
-            now = _Now(clock_ms(), wall_clock_ms())
-            waiting = _produce_one(manager, request.acks, topic.topic, item, result, now)
-            if waiting is not None:
-                pending.append(waiting)
-    if pending:
-        _await_high_watermark(manager, pending, clock_ms() + request.timeout_ms, clock_ms)
+        response.topics.add(topic=topic.topic, partitions=[next(results) for _ in topic.partitions])
     return response
+
+
+def produce_records(
+    manager: ReplicaManager,
+    partitions: Iterable[PartitionRecords],
+    *,
+    acks: int,
+    timeout_ms: int,
+    clock_ms: Callable[[], int],
+    wall_clock_ms: Callable[[], int],
+) -> list[broker_pb2.ProducePartitionResult]:
+    """Appends each partition's batches as leader, in order (the records are handed to the log
+    as they are: no copy here), and returns one result per partition in the same order; with
+    acks=all, once the high-water mark covers them or `timeout_ms` after the appends.
+    `clock_ms` (monotonic) times the wait and the broker's session; `wall_clock_ms` is the log's
+    time: what LogAppendTime stamps and timestamps are checked against, as in Kafka."""
+    results: list[broker_pb2.ProducePartitionResult] = []
+    pending: list[_Pending] = []
+    for item in partitions:
+        result = broker_pb2.ProducePartitionResult(
+            partition=item.partition, base_offset=-1, log_append_time_ms=-1
+        )
+        results.append(result)
+        now = _Now(clock_ms(), wall_clock_ms())
+        waiting = _produce_one(manager, acks, item, result, now)
+        if waiting is not None:
+            pending.append(waiting)
+    if pending:
+        _await_high_watermark(manager, pending, clock_ms() + timeout_ms, clock_ms)
+    return results
 
 
 def _produce_one(
     manager: ReplicaManager,
     acks: int,
-    topic: str,
-    item: broker_pb2.ProducePartition,
+    item: PartitionRecords,
     result: broker_pb2.ProducePartitionResult,
     now: _Now,
 ) -> _Pending | None:
     try:
         if acks not in VALID_ACKS:
             raise LogError(common_pb2.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}")
-        if topic == OFFSETS_TOPIC:
+        if item.topic == OFFSETS_TOPIC:
             raise LogError(
                 common_pb2.INVALID_TOPIC_EXCEPTION,
-                f"{topic} is an internal topic: only the group coordinator writes it",
+                f"{item.topic} is an internal topic: only the group coordinator writes it",
             )
-        partition = manager.leader(topic, item.partition, now.monotonic_ms)
+        partition = manager.leader(item.topic, item.partition, now.monotonic_ms)
         info, leader_epoch = partition.append_as_leader(item.records, acks=acks, now_ms=now.wall_ms)
     except LogError as error:
         fill_error(result, error)

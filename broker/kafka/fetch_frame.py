@@ -12,7 +12,7 @@ each partition's records behind their length (int32, or in v12 an unsigned varin
 snapshot id, each written only when it differs from its default, as Kafka and kio do).
 
 Which fields a version has is read from the entity (kio's class of that version has exactly
-those), so one path writes every version, as `data_path.build` builds them.
+those), so one path writes every version, as `entities.build` builds them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pykraft.broker.kafka.entities import millis
 from pykraft.broker.log import FileRange
 
 _FLEXIBLE_VERSION_MIN: Final = 12
@@ -120,7 +121,7 @@ def encode_fetch_response(version: int, correlation_id: int, response: Any) -> F
     out = _Writer(flexible=version >= _FLEXIBLE_VERSION_MIN)
     out.int32(correlation_id)
     out.no_tags()  # response header v1 in flexible versions
-    out.int32(_millis(response.throttle_time))
+    out.int32(millis(response.throttle_time))
     if hasattr(response, "session_id"):  # v7+
         out.int16(response.error_code)
         out.int32(response.session_id)
@@ -182,7 +183,3 @@ def _tagged_fields(out: _Writer, partition: Any) -> None:
 
 def _size(part: Part) -> int:
     return len(part) if isinstance(part, bytes) else part.length
-
-
-def _millis(duration: Any) -> int:
-    return int(duration.total_seconds() * 1000)

@@ -56,13 +56,8 @@ from pykraft.broker.log.errors import LogError, storage_error
 from pykraft.broker.log.index import TimeIndex
 from pykraft.broker.log.partition_log import PartitionLog
 from pykraft.broker.log.recovery import CLEANED_SUFFIX
-from pykraft.broker.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    SegmentInfo,
-    file_name,
-)
+from pykraft.broker.log.segment import SegmentInfo
+from pykraft.broker.log.segment_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_name
 from pykraft.proto.record_batch import (
     HEADER_SIZE,
     NO_PRODUCER_ID,

@@ -23,7 +23,8 @@ from typing import NoReturn
 
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import storage_error
-from pykraft.broker.log.segment import SEGMENT_SUFFIXES, LogSegment, SegmentInfo, file_name
+from pykraft.broker.log.segment import LogSegment, SegmentInfo
+from pykraft.broker.log.segment_names import SEGMENT_SUFFIXES, file_name
 from pykraft.broker.log.segment_swap import commit_swap, delete_replaced
 from pykraft.broker.log.segment_view import SegmentView
 from pykraft.broker.log.shared_lock import SharedExclusiveLock

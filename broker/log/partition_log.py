@@ -29,51 +29,37 @@ What callers may rely on:
 
 Threads: one lock serialises mutations; reads (`read`, `offset_for_timestamp`, `segments`)
 take only the segments' shared lock (module `local_log`), so they run alongside appends and see
-every batch of an append or none of it.
+every batch of an append or none of it. Every part of the log (`partition_log_base` lists them)
+keeps to this.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
-from pykraft.broker.log.errors import LogError, storage_error
-from pykraft.broker.log.files import FileRange
+from pykraft.broker.log.errors import storage_error
 from pykraft.broker.log.local_log import LocalLog
 from pykraft.broker.log.log_start import LogStart
+from pykraft.broker.log.partition_log_appends import PartitionLogAppends
+from pykraft.broker.log.partition_log_reads import PartitionLogReads
+from pykraft.broker.log.partition_log_truncation import PartitionLogTruncation
 from pykraft.broker.log.partition_producers import PartitionProducers
 from pykraft.broker.log.producer_state import ProducerEntry
 from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_log
-from pykraft.broker.log.results import (
-    AppendInfo,
-    RangeRead,
-    Read,
-    ReadResult,
-    append_info,
-    duplicate_info,
-    nothing_appended,
-)
-from pykraft.broker.log.segment import LogSegment, SegmentInfo
+from pykraft.broker.log.segment import SegmentInfo
 from pykraft.broker.log.segment_swap import check_cleaned_offsets, locate, open_cleaned
-from pykraft.broker.log.segment_view import Span, find_offset_by_timestamp, find_span
-from pykraft.broker.log.validation import (
-    Batches,
-    assign_offsets,
-    check_follower_batches,
-    check_leader_batches,
-    split_batches,
-)
-from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import TimestampType
 from pykraft.server_common.durable_files import fsync_directory
 
 
-class PartitionLog:
-    """One partition replica's log on disk. Create with `PartitionLog.open`."""
+class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncation):
+    """One partition replica's log on disk. Create with `PartitionLog.open`. Its appends,
+    rolls and flushes are `PartitionLogAppends`', its reads `PartitionLogReads`', its high
+    watermark and truncation `PartitionLogTruncation`'s (one module each); opening, state,
+    retention, the cleaner's swap and closing are here."""
 
     def __init__(self, directory: Path, config: LogConfig, *, now_ms: int) -> None:
         """Use `open`; this loads (or creates) `directory` and recovers it after a crash."""
@@ -170,298 +156,10 @@ class PartitionLog:
             self._config = config
             self._local.configure(config)
 
-    # --- appending ---
-
-    def append_as_leader(self, batches: bytes, *, leader_epoch: int, now_ms: int) -> AppendInfo:
-        """Validates and appends a produce request's batches, giving them the next offsets and
-        `leader_epoch`. Raises LogError (module validation's codes; FENCED_LEADER_EPOCH if
-        `leader_epoch` is below the latest epoch the log has seen; module producer_state's for
-        idempotent batches) with nothing written. A request whose batches were all written
-        before returns the original offsets with `duplicate` set, writing nothing."""
-        assert leader_epoch >= 0, leader_epoch
-        config = self._config
-        parsed = split_batches(batches)
-        check_leader_batches(batches, parsed, config, now_ms=now_ms)
-        with self._lock:
-            self._local.check_writable()
-            if leader_epoch < self._epochs.latest_epoch:
-                raise LogError(
-                    common_pb2.FENCED_LEADER_EPOCH,
-                    f"epoch {leader_epoch} is older than {self._epochs.latest_epoch}",
-                )
-            if not parsed:
-                return nothing_appended(self._log_end_offset)
-            duplicate = self._producers.state.check_leader_append(
-                [h for _, h in parsed], base_offset=self._log_end_offset
-            )
-            if duplicate is not None:
-                return duplicate_info(duplicate, config)
-            data = bytearray(batches)
-            assigned = assign_offsets(
-                data,
-                parsed,
-                base_offset=self._log_end_offset,
-                leader_epoch=leader_epoch,
-                config=config,
-                now_ms=now_ms,
-            )
-            self._append(data, assigned, now_ms=now_ms)
-            assert self._epochs.latest_epoch == leader_epoch, (
-                self._epochs.latest_epoch,
-                leader_epoch,
-            )
-        stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-        return append_info(data, assigned, now_ms if stamped else -1)
-
-    def append_as_follower(self, batches: bytes) -> AppendInfo:
-        """Appends batches fetched from the leader with their offsets and epochs. The first
-        must start at or after the log end offset (after it only where the leader's cleaner
-        removed batches); LogError(UNKNOWN_SERVER_ERROR) otherwise, CORRUPT_MESSAGE for
-        damaged batches, nothing written in either case."""
-        parsed = split_batches(batches)
-        with self._lock:
-            self._local.check_writable()
-            if not parsed:
-                return nothing_appended(self._log_end_offset)
-            check_follower_batches(parsed, log_end_offset=self._log_end_offset)
-            self._append(batches, parsed, now_ms=None)
-        return append_info(batches, parsed, -1)
-
-    def _append(self, data: bytes | bytearray, batches: Batches, *, now_ms: int | None) -> None:
-        """Rolls if due, writes, learns epochs, publishes the new end, flushes if due. Holds
-        the lock. On OSError puts everything back (or goes offline) and raises."""
-        last = batches[-1][1]
-        assert batches[0][1].base_offset >= self._log_end_offset, (
-            batches[0][1],
-            self._log_end_offset,
-        )
-        max_timestamp = max(header.max_timestamp for _, header in batches)
-        active = self._local.active
-        if active.should_roll(
-            size_bytes=len(data), max_timestamp=max_timestamp, last_offset=last.last_offset
-        ):
-            active = self._roll(batches[0][1].base_offset)
-        mark = active.mark()
-        epochs_before = self._epochs.entries()
-        try:
-            active.append(data, batches)
-            for _, header in batches:
-                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
-        except OSError as error:
-
-            def undo() -> None:
-                active.rollback(mark)
-                self._epochs.restore(epochs_before)
-
-            self._local.undo(f"append to {active.log_path}", error, undo)
-        self._producers.state.apply([header for _, header in batches])
-        assert active.next_offset > self._log_end_offset, "the log end never moves back on append"
-        self._log_end_offset = active.next_offset
-        self._assert_offsets()
-        self._unflushed_messages += sum(header.record_count for _, header in batches)
-        self._maybe_flush(now_ms)
-
-    def _assert_offsets(self) -> None:
-        """The offsets' order, checked after every change: log start <= log end, high
-        watermark <= log end, recovery point <= log end."""
-        end = self._log_end_offset
-        assert 0 <= self._start.offset <= end, (self._start.offset, end)
-        assert 0 <= self._high_watermark <= end, (self._high_watermark, end)
-        assert 0 <= self._recovery_point <= end, (self._recovery_point, end)
-
     @property
     def failure(self) -> str | None:
         """Why this log went offline after a storage error it could not undo, else None."""
         return self._local.failure
-
-    # --- rolling and flushing ---
-
-    def roll(self, *, now_ms: int) -> None:
-        """Starts a new active segment at the log end offset unless the active one is empty.
-        `now_ms` is accepted for the broker's scheduler; rolling itself needs no clock."""
-        del now_ms
-        with self._lock:
-            self._local.check_writable()
-            if self._local.active.size:
-                self._roll(self._log_end_offset)
-
-    def _roll(self, base_offset: int) -> LogSegment:
-        """Finishes the active segment (last time index entry, fsync), snapshots the producer
-        state at `base_offset` (no batch lies between the log end and it) and publishes a new
-        segment there. Holds the lock."""
-        old = self._local.active
-        try:
-            old.on_become_inactive()  # an entry that stays valid if the roll fails below
-            old.flush()
-            self._producers.write_snapshot(base_offset)
-        except OSError as error:
-            raise storage_error(f"roll of {self.directory} at {base_offset}: {error}") from error
-        new = self._local.roll(base_offset)
-        self._recovery_point = max(self._recovery_point, old.next_offset)
-        return new
-
-    def flush(self) -> None:
-        """fsyncs everything appended, then advances the recovery point to the log end offset
-        and stores it and the high watermark in their checkpoint files."""
-        with self._lock:
-            self._local.check_writable()
-            self._flush()
-
-    def maybe_flush(self, *, now_ms: int) -> None:
-        """Flushes if flush.ms has passed since the last flush with messages unflushed (the
-        broker's periodic task; appends check flush.messages themselves)."""
-        with self._lock:
-            self._local.check_writable()
-            self._maybe_flush(now_ms)
-
-    def _maybe_flush(self, now_ms: int | None) -> None:
-        config = self._config
-        due_by_count = self._unflushed_messages >= config.flush_messages
-        due_by_time = now_ms is not None and now_ms - self._last_flush_ms >= config.flush_ms
-        if self._unflushed_messages and (due_by_count or due_by_time):
-            self._flush()
-            if now_ms is not None:
-                self._last_flush_ms = now_ms
-
-    def _flush(self) -> None:
-        with self._local.failing_on_error(f"flush of {self.directory}"):
-            self._local.flush(self._recovery_point)
-            self._files.recovery_point.write(self._log_end_offset)
-            self._files.high_watermark.write(self._high_watermark)
-        self._recovery_point = self._log_end_offset
-        self._unflushed_messages = 0
-
-    # --- reading ---
-
-    def read(self, offset: int, *, bytes_max: int, upper_offset: int | None = None) -> ReadResult:
-        """Whole batches from the one holding `offset`: at least one batch if there is any
-        below the bound, then more while they fit `bytes_max`, from one segment (as Kafka).
-        No batch whose last offset is >= `upper_offset` (default: the log end; consumers pass
-        the high watermark). LogError(OFFSET_OUT_OF_RANGE) below the log start offset or above
-        the log end offset."""
-        found = self._read(offset, bytes_max, upper_offset, _read_bytes)
-        return ReadResult(
-            found.data or b"",
-            found.first_offset,
-            found.next_offset,
-            found.high_watermark,
-            found.log_start_offset,
-        )
-
-    def read_range(
-        self, offset: int, *, bytes_max: int, upper_offset: int | None = None
-    ) -> RangeRead:
-        """The batches `read` returns, as a range of their segment's file on a duplicated
-        descriptor (FileRange says why) instead of bytes: no record byte is read. Out of
-        descriptors (EMFILE, ENFILE), the bytes instead: a fetch must not fail for that. The
-        caller closes the range; same errors as `read`."""
-        return self._read(offset, bytes_max, upper_offset, _open_range)
-
-    def _read(
-        self,
-        offset: int,
-        bytes_max: int,
-        upper_offset: int | None,
-        take: Callable[[Span], _Taken],
-    ) -> Read[_Taken]:
-        """`take` of the span a read finds, under the shared lock (the segment stays open)."""
-        assert bytes_max >= 0, bytes_max
-        with self._local.reading():
-            log_end_offset = self._log_end_offset  # before the view: see _append's publishing
-            view = self._local.view
-            log_start_offset, high_watermark = self._start.offset, self._high_watermark
-            if not log_start_offset <= offset <= log_end_offset:
-                raise LogError(
-                    common_pb2.OFFSET_OUT_OF_RANGE,
-                    f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]",
-                )
-            upper = log_end_offset if upper_offset is None else min(upper_offset, log_end_offset)
-            span = find_span(view, offset, bytes_max, upper) if offset < upper else None
-            if span is None:
-                return Read(None, offset, offset, high_watermark, log_start_offset)
-            taken = take(span)
-        return Read(taken, span.first_offset, span.next_offset, high_watermark, log_start_offset)
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the earliest record at or after the log start whose timestamp
-        is >= `timestamp_ms`, or None (Kafka's ListOffsets by time; the broker hides answers at
-        or above the high watermark from consumers)."""
-        with self._local.reading():
-            return find_offset_by_timestamp(self._local.view, timestamp_ms, self._start.offset)
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """Kafka's OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), or
-        (-1, -1) when the log knows no such epoch (see LeaderEpochCache.end_offset_for)."""
-        with self._lock:
-            return self._epochs.end_offset_for(epoch, self._log_end_offset)
-
-    def segments(self) -> tuple[SegmentInfo, ...]:
-        """A snapshot of the segments, oldest first; the last one is the active segment."""
-        return self._local.infos()
-
-    # --- offsets that move ---
-
-    def update_high_watermark(self, offset: int) -> None:
-        """Raises the high watermark to `offset`; a lower value is ignored (it never moves
-        back, except when truncation cuts the log below it)."""
-        with self._lock:
-            assert 0 <= offset <= self._log_end_offset, (offset, self._log_end_offset)
-            self._high_watermark = max(self._high_watermark, offset)
-            self._assert_offsets()
-
-    def truncate_to(self, offset: int) -> None:
-        """Drops every batch that holds an offset >= `offset` (a follower that diverged). A
-        batch goes whole, so the log may end below `offset` if it fell inside one (but not
-        below the log start offset: if that batch holds the log start too, the log is left
-        empty at the log start). Below the log start offset the log is emptied and starts at
-        `offset`, as in Kafka."""
-        assert offset >= 0, offset
-        with self._lock:
-            self._local.check_writable()
-            if offset >= self._log_end_offset:
-                return
-            if offset < self._start.offset:
-                self._truncate_fully(offset)
-                return
-            with self._local.exclusive(), self._local.failing_on_error("truncate"):
-                log_end_offset = self._local.truncate_segments(offset)
-                if log_end_offset < self._start.offset:
-                    # The batch holding `offset` held the log start too: nothing is left.
-                    self._reset_at(self._start.offset)
-                else:
-                    self._moved_end(log_end_offset)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Deletes every segment and starts an empty log at `offset` (a follower whose log end
-        is below the leader's log start offset)."""
-        assert offset >= 0, offset
-        with self._lock:
-            self._local.check_writable()
-            self._truncate_fully(offset)
-
-    def _truncate_fully(self, offset: int) -> None:
-        with self._local.exclusive(), self._local.failing_on_error("truncate fully"):
-            self._reset_at(offset)
-
-    def _reset_at(self, offset: int) -> None:
-        """Replaces every segment by an empty one at `offset`, the new log start and end."""
-        self._start.reset_at(offset)
-        self._moved_end(offset)
-
-    def _moved_end(self, log_end_offset: int) -> None:
-        """After a truncation: offsets at or above the new end are forgotten everywhere, and
-        stored offsets above it are lowered at once, so a crash cannot bring them back."""
-        assert self._start.offset <= log_end_offset, (self._start.offset, log_end_offset)
-        self._log_end_offset = log_end_offset
-        self._epochs.truncate_from_end(log_end_offset)
-        if self._high_watermark > log_end_offset:
-            self._high_watermark = log_end_offset
-            self._files.high_watermark.write(log_end_offset)
-        if self._recovery_point > log_end_offset:
-            self._recovery_point = log_end_offset
-            self._files.recovery_point.write(log_end_offset)
-        self._producers.reload(self._local.view, log_end_offset)
-        self._assert_offsets()
 
     # --- retention ---
 
@@ -543,14 +241,3 @@ class PartitionLog:
                         fsync_directory(self.directory)
             finally:
                 self._local.close()
-
-
-_Taken = TypeVar("_Taken")
-
-
-def _read_bytes(span: Span) -> bytes:
-    return span.segment.read_bytes(span.position, span.length)
-
-
-def _open_range(span: Span) -> FileRange | bytes:
-    return span.segment.open_range(span.position, span.length)

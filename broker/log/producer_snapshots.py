@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from pykraft.broker.log.producer_state import ProducerStateManager, SnapshotCorruptError
-from pykraft.broker.log.segment import base_offset_of, file_name
+from pykraft.broker.log.segment_names import base_offset_of, file_name
 from pykraft.server_common.durable_files import replace_durably, unlink_durably
 
 log = logging.getLogger(__name__)

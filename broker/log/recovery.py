@@ -37,12 +37,12 @@ from pykraft.broker.log.checkpoints import (
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.index import IndexCorruptError
 from pykraft.broker.log.leader_epochs import LeaderEpochCache
-from pykraft.broker.log.segment import (
+from pykraft.broker.log.segment import LogSegment
+from pykraft.broker.log.segment_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
-    LogSegment,
     base_offset_of,
     file_name,
 )

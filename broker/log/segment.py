@@ -1,15 +1,17 @@
 """One segment of a partition log: the `.log` file of whole batches and its two sparse indexes.
 
-Files are named by the segment's base offset, zero-padded to 20 digits, as in Kafka:
-`00000000000000000000.log`, `.index`, `.timeindex`. The `.log` file is a plain concatenation of
-RecordBatch v2 batches exactly as the log appended them, so Kafka's tools can read it.
+Files are named by the segment's base offset, zero-padded to 20 digits, as in Kafka
+(`segment_names`): `00000000000000000000.log`, `.index`, `.timeindex`. The `.log` file is a
+plain concatenation of RecordBatch v2 batches exactly as the log appended them, so Kafka's
+tools can read it.
 
 Who may call what:
 - The partition log serialises every mutation (`append`, `truncate_to`, `rollback`, `recover`,
-  `close`, ...). Readers (`read`, `find_position`, `find_offset_by_timestamp`) may run on other
-  threads at the same time as `append`: they stop at `size`, which `append` raises only once
-  the bytes and index entries are in place, and they read with pread, never moving the cursor
-  the writer uses. Truncation, rollback and closing must hold the log's exclusive lock.
+  `close`, ...). Readers (`read`, `find_position`, `find_offset_by_timestamp`: `segment_reads`,
+  mixed in) may run on other threads at the same time as `append`: they stop at `size`, which
+  `append` raises only once the bytes and index entries are in place, and they read with
+  pread, never moving the cursor the writer uses. Truncation, rollback and closing must hold
+  the log's exclusive lock.
 - `load` trusts the bytes (segments below the recovery point, or after a clean shutdown) and
   only scans the tail behind the last index entry; `recover` verifies every batch and cuts the
   file at the first one that is torn, corrupt or out of order.
@@ -17,45 +19,30 @@ Who may call what:
 
 from __future__ import annotations
 
-import errno
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
 from pykraft.broker.log.config import LogConfig
-from pykraft.broker.log.files import FileRange, read_at, write_all
+from pykraft.broker.log.files import read_at, write_all
 from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
+from pykraft.broker.log.segment_names import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    file_name,
+)
+from pykraft.broker.log.segment_reads import SegmentReads
 from pykraft.proto.record_batch import (
     HEADER_SIZE,
     NO_TIMESTAMP,
     BatchHeader,
     CorruptBatchError,
-    decode_batch,
-    verify_batch,
 )
 
-LOG_SUFFIX: Final = ".log"
-INDEX_SUFFIX: Final = ".index"
-TIME_INDEX_SUFFIX: Final = ".timeindex"
-SEGMENT_SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-
 _INT32_MAX: Final = (1 << 31) - 1
-_SCAN_BYTES: Final = 1 << 16  # bytes read at a time when walking batch headers
-assert _SCAN_BYTES >= HEADER_SIZE
-
-
-def file_name(base_offset: int, suffix: str) -> str:
-    """Kafka's segment file name: the base offset zero-padded to 20 digits, then `suffix`."""
-    assert base_offset >= 0
-    return f"{base_offset:020d}{suffix}"
-
-
-def base_offset_of(path: Path) -> int | None:
-    """The base offset a segment file name starts with, or None if it is not such a name."""
-    digits = path.name.split(".", 1)[0]
-    return int(digits) if len(digits) == 20 and digits.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -85,8 +72,9 @@ class SegmentMark:
     time_index_entries: int
 
 
-class LogSegment:
-    """A `.log` file with its offset and time indexes (Kafka's LogSegment)."""
+class LogSegment(SegmentReads):
+    """A `.log` file with its offset and time indexes (Kafka's LogSegment); its reads are
+    `SegmentReads`'."""
 
     def __init__(
         self,
@@ -235,30 +223,6 @@ class LogSegment:
         """Whether `offset` can be stored relative to the base offset (4 bytes in the index)."""
         return 0 <= offset - self.base_offset <= _INT32_MAX
 
-    def _iter_batches(
-        self, position: int, end: int, *, verify: bool
-    ) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each batch from `position` up to `end`, read in chunks.
-        Raises CorruptBatchError at a batch that is torn (runs past `end`) or fails to parse,
-        or with `verify` whose CRC is wrong."""
-        chunk = b""
-        chunk_start = position
-        while position < end:
-            relative = position - chunk_start
-            if len(chunk) - relative < HEADER_SIZE:
-                chunk = read_at(self._file, min(_SCAN_BYTES, end - position), position)
-                chunk_start, relative = position, 0
-            header = BatchHeader.parse(chunk, relative)
-            if position + header.size_bytes > end:
-                raise CorruptBatchError(f"{self.log_path}: batch at {position} is torn")
-            if verify:
-                if relative + header.size_bytes > len(chunk):
-                    chunk = read_at(self._file, max(_SCAN_BYTES, header.size_bytes), position)
-                    chunk_start, relative = position, 0
-                verify_batch(chunk, relative)
-            yield position, header
-            position += header.size_bytes
-
     def _track(self, header: BatchHeader) -> None:
         """Takes a batch appended (or found) at the end into the in-memory state."""
         if self.first_batch_max_timestamp is None:
@@ -357,77 +321,6 @@ class LogSegment:
         self.time_index.maybe_append(
             self.max_timestamp, self.offset_of_max_timestamp, allow_full=True
         )
-
-    # --- reading ---
-
-    def find_position(self, offset: int) -> int | None:
-        """Position of the first batch whose last offset is >= `offset`, or None if the segment
-        has none (up to `size`)."""
-        end = self.size
-        start = self.offset_index.lookup(offset).position
-        for position, header in self._iter_batches(start, end, verify=False):
-            if header.last_offset >= offset:
-                return position
-        return None
-
-    def read(
-        self, position: int, *, bytes_max: int, upper_offset: int
-    ) -> tuple[bytes, int, int] | None:
-        """Whole batches from `position` (a batch start): (data, base offset of the first,
-        offset after the last), the batches `batch_span` picks; None if it picks none."""
-        span = self.batch_span(position, bytes_max=bytes_max, upper_offset=upper_offset)
-        if span is None:
-            return None
-        length, first_offset, next_offset = span
-        return self.read_bytes(position, length), first_offset, next_offset
-
-    def read_bytes(self, position: int, length: int) -> bytes:
-        """`length` bytes of the `.log` file from `position` (pread: see the module docstring)."""
-        return read_at(self._file, length, position)
-
-    def batch_span(
-        self, position: int, *, bytes_max: int, upper_offset: int
-    ) -> tuple[int, int, int] | None:
-        """Which whole batches from `position` (a batch start) a read returns, walking their
-        headers only: (length in bytes, base offset of the first, offset after the last). The
-        first batch counts even if larger than `bytes_max`; later ones only while the total
-        stays within it. No batch whose last offset is >= `upper_offset` counts; None if the
-        first one is such a batch."""
-        length, first_offset, next_offset = 0, -1, -1
-        for _, header in self._iter_batches(position, self.size, verify=False):
-            if header.last_offset >= upper_offset:
-                break
-            if length and length + header.size_bytes > bytes_max:
-                break
-            if not length:
-                first_offset = header.base_offset
-            length, next_offset = length + header.size_bytes, header.next_offset
-        return (length, first_offset, next_offset) if length else None
-
-    def open_range(self, position: int, length: int) -> FileRange | bytes:
-        """`length` bytes of the `.log` file from `position` on a duplicate of its descriptor
-        (see FileRange for why a duplicate), which the caller closes; the bytes themselves
-        when the process is out of descriptors."""
-        try:
-            return FileRange(os.dup(self._file.fileno()), position, length)
-        except OSError as error:
-            if error.errno not in (errno.EMFILE, errno.ENFILE):
-                raise
-            return self.read_bytes(position, length)
-
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is
-        >= `timestamp`, or None. Uses the time index to skip ahead, then decodes one batch.
-        Raises BatchError if that batch's records do not decode."""
-        entry = self.time_index.lookup(timestamp)
-        start = self.offset_index.lookup(entry.offset).position
-        for position, header in self._iter_batches(start, self.size, verify=False):
-            if header.max_timestamp < timestamp or header.last_offset < start_offset:
-                continue
-            for record in decode_batch(read_at(self._file, header.size_bytes, position)):
-                if record.timestamp >= timestamp and record.offset >= start_offset:
-                    return record.offset, record.timestamp
-        return None
 
     def info(self) -> SegmentInfo:
         return SegmentInfo(

@@ -15,13 +15,8 @@ from pathlib import Path
 from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError, storage_error
 from pykraft.broker.log.recovery import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from pykraft.broker.log.segment import (
-    LOG_SUFFIX,
-    LogSegment,
-    SegmentInfo,
-    base_offset_of,
-    file_name,
-)
+from pykraft.broker.log.segment import LogSegment, SegmentInfo
+from pykraft.broker.log.segment_names import LOG_SUFFIX, base_offset_of, file_name
 from pykraft.broker.log.segment_view import SegmentView
 from pykraft.proto import common_pb2
 from pykraft.server_common.durable_files import fsync_directory, unlink_durably

@@ -41,7 +41,9 @@ def make_broker(
         "--session-timeout-ms", str(session_timeout_ms),
     ]  # fmt: skip
     log_path = tmp_path / f"broker-{node_id}.log"
-    return BrokerProcess(node_id, port, data_dir, log_path, args, host=host)
+    return BrokerProcess(
+        node_id=node_id, port=port, data_dir=data_dir, log_path=log_path, args=args, host=host
+    )
 
 
 BROKER_IDS = (1, 2, 3)

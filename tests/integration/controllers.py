@@ -168,12 +168,12 @@ def make_quorum(
         ]  # fmt: skip
         controllers.append(
             ControllerProcess(
-                i,
-                grpc_ports[i],
-                raft_ports[i],
-                data_dir,
-                tmp_path / f"controller-{i}.log",
-                args,
+                node_id=i,
+                grpc_port=grpc_ports[i],
+                raft_port=raft_ports[i],
+                data_dir=data_dir,
+                log_path=tmp_path / f"controller-{i}.log",
+                args=args,
                 host=host[i],
             )
         )

@@ -40,8 +40,10 @@ def wait_for(condition: Callable[[], T | None], *, timeout_s: float, what: str) 
     )
 
 
+@dataclass(kw_only=True)
 class NodeProcess:
-    """A `python -m MODULE run ARGS` process with its output in `log_path`.
+    """A `python -m MODULE run ARGS` process with its data under `data_dir`, its output in
+    `log_path` and its gRPC service at `address`.
 
     `launcher` prefixes the command (for example `ip netns exec NS` to run the node in a network
     namespace); it must exec the command so that signals reach the node itself.
@@ -50,9 +52,11 @@ class NodeProcess:
     MODULE: ClassVar[str]
     KIND: ClassVar[str]
     node_id: int
+    data_dir: Path
     log_path: Path
     args: list[str]
-    process: subprocess.Popen[bytes] | None
+    process: subprocess.Popen[bytes] | None = None
+    host: str = "127.0.0.1"
     launcher: tuple[str, ...] = ()
 
     def start(self) -> None:
@@ -105,38 +109,28 @@ class NodeProcess:
             time.sleep(0.1)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ControllerProcess(NodeProcess):
+    """A `python -m pykraft.quorum run` process: gRPC on `grpc_port`, Raft on `raft_port`."""
+
     MODULE: ClassVar[str] = "pykraft.quorum"
     KIND: ClassVar[str] = "controller"
-    node_id: int
     grpc_port: int
     raft_port: int
-    data_dir: Path
-    log_path: Path
-    args: list[str]
-    process: subprocess.Popen[bytes] | None = None
-    host: str = "127.0.0.1"
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.grpc_port}"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BrokerProcess(NodeProcess):
-    """A `python -m pykraft.broker run` process: gRPC on `port`, logs under `data_dir`."""
+    """A `python -m pykraft.broker run` process: gRPC on `port`."""
 
     MODULE: ClassVar[str] = "pykraft.broker"
     KIND: ClassVar[str] = "broker"
-    node_id: int
     port: int
-    data_dir: Path
-    log_path: Path
-    args: list[str]
-    process: subprocess.Popen[bytes] | None = None
     channel: grpc.Channel | None = None
-    host: str = "127.0.0.1"
 
     @property
     def address(self) -> str:

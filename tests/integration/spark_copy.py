@@ -7,24 +7,16 @@ Micro-batches of at most 1,000 records every 200 ms, until killed.
 
 from __future__ import annotations
 
-import os
 import sys
 
-from pyspark.sql import SparkSession
-
 from pykraft.spark import register
+
+from .spark_session import local_spark_session
 
 
 def main() -> None:
     bootstrap, topic, sink, checkpoint = sys.argv[1:5]
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+    spark = local_spark_session("pykraft-spark-copy")
     register(spark)
     query = (
         spark.readStream.format("pykraft")

@@ -10,53 +10,31 @@ reason, where `java` or `mvn` is missing.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from .kafka_cluster import running_kafka_cluster
+from .maven_jars import ROOT, maven_jars, skip_without_java_and_maven
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 JAVA_DIR = ROOT / "tests" / "java"
 DEPS_DIR = ROOT / "build" / "java-deps"
 RECORDS = 200
 TOPIC = "java-orders"
 
 
-def _java_deps() -> Path:
-    """build/java-deps holding kafka-clients and its runtime jars, fetched by Maven when the pom
-    changed since the last fetch (its hash is kept beside the jars)."""
-    pom = JAVA_DIR / "pom.xml"
-    stamp = DEPS_DIR / ".pom-sha256"
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()
-    if stamp.exists() and stamp.read_text() == digest:
-        return DEPS_DIR
-    shutil.rmtree(DEPS_DIR, ignore_errors=True)
-    fetched = subprocess.run(
-        ["mvn", "-q", "-f", str(pom), "dependency:copy-dependencies",
-         f"-DoutputDirectory={DEPS_DIR}", "-DincludeScope=runtime"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
-    stamp.write_text(digest)
-    return DEPS_DIR
-
-
 @pytest.fixture(scope="module")
 def classpath() -> str:
     """The driver's class path; skips where Java 11+ or Maven is missing (`java --version`
     is Java 11's, unknown to Java 8)."""
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"the Java client test needs {' and '.join(missing)} on PATH")
+    skip_without_java_and_maven("the Java client test")
     if subprocess.run(["java", "--version"], capture_output=True).returncode != 0:
         pytest.skip("the Java client test needs Java 11+ (it runs a single source file)")
-    return f"{_java_deps()}/*"
+    return os.pathsep.join(str(jar) for jar in maven_jars(JAVA_DIR / "pom.xml", DEPS_DIR))
 
 
 def _run_driver(classpath: str, bootstrap: str) -> dict[str, dict[str, str]]:

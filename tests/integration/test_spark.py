@@ -29,9 +29,10 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from pykraft.spark import register  # noqa: E402
 
+from .spark_session import QUERY_TIMEOUT_S, local_spark_session, run_available_now  # noqa: E402
+
 TOPIC = "spark-in"
 PARTITIONS = 6
-QUERY_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +49,7 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("pykraft-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
+    session = local_spark_session("pykraft-tests")
     register(session)
     yield session
     session.stop()
@@ -91,18 +82,6 @@ def stream(spark: SparkSession, bootstrap: str, topic: str, **options: str):  # 
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
-
-
-def run_available_now(df, path: Path, checkpoint: Path) -> None:  # type: ignore[no-untyped-def]
-    query = (
-        df.writeStream.format("parquet")
-        .option("path", str(path))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(QUERY_TIMEOUT_S), "the availableNow query did not finish"
-    assert query.exception() is None, query.exception()
 
 
 def rows_of(spark: SparkSession, path: Path) -> dict[tuple[int, int], bytes]:

@@ -8,17 +8,15 @@ the v0 body, behind a v0 response header, and steps down.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from typing import Any, Final
 
-from kio.index import load_payload_module
 from kio.schema.api_versions.v0 import response as v0
 from kio.schema.errors import ErrorCode
-from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32Timedelta
+from kio.static.primitive import i16
 
 from pykraft.broker.kafka.api import Api, RequestContext
+from pykraft.broker.kafka.entities import NO_THROTTLE, response_module
 
 API_VERSIONS_KEY: Final = 18
 VERSION_MIN: Final = 0
@@ -33,16 +31,14 @@ def _ranges(apis: Sequence[Api]) -> Ranges:
 
 
 def _body(version: int, error: ErrorCode, ranges: Ranges) -> Any:
-    module = load_payload_module(API_VERSIONS_KEY, version, EntityType.response)
+    module = response_module(API_VERSIONS_KEY, version)
     keys = tuple(
         module.ApiVersion(api_key=i16(key), min_version=i16(low), max_version=i16(high))
         for key, low, high in ranges
     )
     if version == 0:
         return module.ApiVersionsResponse(error_code=error, api_keys=keys)
-    return module.ApiVersionsResponse(
-        error_code=error, api_keys=keys, throttle_time=i32Timedelta.parse(datetime.timedelta(0))
-    )
+    return module.ApiVersionsResponse(error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
 
 
 def api_versions_api(apis: Sequence[Api]) -> Api:

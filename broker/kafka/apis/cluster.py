@@ -16,8 +16,7 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.api import Api, RequestContext, kafka_endpoint
-from pykraft.broker.kafka.apis.admin_answers import NO_THROTTLE
-from pykraft.broker.kafka.entities import response_module
+from pykraft.broker.kafka.entities import NO_THROTTLE, response_module
 
 DESCRIBE_CLUSTER: Final = 60
 BROKERS_ENDPOINT_TYPE: Final = 1

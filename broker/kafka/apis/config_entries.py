@@ -16,7 +16,7 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.api import RequestContext
-from pykraft.broker.kafka.apis.admin_answers import kafka_error
+from pykraft.broker.kafka.entities import kafka_error
 from pykraft.metadata_log.configs import BROKER_SYNONYMS
 from pykraft.proto import admin_pb2, common_pb2
 
@@ -46,6 +46,17 @@ def is_sensitive(entry: admin_pb2.ConfigEntry) -> bool:
 def kafka_value(entry: admin_pb2.ConfigEntry) -> str | None:
     """The value Kafka shows: null for a sensitive config or one without a value."""
     return None if is_sensitive(entry) or not entry.value else entry.value
+
+
+def entry_fields(entry: admin_pb2.ConfigEntry) -> dict[str, Any]:
+    """The fields every Kafka config entry has (DescribeConfigs' and CreateTopics v5's)."""
+    return {
+        "name": entry.name,
+        "value": kafka_value(entry),
+        "read_only": entry.read_only,
+        "config_source": entry.source,
+        "is_sensitive": is_sensitive(entry),
+    }
 
 
 def synonym_name(resource_type: int, entry: admin_pb2.ConfigEntry) -> str:
@@ -85,18 +96,9 @@ def created_topic_configs(
             code = header_error if result is None else kafka_error(result.error_code)
             configs[name] = (code or ErrorCode.unknown_server_error, ())
             continue
-        configs[name] = (ErrorCode.none, tuple(_created_entry(module, e) for e in result.entries))
+        entries = tuple(module.CreatableTopicConfigs(**entry_fields(e)) for e in result.entries)
+        configs[name] = (ErrorCode.none, entries)
     return configs
-
-
-def _created_entry(module: Any, entry: admin_pb2.ConfigEntry) -> Any:
-    return module.CreatableTopicConfigs(
-        name=entry.name,
-        value=kafka_value(entry),
-        read_only=entry.read_only,
-        config_source=entry.source,
-        is_sensitive=is_sensitive(entry),
-    )
 
 
 def _requested(module: Any, configs: Any) -> tuple[Any, ...]:

@@ -11,21 +11,15 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.admin_answers import (
-    NO_THROTTLE,
-    forward_items,
-    in_request_order,
-    kafka_error,
-    kafka_message,
-    refusal,
-)
+from pykraft.broker.kafka.apis.admin_answers import error_fields, forward_items, refusal
 from pykraft.broker.kafka.apis.config_entries import (
     CONFIG_TYPES,
-    is_sensitive,
+    entry_fields,
     kafka_value,
     synonym_name,
 )
-from pykraft.broker.kafka.entities import response_module
+from pykraft.broker.kafka.apis.request_items import in_request_order
+from pykraft.broker.kafka.entities import NO_THROTTLE, response_module
 from pykraft.proto import admin_pb2, common_pb2
 
 DESCRIBE_CONFIGS: Final = 32
@@ -44,17 +38,15 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
             name=resource.resource_name,
             keys=resource.configuration_keys or (),
         )
-    keys = [{"type": r.type, "name": r.name} for r in forwarded.resources]
-    results = forward_items(ctx, "DescribeConfigs", forwarded, "results", keys)
+    results = forward_items(ctx, "DescribeConfigs", forwarded, "results", _keys(forwarded))
     module = response_module(DESCRIBE_CONFIGS, ctx.api_version)
     return module.DescribeConfigsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(
-            module.DescribeConfigsResult(
-                error_code=kafka_error(result.error_code),
-                error_message=kafka_message(result.error_message),
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
+            _resource_result(
+                module.DescribeConfigsResult,
+                resource,
+                result,
                 configs=tuple(
                     _described(ctx, module, request, resource.resource_type, entry)
                     for entry in result.entries
@@ -62,6 +54,22 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
             )
             for resource, result in zip(request.resources, results, strict=True)
         ),
+    )
+
+
+def _keys(forwarded: Any) -> list[dict[str, Any]]:
+    """What identifies each forwarded resource (`forward_items`' keys)."""
+    return [{"type": r.type, "name": r.name} for r in forwarded.resources]
+
+
+def _resource_result(result_type: type[Any], resource: Any, result: Any, **fields: Any) -> Any:
+    """A resource's result entity: the resource as the request named it, the controller's
+    error for it, and `fields`."""
+    return result_type(
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        **error_fields(result),
+        **fields,
     )
 
 
@@ -81,15 +89,7 @@ def _described(
         fields["config_type"] = CONFIG_TYPES.get(entry.type, 0)
         asked = request.include_documentation and entry.documentation
         fields["documentation"] = entry.documentation if asked else None
-    return module.DescribeConfigsResourceResult(
-        name=entry.name,
-        value=kafka_value(entry),
-        read_only=entry.read_only,
-        config_source=entry.source,
-        is_sensitive=is_sensitive(entry),
-        synonyms=synonyms,
-        **fields,
-    )
+    return module.DescribeConfigsResourceResult(**entry_fields(entry), synonyms=synonyms, **fields)
 
 
 def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
@@ -115,19 +115,13 @@ def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
                 for c in resource.configs
             ],
         )
-    keys = [{"type": r.type, "name": r.name} for r in forwarded.resources]
-    answered = forward_items(ctx, "IncrementalAlterConfigs", forwarded, "results", keys)
+    answered = forward_items(ctx, "IncrementalAlterConfigs", forwarded, "results", _keys(forwarded))
     module = response_module(INCREMENTAL_ALTER_CONFIGS, ctx.api_version)
     results = in_request_order(len(request.resources), refused, answered)
     return module.IncrementalAlterConfigsResponse(
         throttle_time=NO_THROTTLE,
         responses=tuple(
-            module.AlterConfigsResourceResponse(
-                error_code=kafka_error(result.error_code),
-                error_message=kafka_message(result.error_message),
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
+            _resource_result(module.AlterConfigsResourceResponse, resource, result)
             for resource, result in zip(request.resources, results, strict=True)
         ),
     )

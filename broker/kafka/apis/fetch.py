@@ -21,6 +21,7 @@ does not know.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -32,16 +33,8 @@ from pykraft.broker.fetch import (
     handle_fetch_ranges,
 )
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.data_path import (
-    NO_THROTTLE,
-    NO_VALUE,
-    build,
-    error_code,
-    field_or,
-    millis,
-    per_topic,
-    response_types,
-)
+from pykraft.broker.kafka.apis.request_items import per_topic, values_unless_failed
+from pykraft.broker.kafka.entities import NO_VALUE, build, field_or, millis, response_module
 from pykraft.broker.log import FileRange
 from pykraft.proto import broker_pb2, common_pb2
 
@@ -66,11 +59,10 @@ def handle_with_ranges(ctx: RequestContext, request: Any) -> Any:
 
 
 def _answer(ctx: RequestContext, request: Any, *, zero_copy: bool) -> Any:
-    types = response_types(FETCH_KEY, ctx)
+    types = response_module(FETCH_KEY, ctx.api_version)
     if field_or(request, "session_epoch", -1) not in _FULL_FETCH_EPOCHS:
         return build(
             types.FetchResponse,
-            throttle_time=NO_THROTTLE,
             error_code=ErrorCode.fetch_session_id_not_found,
             session_id=NO_SESSION,
             responses=(),
@@ -89,7 +81,6 @@ def _answer(ctx: RequestContext, request: Any, *, zero_copy: bool) -> Any:
     aborted = () if request.isolation_level == READ_COMMITTED else None
     return build(
         types.FetchResponse,
-        throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=NO_SESSION,
         responses=per_topic(
@@ -118,39 +109,47 @@ def _to_proto(request: Any) -> broker_pb2.FetchRequest:
         max_bytes=request.max_bytes,
         rack_id=field_or(request, "rack_id", None),
     )
-    for topic in request.topics:
-        item = proto.topics.add(topic=topic.topic)
-        for data in topic.partitions:
-            item.partitions.add(
-                partition=data.partition,
-                current_leader_epoch=field_or(data, "current_leader_epoch", NO_VALUE),
-                fetch_offset=data.fetch_offset,
-                last_fetched_epoch=field_or(data, "last_fetched_epoch", NO_VALUE),
-                log_start_offset=NO_VALUE,
-                partition_max_bytes=data.partition_max_bytes,
-            )
+    _to_proto_topics(proto.topics, request, _asked)
     return proto
+
+
+def _to_proto_topics(
+    proto_topics: Any, request: Any, partition_fields: Callable[[Any], dict[str, Any]]
+) -> None:
+    """Adds to `proto_topics` (a FetchRequest's or FetchResponse's) one topic per topic of the
+    Kafka request, in order, each with one partition per partition the request names, whose
+    fields `partition_fields(kio's partition entity)` gives."""
+    for topic in request.topics:
+        item = proto_topics.add(topic=topic.topic)
+        for data in topic.partitions:
+            item.partitions.add(**partition_fields(data))
+
+
+def _asked(data: Any) -> dict[str, Any]:
+    """A FetchPartition as the broker's FetchPartition's fields."""
+    return {
+        "partition": data.partition,
+        "current_leader_epoch": field_or(data, "current_leader_epoch", NO_VALUE),
+        "fetch_offset": data.fetch_offset,
+        "last_fetched_epoch": field_or(data, "last_fetched_epoch", NO_VALUE),
+        "log_start_offset": NO_VALUE,
+        "partition_max_bytes": data.partition_max_bytes,
+    }
 
 
 def _refuse_replica(request: Any) -> broker_pb2.FetchResponse:
     answer = broker_pb2.FetchResponse()
-    for topic in request.topics:
-        item = answer.topics.add(topic=topic.topic)
-        for data in topic.partitions:
-            item.partitions.add(
-                partition=data.partition,
-                error_code=common_pb2.NOT_LEADER_OR_FOLLOWER,
-                high_watermark=NO_VALUE,
-                last_stable_offset=NO_VALUE,
-                log_start_offset=NO_VALUE,
-            )
+    _to_proto_topics(answer.topics, request, _replica_refused)
     return answer
+
+
+def _replica_refused(data: Any) -> dict[str, Any]:
+    return {"partition": data.partition, "error_code": common_pb2.NOT_LEADER_OR_FOLLOWER}
 
 
 def _partition(
     types: Any, result: broker_pb2.FetchPartitionResult, aborted: Any, records: bytes | FileRange
 ) -> Any:
-    failed = result.error_code != common_pb2.NONE
     optional: dict[str, Any] = {}
     # Both are tagged fields of v12+: older versions' modules have no class for them.
     if result.HasField("diverging_epoch") and hasattr(types, "EpochEndOffset"):
@@ -166,10 +165,8 @@ def _partition(
     return build(
         types.PartitionData,
         partition_index=result.partition,
-        error_code=error_code(result.error_code),
-        high_watermark=NO_VALUE if failed else result.high_watermark,
-        last_stable_offset=NO_VALUE if failed else result.last_stable_offset,
-        log_start_offset=NO_VALUE if failed else result.log_start_offset,
+        error_code=result.error_code,
+        **values_unless_failed(result, "high_watermark", "last_stable_offset", "log_start_offset"),
         aborted_transactions=aborted,
         preferred_read_replica=(
             result.preferred_read_replica if result.HasField("preferred_read_replica") else NO_VALUE

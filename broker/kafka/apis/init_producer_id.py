@@ -19,15 +19,7 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.data_path import (
-    NO_THROTTLE,
-    NO_VALUE,
-    build,
-    error_code,
-    field_or,
-    millis,
-    response_types,
-)
+from pykraft.broker.kafka.entities import NO_VALUE, build, field_or, millis, response_module
 from pykraft.broker.producer_ids import handle_init_producer_id
 from pykraft.proto import broker_pb2
 
@@ -36,7 +28,7 @@ INIT_PRODUCER_ID_KEY: Final = 22
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     """The InitProducerId response at the request's version (module docstring)."""
-    types = response_types(INIT_PRODUCER_ID_KEY, ctx)
+    types = response_module(INIT_PRODUCER_ID_KEY, ctx.api_version)
     producer_id = field_or(request, "producer_id", NO_VALUE)
     producer_epoch = field_or(request, "producer_epoch", NO_VALUE)
     if request.transactional_id is not None:
@@ -59,8 +51,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     return build(
         types.InitProducerIdResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=error_code(answer.header.error_code),
+        error_code=answer.header.error_code,
         producer_id=answer.producer_id,
         producer_epoch=answer.producer_epoch,
     )
@@ -69,7 +60,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 def _refused(types: Any, code: ErrorCode) -> Any:
     return build(
         types.InitProducerIdResponse,
-        throttle_time=NO_THROTTLE,
         error_code=code,
         producer_id=NO_VALUE,
         producer_epoch=NO_VALUE,

@@ -11,22 +11,19 @@ topics on Metadata (Kafka 4's default). v0 asks for all topics with an empty lis
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32Timedelta
 
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.kafka.api import Api, RequestContext, kafka_endpoint
-from pykraft.broker.kafka.entities import build, response_module
+from pykraft.broker.kafka.entities import NO_THROTTLE, build, response_module
 from pykraft.broker.offsets import handle_metadata
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import broker_pb2
 
 METADATA_KEY: Final = 3
-NO_THROTTLE: Final = i32Timedelta.parse(datetime.timedelta(0))
 
 
 def _brokers(module: Any, image: MetadataImage) -> tuple[Any, ...]:

@@ -15,14 +15,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.data_path import (
-    NO_THROTTLE,
-    NO_VALUE,
-    build,
-    error_code,
-    per_topic,
-    response_types,
-)
+from pykraft.broker.kafka.apis.request_items import per_partition
+from pykraft.broker.kafka.entities import NO_VALUE, build, response_module
 from pykraft.broker.log import LogError
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import common_pb2
@@ -34,23 +28,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     """The OffsetForLeaderEpoch response at the request's version: an (epoch, end offset) or an
     error per partition."""
     services = ctx.services
-    types = response_types(OFFSET_FOR_LEADER_EPOCH_KEY, ctx)
+    types = response_module(OFFSET_FOR_LEADER_EPOCH_KEY, ctx.api_version)
     return build(
         types.OffsetForLeaderEpochResponse,
-        throttle_time=NO_THROTTLE,
-        topics=per_topic(
+        topics=per_partition(
             types.OffsetForLeaderTopicResult,
             "topic",
             "partitions",
-            (
-                (
-                    t.topic,
-                    (
-                        _partition(types, services.manager, t.topic, p, services.clock_ms())
-                        for p in t.partitions
-                    ),
-                )
-                for t in request.topics
+            request.topics,
+            lambda topic, item: _partition(
+                types, services.manager, topic, item, services.clock_ms()
             ),
         ),
     )
@@ -69,7 +56,7 @@ def _partition(types: Any, manager: ReplicaManager, topic: str, item: Any, now_m
         code = common_pb2.NONE
     return build(
         types.EpochEndOffset,
-        error_code=error_code(code),
+        error_code=code,
         partition=item.partition,
         leader_epoch=epoch,
         end_offset=end_offset,

@@ -14,17 +14,10 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.api import Api, RequestContext
-from pykraft.broker.kafka.apis.admin_answers import (
-    NO_THROTTLE,
-    forward_items,
-    in_request_order,
-    kafka_error,
-    kafka_message,
-    refusal,
-    timeout_ms,
-)
+from pykraft.broker.kafka.apis.admin_answers import error_fields, forward_items, refusal
 from pykraft.broker.kafka.apis.config_entries import created_topic_configs
-from pykraft.broker.kafka.entities import response_module
+from pykraft.broker.kafka.apis.request_items import in_request_order
+from pykraft.broker.kafka.entities import NO_THROTTLE, kafka_error, millis, response_module
 from pykraft.proto import admin_pb2, common_pb2
 
 CREATE_TOPICS: Final = 19
@@ -40,7 +33,7 @@ ASSIGNMENTS_REFUSED: Final = (
 def create_topics(ctx: RequestContext, request: Any) -> Any:
     """One result per requested topic, in order (see the module docstring)."""
     forwarded = admin_pb2.CreateTopicsRequest(
-        timeout_ms=timeout_ms(request.timeout), validate_only=request.validate_only
+        timeout_ms=millis(request.timeout), validate_only=request.validate_only
     )
     refused: dict[int, admin_pb2.CreateTopicsResult] = {}
     for index, topic in enumerate(request.topics):
@@ -80,23 +73,14 @@ def _create_problem(topic: Any) -> tuple[int, str] | None:
 
 
 def _created(module: Any, result: admin_pb2.CreateTopicsResult) -> Any:
-    return module.CreatableTopicResult(
-        name=result.name,
-        error_code=kafka_error(result.error_code),
-        error_message=kafka_message(result.error_message),
-    )
+    return module.CreatableTopicResult(name=result.name, **error_fields(result))
 
 
 def _created_v5(module: Any, result: admin_pb2.CreateTopicsResult, configs: Any) -> Any:
     """v5+: a created topic also carries its partition count, replication factor and configs
     (`configs` is an (error code, entries) pair); a refused one -1, -1 and null, as in Kafka."""
     if result.error_code != common_pb2.NONE:
-        return module.CreatableTopicResult(
-            name=result.name,
-            error_code=kafka_error(result.error_code),
-            error_message=kafka_message(result.error_message),
-            configs=None,
-        )
+        return module.CreatableTopicResult(name=result.name, **error_fields(result), configs=None)
     config_error, entries = configs
     return module.CreatableTopicResult(
         name=result.name,
@@ -112,7 +96,7 @@ def _created_v5(module: Any, result: admin_pb2.CreateTopicsResult, configs: Any)
 def delete_topics(ctx: RequestContext, request: Any) -> Any:
     """One result per named topic, in order (v1-4 name topics; ids came with v6)."""
     forwarded = admin_pb2.DeleteTopicsRequest(
-        names=request.topic_names, timeout_ms=timeout_ms(request.timeout)
+        names=request.topic_names, timeout_ms=millis(request.timeout)
     )
     keys = [{"name": name} for name in request.topic_names]
     results = forward_items(ctx, "DeleteTopics", forwarded, "topics", keys)
@@ -129,7 +113,7 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
 def create_partitions(ctx: RequestContext, request: Any) -> Any:
     """Grows each topic to its requested total count; one result per topic, in order."""
     forwarded = admin_pb2.CreatePartitionsRequest(
-        timeout_ms=timeout_ms(request.timeout), validate_only=request.validate_only
+        timeout_ms=millis(request.timeout), validate_only=request.validate_only
     )
     refused: dict[int, admin_pb2.CreatePartitionsResult] = {}
     for index, topic in enumerate(request.topics):
@@ -148,11 +132,7 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
     return module.CreatePartitionsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(
-            module.CreatePartitionsTopicResult(
-                name=r.name,
-                error_code=kafka_error(r.error_code),
-                error_message=kafka_message(r.error_message),
-            )
+            module.CreatePartitionsTopicResult(name=r.name, **error_fields(r))
             for r in in_request_order(len(request.topics), refused, answered)
         ),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import monotonic_ms
@@ -21,6 +22,18 @@ from .images import ORDERS_ID, advance, cluster_image, topic_records
 def wall_clock_ms() -> int:
     """The broker's wall clock, as its server passes it (the log's time)."""
     return time.time_ns() // 1_000_000
+
+
+def broker_config(*log_dirs: Path, **overrides: Any) -> BrokerConfig:
+    """Broker 1's config in unit tests: `log_dirs`, a listener and a controller address that
+    nothing opens, and `overrides` (BrokerConfig's fields)."""
+    return BrokerConfig(
+        node_id=1,
+        listener="127.0.0.1:9191",
+        log_dirs=log_dirs,
+        controller_bootstrap_servers=("127.0.0.1:9091",),
+        **overrides,
+    )
 
 
 # orders-0 led by 1 alone; orders-1 led by 1 with 2 in the ISR; orders-2 led by 2.
@@ -40,11 +53,9 @@ class Harness:
     ) -> None:
         self.topic = topic
         self.serving = True
-        config = BrokerConfig(
-            node_id=1,
-            listener="127.0.0.1:9191",
-            log_dirs=(tmp_path / "a", tmp_path / "b"),
-            controller_bootstrap_servers=("127.0.0.1:9091",),
+        config = broker_config(
+            tmp_path / "a",
+            tmp_path / "b",
             rack="rack-1",  # as the image registers it
             replica_selector_class=replica_selector_class,
         )

@@ -12,7 +12,6 @@ from typing import cast
 import grpc
 import pytest
 
-from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import monotonic_ms
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.produce import handle_produce
@@ -21,7 +20,7 @@ from pykraft.broker.service import DROPPED_RESPONSE_MESSAGE, BrokerService, Prod
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
 
-from .replica_harness import Harness, record_values, wall_clock_ms
+from .replica_harness import Harness, broker_config, record_values, wall_clock_ms
 from .test_producer_ids import FakeContext, FakeController, _Aborted
 
 DEADLINE_S = 10.0
@@ -121,13 +120,7 @@ def test_the_dropper_counts_only_requests_with_idempotent_batches() -> None:
 def test_a_dropped_response_was_processed_and_its_retry_is_deduplicated(
     harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config = BrokerConfig(
-        node_id=1,
-        listener="127.0.0.1:9191",
-        log_dirs=(tmp_path / "a",),
-        controller_bootstrap_servers=("127.0.0.1:9091",),
-        test_drop_produce_responses_every=2,
-    )
+    config = broker_config(tmp_path / "a", test_drop_produce_responses_every=2)
     ids = ProducerIdAllocator(
         FakeController(),
         broker_id=1,

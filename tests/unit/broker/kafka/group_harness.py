@@ -3,15 +3,13 @@ codec on both sides of a handler, for the tests of the Kafka group APIs."""
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.index import load_request_schema
 
 from pykraft.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from pykraft.broker.group.handlers import GroupHandlers
@@ -33,6 +31,7 @@ from pykraft.metadata_log.records import (
     TopicRecord,
 )
 from pykraft.proto import group_pb2
+from tests.unit.broker.kafka.kio_wire import through_the_wire
 
 T = TypeVar("T")
 TOPICS = {"orders": 3, OFFSETS_TOPIC: 1}
@@ -136,22 +135,7 @@ def part(api: Api, version: int, entity_name: str, /, **fields: Any) -> Any:
 
 
 def call(api: Api, version: int, services: KafkaServices, /, **fields: Any) -> Any:
-    """Encodes a request of `api` at `version` (from those of `fields` the version has) with
-    kio, decodes it, hands it to the handler, and returns the response after a trip through
-    kio's codec too (proving both encode)."""
-    request_type = load_request_schema(api.key, version)
-    request = _roundtrip(request_type, build(request_type, **fields))
+    """The handler's answer to a request of `api` at `version` (from those of `fields` the
+    version has), both through kio's codec (`kio_wire.through_the_wire`)."""
     ctx = RequestContext(services, version, "test-client", "/127.0.0.1")
-    response = api.handle(ctx, request)
-    response_type = load_response_schema(api.key, version)
-    assert type(response) is response_type
-    return _roundtrip(response_type, response)
-
-
-def _roundtrip(entity_type: type[Any], entity: Any) -> Any:
-    buffer = io.BytesIO()
-    entity_writer(entity_type)(buffer, entity)
-    data = buffer.getvalue()
-    decoded, end = entity_reader(entity_type)(data, 0)
-    assert end == len(data)
-    return decoded
+    return through_the_wire(api, ctx, build(load_request_schema(api.key, version), **fields))

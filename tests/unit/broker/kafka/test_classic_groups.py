@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from pykraft.broker.kafka.api import Api
 from pykraft.broker.kafka.apis import group_admin, group_offsets
 from pykraft.broker.kafka.apis.classic_groups import APIS
 from pykraft.proto import common_pb2, group_pb2
@@ -24,15 +25,13 @@ G = "g"
 
 def _join(world: GroupWorld, version: int, member_id: str = "") -> Any:
     protocol = part(JOIN, version, "JoinGroupRequestProtocol", name="range", metadata=b"sub")
-    return call(
+    return _as_member(
         JOIN,
+        world,
         version,
-        world.services(),
-        group_id=G,
+        member_id,
         session_timeout=timedelta(seconds=10),
         rebalance_timeout=timedelta(seconds=30),
-        member_id=member_id,
-        group_instance_id=None,
         protocol_type="consumer",
         protocols=(protocol,),
     )
@@ -53,30 +52,29 @@ def _sync(
         part(SYNC, version, "SyncGroupRequestAssignment", member_id=m, assignment=a)
         for m, a in assigned.items()
     )
-    return call(
-        SYNC,
-        version,
-        world.services(),
-        group_id=G,
-        generation_id=generation,
-        member_id=member_id,
-        group_instance_id=None,
-        assignments=assignments,
+    return _as_member(
+        SYNC, world, version, member_id, generation_id=generation, assignments=assignments
     )
 
 
 def _beat(world: GroupWorld, version: int, member_id: str, generation: int) -> ErrorCode:
-    answer = call(
-        HEARTBEAT,
+    answer = _as_member(HEARTBEAT, world, version, member_id, generation_id=generation)
+    code: ErrorCode = answer.error_code
+    return code
+
+
+def _as_member(api: Api, world: GroupWorld, version: int, member_id: str, **fields: Any) -> Any:
+    """`api`'s answer to member `member_id` (no static instance id) of group G; `fields` are the
+    rest of the request, its generation among them."""
+    return call(
+        api,
         version,
         world.services(),
         group_id=G,
-        generation_id=generation,
         member_id=member_id,
         group_instance_id=None,
+        **fields,
     )
-    code: ErrorCode = answer.error_code
-    return code
 
 
 @pytest.mark.parametrize("version", range(JOIN.version_min, JOIN.version_max + 1))
@@ -131,15 +129,8 @@ def _commit(world: GroupWorld, member_id: str, generation: int) -> ErrorCode:
         committed_metadata=None,
     )
     topic = part(COMMIT, 8, "OffsetCommitRequestTopic", name="orders", partitions=(item,))
-    answer = call(
-        COMMIT,
-        8,
-        world.services(),
-        group_id=G,
-        generation_id_or_member_epoch=generation,
-        member_id=member_id,
-        group_instance_id=None,
-        topics=(topic,),
+    answer = _as_member(
+        COMMIT, world, 8, member_id, generation_id_or_member_epoch=generation, topics=(topic,)
     )
     code: ErrorCode = answer.topics[0].partitions[0].error_code
     return code

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.consumer.offsets import (
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -24,7 +24,6 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
-from kafka.record import MemoryRecords
 
 from pykraft.broker.kafka.api import Api, KafkaServices
 from pykraft.broker.kafka.apis import (
@@ -37,23 +36,12 @@ from pykraft.broker.kafka.apis import (
 from pykraft.proto.record_batch import build_batch
 
 from ..replica_harness import Harness
-from .data_path_calls import call_wire, services
+from .data_path_calls import context, services
+from .kafka_python_wire import exchange, fetch_request, record_values
 
 
 def _exchange(api: Api, kafka: KafkaServices, request: Any, response_type: Any) -> Any:
-    version = request.API_VERSION
-    answer = call_wire(api, kafka, version, bytes(request.encode(version=version)))
-    assert answer is not None
-    return response_type.decode(answer, version=version)
-
-
-def _values(records: bytes) -> list[tuple[int, bytes]]:
-    parsed = MemoryRecords(records)
-    values = []
-    while parsed.has_next():
-        batch = parsed.next_batch()
-        values += [(record.offset, record.value) for record in batch]
-    return values
+    return exchange(api, context(kafka, request.API_VERSION), request, response_type)
 
 
 @pytest.mark.parametrize(("produce_version", "fetch_version"), [(7, 4), (8, 10), (9, 12)])
@@ -74,22 +62,10 @@ def test_produce_then_fetch(
     (result,) = produced.responses[0].partition_responses
     assert (result.index, result.error_code, result.base_offset) == (0, 0, 0)
     assert result.log_append_time_ms == -1
-    item = FetchRequest.FetchTopic.FetchPartition(
-        partition=0, fetch_offset=0, partition_max_bytes=1 << 20
-    )
-    request = FetchRequest(
-        version=fetch_version,
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        topics=[FetchRequest.FetchTopic(topic="orders", partitions=[item])],
-    )
-    fetched = _exchange(fetch.APIS[0], kafka, request, FetchResponse)
+    fetched = _exchange(fetch.APIS[0], kafka, fetch_request(fetch_version), FetchResponse)
     (partition,) = fetched.responses[0].partitions
     assert (partition.error_code, partition.high_watermark) == (0, 2)
-    assert _values(partition.records) == [(0, b"a"), (1, b"b")]
+    assert record_values(partition.records) == [(0, b"a"), (1, b"b")]
 
 
 @pytest.mark.parametrize("version", [1, 5])

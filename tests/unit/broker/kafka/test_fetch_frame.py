@@ -14,8 +14,8 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.codec import decode_response, encode_response
+from pykraft.broker.kafka.entities import build
 from pykraft.broker.kafka.fetch_frame import encode_fetch_response
 from pykraft.broker.log import FileRange
 from pykraft.proto.record_batch import build_batch

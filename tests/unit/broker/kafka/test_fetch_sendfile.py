@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer.fetch import FetchRequest as PyFetchRequest
 from kafka.protocol.consumer.fetch import FetchResponse as PyFetchResponse
-from kafka.record import MemoryRecords
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -30,14 +28,15 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from pykraft.broker.kafka.apis import fetch
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.codec import SIZE, decode_response, encode_request
 from pykraft.broker.kafka.dispatch import Dispatcher
+from pykraft.broker.kafka.entities import build
 from pykraft.broker.kafka.server import KafkaListener
 from tests.unit.broker.kafka.listener_socket import connect, read_frame
 
 from ..replica_harness import Harness
 from .data_path_calls import services
+from .kafka_python_wire import fetch_request, record_values
 
 VERSIONS = range(4, 13)
 
@@ -180,18 +179,7 @@ def test_kafka_python_reads_the_records_sent_by_sendfile(
     listeners: tuple[KafkaListener, KafkaListener], version: int
 ) -> None:
     """kafka-python's codec (not kio's, which the byte comparison shares) and record parser."""
-    item = PyFetchRequest.FetchTopic.FetchPartition(
-        partition=0, fetch_offset=0, partition_max_bytes=1 << 20
-    )
-    request = PyFetchRequest(
-        version=version,
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        topics=[PyFetchRequest.FetchTopic(topic="orders", partitions=[item])],
-    )
+    request = fetch_request(version)
     flexible = version >= 12
     header = io.BytesIO()
     header_schema: Any = RequestHeaderV2 if flexible else RequestHeaderV1
@@ -211,9 +199,6 @@ def test_kafka_python_reads_the_records_sent_by_sendfile(
     body = answer[4 + (1 if flexible else 0) :]
     response = PyFetchResponse.decode(body, version=version)
     (partition, *_) = response.responses[0].partitions
-    parsed = MemoryRecords(partition.records)
-    values = []
-    while parsed.has_next():
-        values += [record.value for record in parsed.next_batch()]
+    values = [value for _, value in record_values(partition.records)]
     expected = [b"%d-%d" % (n, i) * 50 for n in range(20) for i in range(n % 4 + 1)]
     assert (partition.error_code, values) == (0, expected)

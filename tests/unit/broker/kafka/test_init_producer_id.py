@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.apis.init_producer_id import APIS
+from pykraft.broker.kafka.entities import build
 
 from ..replica_harness import Harness
 from ..test_producer_ids import FakeController
-from .data_path_calls import call, request_types, services
+from .data_path_calls import call, services
+from .kio_wire import request_types
 
 INIT = APIS[0]
 

@@ -13,7 +13,8 @@ from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis import cluster, configs, topics
 from pykraft.proto import admin_pb2
-from tests.unit.broker.kafka.admin_wire import FakeAdmin, answer_bytes, context
+from tests.unit.broker.kafka.admin_wire import FakeAdmin, context
+from tests.unit.broker.kafka.kafka_python_wire import exchange
 from tests.unit.broker.kafka.test_kafka_cluster import IMAGE
 from tests.unit.broker.kafka.test_kafka_configs import altered_answer, described_answer
 from tests.unit.broker.kafka.test_kafka_topics import created_answer, deleted_answer, grown_answer
@@ -29,8 +30,7 @@ ADMIN = FakeAdmin(
 
 
 def _exchange(api: Any, version: int, request: Any, response_type: Any) -> Any:
-    ctx = context(version, ADMIN, IMAGE)
-    return response_type.decode(answer_bytes(api, ctx, bytes(request.encode())), version=version)
+    return exchange(api, context(version, ADMIN, IMAGE), request, response_type)
 
 
 def test_create_topics_v5() -> None:

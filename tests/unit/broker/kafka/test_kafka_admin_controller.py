@@ -20,13 +20,8 @@ from pykraft.proto import admin_pb2
 from pykraft.quorum.controller.configs import describe_configs, incremental_alter_configs
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.controller.topics import create_topics, delete_topics
-from tests.unit.broker.kafka.admin_wire import (
-    TIMEOUT,
-    FakeAdmin,
-    context,
-    request_module,
-    through_the_wire,
-)
+from tests.unit.broker.kafka.admin_wire import TIMEOUT, FakeAdmin, context
+from tests.unit.broker.kafka.kio_wire import request_types, through_the_wire
 from tests.unit.broker.kafka.test_kafka_cluster import IMAGE
 
 CREATE, DELETE, _ = topics.APIS
@@ -56,7 +51,7 @@ class InProcessController(FakeAdmin):
 
 
 def _retention_ms(controller: InProcessController) -> Any:
-    module = request_module(DESCRIBE.key, 4)
+    module = request_types(DESCRIBE.key, 4)
     resource = module.DescribeConfigsResource(
         resource_type=TOPIC, resource_name="t", configuration_keys=("retention.ms",)
     )
@@ -68,7 +63,7 @@ def _retention_ms(controller: InProcessController) -> Any:
 
 def test_create_describe_alter_and_delete_a_topic() -> None:
     controller = InProcessController(IMAGE)
-    module = request_module(CREATE.key, 5)
+    module = request_types(CREATE.key, 5)
     topic = module.CreatableTopic(
         name="t",
         num_partitions=-1,
@@ -88,7 +83,7 @@ def test_create_describe_alter_and_delete_a_topic() -> None:
     assert sources["cleanup.policy"] == ("delete", admin_pb2.CONFIG_SOURCE_DEFAULT)
     assert _retention_ms(controller).config_source == admin_pb2.CONFIG_SOURCE_DYNAMIC_TOPIC
 
-    alter = request_module(ALTER.key, 1)
+    alter = request_types(ALTER.key, 1)
     delete_retention = alter.AlterConfigsResource(
         resource_type=TOPIC,
         resource_name="t",
@@ -101,9 +96,7 @@ def test_create_describe_alter_and_delete_a_topic() -> None:
     assert result.error_code == ErrorCode.none
     assert _retention_ms(controller).config_source == admin_pb2.CONFIG_SOURCE_DEFAULT
 
-    deleting = request_module(DELETE.key, 4).DeleteTopicsRequest(
-        topic_names=("t",), timeout=TIMEOUT
-    )
+    deleting = request_types(DELETE.key, 4).DeleteTopicsRequest(topic_names=("t",), timeout=TIMEOUT)
     (deleted,) = through_the_wire(DELETE, context(4, controller), deleting).responses
     assert deleted.error_code == ErrorCode.none
     assert controller.image.topics.get_by_name("t") is None

@@ -12,7 +12,8 @@ from pykraft.broker.kafka.apis.cluster import APIS, AUTHORIZED_OPERATIONS_UNKNOW
 from pykraft.metadata_log import replay_all
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.metadata_log.records import Endpoint, RegisterBrokerRecord
-from tests.unit.broker.kafka.admin_wire import context, request_module, through_the_wire
+from tests.unit.broker.kafka.admin_wire import context
+from tests.unit.broker.kafka.kio_wire import request_types, through_the_wire
 
 (DESCRIBE_CLUSTER,) = APIS
 
@@ -39,7 +40,7 @@ IMAGE = replay_all(
 
 
 def _request(version: int, endpoint_type: int = 1) -> object:
-    module = request_module(DESCRIBE_CLUSTER.key, version)
+    module = request_types(DESCRIBE_CLUSTER.key, version)
     extra = {"endpoint_type": endpoint_type} if version >= 1 else {}
     return module.DescribeClusterRequest(include_cluster_authorized_operations=False, **extra)
 

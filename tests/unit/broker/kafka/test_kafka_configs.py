@@ -9,7 +9,8 @@ from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis.configs import APIS
 from pykraft.proto import admin_pb2, common_pb2
-from tests.unit.broker.kafka.admin_wire import FakeAdmin, context, request_module, through_the_wire
+from tests.unit.broker.kafka.admin_wire import FakeAdmin, context
+from tests.unit.broker.kafka.kio_wire import request_types, through_the_wire
 
 DESCRIBE, ALTER = APIS
 TOPIC, BROKER = admin_pb2.CONFIG_RESOURCE_TOPIC, admin_pb2.CONFIG_RESOURCE_BROKER
@@ -36,7 +37,7 @@ def described_answer(
 
 
 def _describe_request(version: int, *names: str, keys: tuple[str, ...] | None = None) -> Any:
-    module = request_module(DESCRIBE.key, version)
+    module = request_types(DESCRIBE.key, version)
     resources = tuple(
         module.DescribeConfigsResource(
             resource_type=TOPIC, resource_name=name, configuration_keys=keys
@@ -106,7 +107,7 @@ def _alter_resource(module: Any, name: str, op: int, value: str | None) -> Any:
 @pytest.mark.parametrize("version", range(ALTER.version_min, ALTER.version_max + 1))
 def test_incremental_alter_configs_set_delete_and_refused_append(version: int) -> None:
     admin = FakeAdmin(IncrementalAlterConfigs=altered_answer)
-    module = request_module(ALTER.key, version)
+    module = request_types(ALTER.key, version)
     request = module.IncrementalAlterConfigsRequest(
         resources=(
             _alter_resource(module, "set", 0, "1000"),

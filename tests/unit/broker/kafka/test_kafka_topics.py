@@ -9,13 +9,8 @@ from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis.topics import APIS, ASSIGNMENTS_REFUSED
 from pykraft.proto import admin_pb2, common_pb2
-from tests.unit.broker.kafka.admin_wire import (
-    TIMEOUT,
-    FakeAdmin,
-    context,
-    request_module,
-    through_the_wire,
-)
+from tests.unit.broker.kafka.admin_wire import TIMEOUT, FakeAdmin, context
+from tests.unit.broker.kafka.kio_wire import request_types, through_the_wire
 
 CREATE, DELETE, PARTITIONS = APIS
 
@@ -38,12 +33,12 @@ def _described(request: admin_pb2.DescribeConfigsRequest) -> admin_pb2.DescribeC
 
 
 def _create_request(version: int, *topics: Any, validate_only: bool = False) -> Any:
-    module = request_module(CREATE.key, version)
+    module = request_types(CREATE.key, version)
     return module.CreateTopicsRequest(topics=topics, timeout=TIMEOUT, validate_only=validate_only)
 
 
 def _topic(version: int, name: str, *, assignments: tuple[Any, ...] = ()) -> Any:
-    module = request_module(CREATE.key, version)
+    module = request_types(CREATE.key, version)
     configs = (module.CreatableTopicConfig(name="retention.ms", value="1000"),)
     return module.CreatableTopic(
         name=name,
@@ -86,7 +81,7 @@ def test_create_topics_validate_only_v5_returns_the_requested_configs() -> None:
 
 def test_create_topics_refuses_manual_assignments_and_keeps_the_order() -> None:
     admin = FakeAdmin(CreateTopics=created_answer, DescribeConfigs=_described)
-    module = request_module(CREATE.key, 5)
+    module = request_types(CREATE.key, 5)
     placed = (module.CreatableReplicaAssignment(partition_index=0, broker_ids=(1,)),)
     request = _create_request(5, _topic(5, "manual", assignments=placed), _topic(5, "auto"))
     response = through_the_wire(CREATE, context(5, admin), request)
@@ -147,7 +142,7 @@ def deleted_answer(request: admin_pb2.DeleteTopicsRequest) -> admin_pb2.DeleteTo
 @pytest.mark.parametrize("version", range(DELETE.version_min, DELETE.version_max + 1))
 def test_delete_topics_by_name_with_the_controllers_errors(version: int) -> None:
     admin = FakeAdmin(DeleteTopics=deleted_answer)
-    module = request_module(DELETE.key, version)
+    module = request_types(DELETE.key, version)
     request = module.DeleteTopicsRequest(topic_names=("t", "missing"), timeout=TIMEOUT)
     response = through_the_wire(DELETE, context(version, admin), request)
     assert [(r.name, r.error_code) for r in response.responses] == [
@@ -174,7 +169,7 @@ def grown_answer(request: admin_pb2.CreatePartitionsRequest) -> admin_pb2.Create
 @pytest.mark.parametrize("version", range(PARTITIONS.version_min, PARTITIONS.version_max + 1))
 def test_create_partitions_with_errors_and_refused_assignments(version: int) -> None:
     admin = FakeAdmin(CreatePartitions=grown_answer)
-    module = request_module(PARTITIONS.key, version)
+    module = request_types(PARTITIONS.key, version)
     placed = (module.CreatePartitionsAssignment(broker_ids=(1,)),)
     request = module.CreatePartitionsRequest(
         topics=(

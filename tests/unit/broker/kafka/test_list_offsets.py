@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.apis.list_offsets import APIS
+from pykraft.broker.kafka.entities import build
 from pykraft.metadata_log.records import PartitionChangeRecord
 
 from ..images import ORDERS_ID
 from ..replica_harness import Harness
-from .data_path_calls import call, request_types, services
+from .data_path_calls import CURRENT_LEADER_EPOCHS, call, services
+from .kio_wire import request_types
 
 LIST_OFFSETS = APIS[0]
 EARLIEST, LATEST = -2, -1
@@ -59,10 +60,7 @@ def test_earliest_latest_and_by_time(harness: Harness, tmp_path: Path, version: 
         assert earliest.leader_epoch == latest.leader_epoch == 0
 
 
-@pytest.mark.parametrize(
-    ("epoch", "code"),
-    [(1, ErrorCode.none), (0, ErrorCode.fenced_leader_epoch), (2, ErrorCode.unknown_leader_epoch)],
-)
+@pytest.mark.parametrize(("epoch", "code"), CURRENT_LEADER_EPOCHS)
 def test_a_leader_epoch_other_than_the_current_is_refused(
     harness: Harness, tmp_path: Path, epoch: int, code: ErrorCode
 ) -> None:

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from pykraft.broker.kafka.apis.data_path import build
 from pykraft.broker.kafka.apis.offset_for_leader_epoch import APIS
+from pykraft.broker.kafka.entities import build
 from pykraft.metadata_log.records import PartitionChangeRecord
 
 from ..images import ORDERS_ID
 from ..replica_harness import Harness
-from .data_path_calls import call, request_types, services
+from .data_path_calls import call, services
+from .kio_wire import request_types
 
 OFFSET_FOR_LEADER_EPOCH = APIS[0]
 

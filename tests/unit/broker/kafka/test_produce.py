@@ -11,12 +11,15 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from pykraft.broker.kafka.api import RequestContext
 from pykraft.broker.kafka.apis.produce import APIS
+from pykraft.broker.partition import LeaderAppend, Partition
 from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType
 from pykraft.proto.record_batch import build_batch
 
 from ..replica_harness import Harness, record_values
-from .data_path_calls import call, request_types, services
+from .data_path_calls import call, services
+from .kio_wire import request_types
 
 PRODUCE = APIS[0]
 
@@ -64,6 +67,26 @@ def test_acks_all_waits_for_the_isr_and_acks_zero_answers_nothing(
     (result,) = response.responses[0].partition_responses
     assert (result.error_code, result.base_offset) == (ErrorCode.none, 1)
     assert record_values(harness.fetch({0: 0})[0].records) == [(0, b"x"), (1, b"y")]
+
+
+def test_the_log_gets_the_records_object_the_request_holds(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No copy between kio's request entity and the log (a protobuf request took two)."""
+    appended: list[bytes] = []
+    append = Partition.append_as_leader
+
+    def spy(partition: Partition, batches: bytes, *, acks: int, now_ms: int) -> LeaderAppend:
+        appended.append(batches)
+        return append(partition, batches, acks=acks, now_ms=now_ms)
+
+    monkeypatch.setattr(Partition, "append_as_leader", spy)
+    request = _request(9, {0: _batch(b"a")}, acks=-1)
+    context = RequestContext(services(harness.manager, tmp_path), 9, "test-client", "127.0.0.1")
+    (result,) = PRODUCE.handle(context, request).responses[0].partition_responses
+    assert (result.error_code, result.base_offset) == (ErrorCode.none, 0)
+    (records,) = appended
+    assert records is request.topic_data[0].partition_data[0].records
 
 
 def test_errors_are_kafkas_codes_per_partition(harness: Harness, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pykraft.broker.log import LogError, PartitionLog, SegmentInfo
-from pykraft.broker.log.segment import file_name
+from pykraft.broker.log.segment_names import file_name
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import iter_batches
 

@@ -6,7 +6,8 @@ import struct
 from pathlib import Path
 
 from pykraft.broker.log import LogConfig
-from pykraft.broker.log.segment import LogSegment, base_offset_of, file_name
+from pykraft.broker.log.segment import LogSegment
+from pykraft.broker.log.segment_names import base_offset_of, file_name
 from pykraft.proto.record_batch import BatchHeader, iter_batches
 
 from .support import batch

@@ -1,5 +1,6 @@
-"""The data-path translation helpers: one response built for every version, timestamps exact to
-the millisecond on the wire, durations in whole milliseconds."""
+"""Building kio entities and Kafka's values in them: one response built for every version, error
+codes kio can always encode, timestamps exact to the millisecond on the wire, durations in whole
+milliseconds."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import io
 import struct
 
 import pytest
+from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v1 import response as v1
 from kio.schema.list_offsets.v4 import response as v4
 from kio.serial.writers import write_nullable_datetime_i64
 
-from pykraft.broker.kafka.apis.data_path import build, field_or, millis, timestamp_or_none
+from pykraft.broker.kafka.entities import build, field_or, millis, timestamp_or_none
 
 
 def test_build_keeps_the_fields_the_version_has() -> None:
@@ -21,6 +23,15 @@ def test_build_keeps_the_fields_the_version_has() -> None:
     new = build(v4.ListOffsetsPartitionResponse, leader_epoch=2, **values)
     assert not hasattr(old, "leader_epoch") and new.leader_epoch == 2
     assert field_or(old, "leader_epoch", -1) == -1 and field_or(new, "leader_epoch", -1) == 2
+
+
+def test_build_answers_an_error_code_kio_does_not_know_as_unknown_server_error() -> None:
+    """Not a ValueError from kio's enum, which would close the client's connection."""
+    values = {"partition_index": 3, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    known = build(v4.ListOffsetsPartitionResponse, error_code=6, **values)
+    unknown = build(v4.ListOffsetsPartitionResponse, error_code=9_999, **values)
+    assert known.error_code == ErrorCode.not_leader_or_follower
+    assert unknown.error_code == ErrorCode.unknown_server_error
 
 
 @pytest.mark.parametrize("timestamp_ms", [-1, 0, 1, 999, 1_700_000_000_123, 4_102_444_800_007])
