@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-PACKAGES := proto server_common quorum broker metadata_log client spark cli
+PACKAGES := proto server_common quorum broker metadata_log client spark mirror cli
 TYPECHECK_TREE := build/typecheck/pykraft
 
 .PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
@@ -87,6 +87,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/groups.py --records 200000
 	$(BIN)/python bench/spark.py --records 200000
 	$(BIN)/python bench/kafka_compare.py --records 200000
+	$(BIN)/python bench/mirror_throughput.py --records 200000
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -6,7 +6,17 @@ package list is computed here; everything else lives in pyproject.toml.
 
 from setuptools import find_packages, setup
 
-ROOTS = ("proto", "server_common", "quorum", "broker", "metadata_log", "client", "spark", "cli")
+ROOTS = (
+    "proto",
+    "server_common",
+    "quorum",
+    "broker",
+    "metadata_log",
+    "client",
+    "spark",
+    "mirror",
+    "cli",
+)
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}

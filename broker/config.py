@@ -154,6 +154,7 @@ _GROUP_INT_KEYS: Final = {
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "offset.metadata.max.bytes": "offset_metadata_bytes_max",
     "offsets.commit.timeout.ms": "commit_timeout_ms",
+    "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
 }
 _GROUP_KEYS: Final = {*_GROUP_INT_KEYS, "offsets.retention.minutes", "group.consumer.assignors"}
 _REQUIRED: Final = ("node.id", "listeners", "log.dirs", "controller.quorum.bootstrap.servers")

@@ -1,7 +1,8 @@
 """The `pykraft` command: Kafka's kafka-topics (`topics`), kafka-configs (`configs`),
 kafka-metadata-quorum (`quorum`), kafka-leader-election (`leaders`), kafka-get-offsets
 (`offsets`), the console producer and consumer (`produce`, `consume`), kafka-consumer-groups
-(`groups`), the perf-test tools (`perf`) and a local cluster (`dev`), one module each.
+(`groups`), the perf-test tools (`perf`), MirrorMaker 2 (`mirror`) and a local cluster (`dev`),
+one module each.
 
 Subcommands of other packages (`pykraft controller ...`) come from the entry-point group
 `pykraft.commands` and are loaded only when named (or listed by --help), so this package
@@ -22,6 +23,7 @@ from pykraft.cli.console_consumer import consume
 from pykraft.cli.console_producer import produce
 from pykraft.cli.dev.commands import dev
 from pykraft.cli.groups import groups
+from pykraft.cli.mirror import mirror
 from pykraft.cli.offsets import offsets
 from pykraft.cli.perf import perf
 from pykraft.cli.topics import topics
@@ -93,6 +95,7 @@ for _command in (
     consume,
     groups,
     perf,
+    mirror,
     dev,
 ):
     cli.add_command(_command)

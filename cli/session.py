@@ -40,6 +40,14 @@ class Session:
                 click.echo(text)
 
 
+# --output: "table" or "json" (every admin tool's, and `pykraft mirror status`').
+output_option = click.option(
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Aligned text for people, or JSON for scripts.",
+)
 _COMMON_OPTIONS = [
     click.option(
         "--request-timeout-ms",
@@ -48,13 +56,7 @@ _COMMON_OPTIONS = [
         show_default=True,
         help="Give up after this long, retries and redirects included.",
     ),
-    click.option(
-        "--output",
-        type=click.Choice(["table", "json"]),
-        default="table",
-        show_default=True,
-        help="Aligned text for people, or JSON for scripts.",
-    ),
+    output_option,
 ]
 
 

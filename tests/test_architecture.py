@@ -2,7 +2,8 @@
 
 - Imports point one way: `metadata_log` imports nothing of ours; `server_common` imports `proto`
   only; `quorum` and `broker` import `server_common`, `metadata_log` and `proto`; `client`
-  imports `proto` only; `spark` imports `client` only; `cli` imports `client` and `proto`.
+  imports `proto` only; `spark` and `mirror` import `client` only; `cli` imports `client`,
+  `mirror` and `proto`.
 - Nothing of ours imports `cli` (tests, bench and deploy may): it is the top of the tree.
 - `metadata_log` is pure: no sockets, threads, files, processes or clocks.
 - pysyncobj is reached through one module only, so its gaps are closed in one place.
@@ -24,7 +25,8 @@ ALLOWED = {
     "broker": {"broker", "server_common", "metadata_log", "proto"},
     "client": {"client", "proto"},
     "spark": {"spark", "client"},
-    "cli": {"cli", "client", "proto"},
+    "mirror": {"mirror", "client"},
+    "cli": {"cli", "client", "mirror", "proto"},
 }
 IMPURE_MODULES = {
     "socket", "threading", "time", "os", "io", "pathlib", "subprocess", "asyncio", "datetime",

@@ -27,6 +27,9 @@ class GroupConfig:
     offset_metadata_bytes_max: int = 4096
     # offsets.commit.timeout.ms: how long a write waits for every in-sync replica
     commit_timeout_ms: int = 5_000
+    # group.initial.rebalance.delay.ms: how long the first rebalance of an empty classic
+    # group waits for more members (0: it does not wait)
+    initial_rebalance_delay_ms: int = 3_000
 
     def __post_init__(self) -> None:
         for name in (
@@ -41,6 +44,11 @@ class GroupConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.initial_rebalance_delay_ms < 0:
+            raise ValueError(
+                "group.initial.rebalance.delay.ms must not be negative, got "
+                f"{self.initial_rebalance_delay_ms}"
+            )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError(
                 "group.consumer.heartbeat.interval.ms must be shorter than "

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, TypeVar
 
-from google.protobuf.message import Message
-
 from pykraft.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from pykraft.broker.group.records import (
     GroupRecord,
@@ -56,7 +54,7 @@ LOAD_READ_BYTES_MAX: Final = 4 * 1024 * 1024
 BATCH_RECORDS_MAX: Final = 10_000
 
 T = TypeVar("T")
-R = TypeVar("R", bound=Message)
+R = TypeVar("R")
 
 
 class CoordinatorError(ApiError):
@@ -221,14 +219,6 @@ class GroupCoordinator:
         """`read` on the group's shard, answered once what it may have seen is replicated."""
         return self.run(group_id, lambda shard: Decision([], read(shard)))
 
-    def with_shard(self, group_id: str, act: Callable[[GroupShard], T]) -> T:
-        """`act` on the group's active shard under its lock, writing nothing (the classic
-        protocol's in-memory groups); CoordinatorError when this broker cannot serve it."""
-        shard = self._shard_for(group_id)
-        with shard.lock:
-            self._check_active(shard)
-            return act(shard.shard)
-
     def each_shard(self, read: Callable[[GroupShard], T]) -> list[T]:
         """`read` on every active shard (ListGroups)."""
         with self._lock:
@@ -281,8 +271,11 @@ class GroupCoordinator:
             if partition is None:
                 raise LogError(common_pb2.NOT_LEADER_OR_FOLLOWER, "the partition is gone")
             for start in range(0, len(records), BATCH_RECORDS_MAX):
-                batch = _batch(records[start : start + BATCH_RECORDS_MAX], self._wall_clock_ms())
-                appended = partition.append_as_leader(batch, acks=-1, now_ms=self._clock_ms())
+                # The log's time is the wall clock (LogAppendTime, timestamp checks, segment
+                # age), as for produce; the monotonic clock only times waits and sessions.
+                wall_ms = self._wall_clock_ms()
+                batch = _batch(records[start : start + BATCH_RECORDS_MAX], wall_ms)
+                appended = partition.append_as_leader(batch, acks=-1, now_ms=wall_ms)
                 if appended.leader_epoch != shard.leader_epoch:
                     raise LogError(common_pb2.NOT_LEADER_OR_FOLLOWER, "a new leader epoch")
                 shard.written_end_offset = appended.info.last_offset + 1
@@ -351,10 +344,7 @@ class GroupCoordinator:
             if shard.state is not _ShardState.ACTIVE:
                 return
             now_ms, wall_ms = self._clock_ms(), self._wall_clock_ms()
-            shard.shard.classic.tick(now_ms)
-            records = shard.shard.membership.expire_members(topics, now_ms, wall_ms)
-            if check_offsets:
-                records += shard.shard.offsets.expire(wall_ms)
+            records = shard.shard.expire(topics, now_ms, wall_ms, offsets=check_offsets)
             if records:
                 with contextlib.suppress(CoordinatorError):
                     self._append(shard, records)

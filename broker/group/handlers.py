@@ -164,20 +164,21 @@ class GroupHandlers:
     # --- the classic protocol (Kafka's JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ---
 
     def classic(
-        self, group_id: str, act: Callable[[GroupShard, int], T], *, notify: bool = True
+        self, group_id: str, act: Callable[[GroupShard, int, int], T], *, notify: bool = True
     ) -> T:
-        """`act(shard, now_ms)` on the group's shard, after firing the classic groups' due
-        timers; CoordinatorError when this broker cannot serve the group. With `notify`, the
-        callers waiting on `classic_changed` look again (polls pass False, or they would wake
-        each other in turn)."""
+        """`act(shard, now_ms, wall_ms)` on the group's shard, after firing the classic groups'
+        due timers, answered once what it wrote is replicated; CoordinatorError when this
+        broker cannot serve the group. With `notify`, the callers waiting on
+        `classic_changed` look again (polls pass False, or they would wake each other in
+        turn)."""
         self._check_may_serve()
-        now_ms = self._clock_ms()
+        now_ms, wall_ms = self._clock_ms(), self._wall_clock_ms()
 
-        def ticked(shard: GroupShard) -> T:
-            shard.classic.tick(now_ms)
-            return act(shard, now_ms)
+        def decide(shard: GroupShard) -> Decision[T]:
+            shard.classic.tick(now_ms, wall_ms)
+            return shard.decision(act(shard, now_ms, wall_ms))
 
-        answer = self._coordinator.with_shard(group_id, ticked)
+        answer = self._coordinator.run(group_id, decide)
         if notify:
             with self.classic_changed:
                 self.classic_changed.notify_all()
@@ -197,7 +198,7 @@ class GroupHandlers:
                     common_pb2.GROUP_ID_NOT_FOUND,
                     f"group {request.group_id!r} is a classic group, not a consumer group",
                 )
-            return shard.membership.heartbeat(
+            return shard.consumer_heartbeat(
                 request,
                 client_host=host,
                 topics=coordinator.topics(),
@@ -208,14 +209,18 @@ class GroupHandlers:
         return self._serve(request.group_id, group_pb2.ConsumerGroupHeartbeatResponse, decide)
 
     def offset_commit(
-        self, request: group_pb2.OffsetCommitRequest
+        self, request: group_pb2.OffsetCommitRequest, *, instance_id: str | None = None
     ) -> group_pb2.OffsetCommitResponse:
+        """`instance_id`: a classic static member's (Kafka's OffsetCommit v7+)."""
         coordinator = self._coordinator
         return self._serve(
             request.group_id,
             group_pb2.OffsetCommitResponse,
             lambda shard: shard.offsets.commit(
-                request, topics=coordinator.topics(), wall_ms=self._wall_clock_ms()
+                request,
+                topics=coordinator.topics(),
+                wall_ms=self._wall_clock_ms(),
+                instance_id=instance_id,
             ),
         )
 

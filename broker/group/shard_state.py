@@ -3,6 +3,10 @@ write: `emit` appends a record to the decision's output and replays it at once, 
 sees its own earlier steps; `take` hands the records over. Persisted state changes only
 through `replay`, which is also how a coordinator loads the partition.
 
+Classic groups (`classic_group`) are the exception, as in Kafka: their decisions change the
+group in memory and `write` its record without replaying it (the group in memory holds more
+than the record: the join barrier, waiting answers, timers); replay builds them at load.
+
 Pure and not thread-safe, as `GroupShard`, which owns one.
 """
 
@@ -11,14 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from google.protobuf.message import Message
-
+from pykraft.broker.group.classic_group import ClassicGroup, loaded_group
 from pykraft.broker.group.config import GroupConfig
 from pykraft.broker.group.consumer_group import ConsumerGroup
-from pykraft.broker.group.records import GroupRecord, GroupRecordValue, RecordKey, RecordType
+from pykraft.broker.group.records import (
+    ClassicGroupValue,
+    GroupRecord,
+    GroupRecordValue,
+    RecordKey,
+    RecordType,
+)
 from pykraft.server_common.errors import ApiError
 
-R = TypeVar("R", bound=Message)
+R = TypeVar("R")
 
 
 class GroupRequestError(ApiError):
@@ -39,11 +48,20 @@ class ShardState:
 
     def __init__(self, config: GroupConfig) -> None:
         self.config = config
+        # KIP-848 groups, and the committed offsets of every group.
         self.groups: dict[str, ConsumerGroup] = {}
+        self.classic: dict[str, ClassicGroup] = {}
         self._pending: list[GroupRecord] = []
 
     def replay(self, record: GroupRecord) -> None:
         group_id = record.key.group
+        if record.key.type is RecordType.CLASSIC_GROUP:
+            if record.value is None:
+                self.classic.pop(group_id, None)
+            else:
+                assert isinstance(record.value, ClassicGroupValue), record
+                self.classic[group_id] = loaded_group(group_id, record.value)
+            return
         group = self.groups.get(group_id)
         if group is None:
             if record.value is None:
@@ -58,6 +76,12 @@ class ShardState:
         self._pending.append(record)
         self.replay(record)
 
+    def write(self, group: ClassicGroup) -> None:
+        """Writes a classic group's record, not replayed (see the module docstring)."""
+        self._pending.append(
+            GroupRecord(RecordKey(RecordType.CLASSIC_GROUP, group.group_id), group.value())
+        )
+
     def take(self) -> list[GroupRecord]:
         """The records emitted since the last `take`, which forgets them."""
         records, self._pending = self._pending, []
@@ -66,15 +90,21 @@ class ShardState:
     def decision(self, response: R) -> Decision[R]:
         return Decision(self.take(), response)
 
-    def delete_records(self, group: ConsumerGroup) -> None:
-        """Emits the tombstones that delete `group`: its offsets, then its metadata."""
-        group_id = group.group_id
-        for topic, partition in sorted(group.offsets):
-            key = RecordKey(RecordType.OFFSET_COMMIT, group_id, topic=topic, partition=partition)
-            self.emit(key, None)
-        for kind in (
-            RecordType.TARGET_ASSIGNMENT_METADATA,
-            RecordType.SUBSCRIPTION_METADATA,
-            RecordType.GROUP_METADATA,
-        ):
-            self.emit(RecordKey(kind, group_id), None)
+    def delete_records(self, group_id: str) -> None:
+        """Emits the tombstones that delete the group: its offsets, then its metadata (a
+        KIP-848 group's, a classic group's)."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            for topic, partition in sorted(group.offsets):
+                key = RecordKey(
+                    RecordType.OFFSET_COMMIT, group_id, topic=topic, partition=partition
+                )
+                self.emit(key, None)
+            for kind in (
+                RecordType.TARGET_ASSIGNMENT_METADATA,
+                RecordType.SUBSCRIPTION_METADATA,
+                RecordType.GROUP_METADATA,
+            ):
+                self.emit(RecordKey(kind, group_id), None)
+        if group_id in self.classic:
+            self.emit(RecordKey(RecordType.CLASSIC_GROUP, group_id), None)

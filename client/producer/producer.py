@@ -18,20 +18,23 @@ flight per connection (see `config` for how a conflict is treated).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Self
 
 from pykraft.client.broker_connection import ConnectionPool
+from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
-from pykraft.client.errors import RequestTimedOutError
+from pykraft.client.errors import KafkaError, RequestTimedOutError
 from pykraft.client.producer.accumulator import RecordAccumulator
 from pykraft.client.producer.config import INT32_MAX, ProducerConfig
 from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.partitioner import DefaultPartitioner
 from pykraft.client.producer.sender import Sender
 from pykraft.client.routing import parse_bootstrap
+from pykraft.client.transport import Backoff
 from pykraft.client.types import RecordMetadata, TopicPartition
 
 Headers = Sequence[tuple[str, bytes | None]]
@@ -125,8 +128,9 @@ class Producer:
     ) -> FutureRecordMetadata:
         """Queues one record; the future resolves to where it landed, or to its KafkaError.
 
-        Blocks up to `max_block_ms` for the topic's metadata and for buffer space. Raises
-        ValueError for a partition the topic does not have; `on_delivery(metadata, error)` runs
+        Blocks up to `max_block_ms` for the topic's metadata (a partition beyond the count the
+        producer knows included) and for buffer space. Raises ValueError for a partition the
+        topic does not have after that; `on_delivery(metadata, error)` runs
         on the sender thread once the record is delivered or has failed.
         """
         if self._closed:
@@ -141,7 +145,7 @@ class Producer:
         if count is None:
             count = self._metadata.wait_for_topic(topic, self._config.max_block_ms)
         if partition is not None and not 0 <= partition < count:
-            raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
+            count = self._wait_for_partition(topic, partition, count)
         tps = self._topic_partitions.get(topic)
         if tps is None or len(tps) != count:  # first use, or partitions were added
             tps = self._topic_partitions[topic] = tuple(
@@ -157,6 +161,24 @@ class Producer:
 
             future.add_done_callback(report)
         return future
+
+    def _wait_for_partition(self, topic: str, partition: int, count: int) -> int:
+        """The topic's partition count once it covers `partition` (Kafka's waitOnMetadata: the
+        topic may have grown since the producer learned it), asking for metadata again with
+        backoff; ValueError after max_block_ms without it, or at once for a negative one."""
+        deadline_ms = monotonic_ms() + self._config.max_block_ms
+        backoff = Backoff(self._config.retry_backoff_ms)
+        while partition >= 0:
+            with contextlib.suppress(KafkaError):  # unreachable now: keep trying until the deadline
+                self._metadata.refresh(monotonic_ms())
+            count = self._metadata.partition_count(topic) or count
+            left_ms = deadline_ms - monotonic_ms()
+            if partition < count or left_ms <= 0:
+                break
+            time.sleep(min(backoff.next_ms(), left_ms) / 1000)
+        if not 0 <= partition < count:
+            raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
+        return count
 
     def _append(
         self,

@@ -6,8 +6,8 @@ JoinGroup blocks until the join barrier completes (every known member rejoined, 
 rebalance timeout dropped the others); SyncGroup blocks until the leader's assignment arrives.
 Both wait on `GroupHandlers.classic_changed`, looking again every POLL_INTERVAL_MS so timers
 fire even when nobody calls. A group id used by a KIP-848 group with members is refused with
-INCONSISTENT_GROUP_PROTOCOL, as Kafka does. Static membership (group.instance.id) is not
-supported: the id is ignored and the member is treated as dynamic.
+INCONSISTENT_GROUP_PROTOCOL, as Kafka does. Static members (group.instance.id, JoinGroup v5+,
+SyncGroup and Heartbeat v3+, LeaveGroup v3+) are Kafka's (KIP-345; see `broker/group/classic`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final, TypeVar
 
-from pykraft.broker.group.classic import (
-    INCONSISTENT_GROUP_PROTOCOL,
-    JoinAnswer,
-    JoinRequest,
-    SyncAnswer,
-)
+from pykraft.broker.group.classic import INCONSISTENT_GROUP_PROTOCOL, JoinRequest, MemberIdentity
+from pykraft.broker.group.classic_group import JoinAnswer, SyncAnswer
 from pykraft.broker.group.coordinator import CoordinatorError
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.group.shard import GroupShard
@@ -46,6 +42,7 @@ def join_group(ctx: RequestContext, request: Any) -> Any:
     join = JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id,
+        instance_id=getattr(request, "group_instance_id", None),
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in request.protocols),
         session_timeout_ms=session_ms,
@@ -56,19 +53,20 @@ def join_group(ctx: RequestContext, request: Any) -> Any:
     )
     groups = ctx.services.groups
 
-    def joined(shard: GroupShard, now_ms: int) -> tuple[str, JoinAnswer | None]:
+    def joined(shard: GroupShard, now_ms: int, wall_ms: int) -> tuple[str, JoinAnswer | None]:
         kip848 = shard.groups.get(join.group_id)
         if kip848 is not None and kip848.members:
             return join.member_id, JoinAnswer(INCONSISTENT_GROUP_PROTOCOL, join.member_id)
-        return shard.classic.join(join, now_ms)
+        return shard.classic.join(join, now_ms, wall_ms)
 
     try:
         member_id, answer = groups.classic(join.group_id, joined)
         if answer is None:
+            identity = (member_id, join.instance_id)
             answer = _await(
                 groups,
                 join.group_id,
-                lambda shard, now_ms: shard.classic.join_answer(join.group_id, member_id),
+                lambda shard: shard.classic.join_answer(join.group_id, identity),
                 join.rebalance_timeout_ms + 2 * POLL_INTERVAL_MS,
                 ctx.services.clock_ms,
             )
@@ -98,22 +96,23 @@ def _join_response(version: int, answer: JoinAnswer) -> Any:
 
 
 def sync_group(ctx: RequestContext, request: Any) -> Any:
-    group_id, member_id, generation = request.group_id, request.member_id, request.generation_id
+    group_id, generation = request.group_id, request.generation_id
+    identity = _identity(request)
     assignments = {item.member_id: item.assignment for item in request.assignments}
     groups = ctx.services.groups
     try:
         answer = groups.classic(
             group_id,
-            lambda shard, now_ms: shard.classic.sync(
-                group_id, member_id, generation, assignments, now_ms
+            lambda shard, now_ms, wall_ms: shard.classic.sync(
+                group_id, identity, generation, assignments, now_ms, wall_ms
             ),
         )
         if answer is None:
             answer = _await(
                 groups,
                 group_id,
-                lambda shard, now_ms: shard.classic.sync_answer(group_id, member_id, generation),
-                _rebalance_timeout_ms(groups, group_id, member_id),
+                lambda shard: shard.classic.sync_answer(group_id, identity, generation),
+                _rebalance_timeout_ms(groups, group_id, identity[0]),
                 ctx.services.clock_ms,
             )
     except CoordinatorError as error:
@@ -128,11 +127,12 @@ def sync_group(ctx: RequestContext, request: Any) -> Any:
 
 
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    identity = _identity(request)
     try:
         code = ctx.services.groups.classic(
             request.group_id,
-            lambda shard, now_ms: shard.classic.heartbeat(
-                request.group_id, request.member_id, request.generation_id, now_ms
+            lambda shard, now_ms, wall_ms: shard.classic.heartbeat(
+                request.group_id, identity, request.generation_id, now_ms
             ),
             notify=False,
         )
@@ -142,16 +142,21 @@ def heartbeat(ctx: RequestContext, request: Any) -> Any:
 
 
 def leave_group(ctx: RequestContext, request: Any) -> Any:
-    """v0-2 name one member; v3 a batch, each answered on its own."""
+    """v0-2 name one member; v3 a batch, each answered on its own, a static member by its
+    instance id alone if need be."""
     answer_type = response_type(LEAVE_GROUP_KEY, ctx.api_version)
     identities = getattr(request, "members", None)
-    member_ids = [request.member_id] if identities is None else [m.member_id for m in identities]
+    leaving: list[MemberIdentity] = (
+        [(request.member_id, None)]
+        if identities is None
+        else [(m.member_id, m.group_instance_id) for m in identities]
+    )
     try:
         codes = ctx.services.groups.classic(
             request.group_id,
-            lambda shard, now_ms: [
-                shard.classic.leave(request.group_id, m, now_ms) for m in member_ids
-            ],
+            lambda shard, now_ms, wall_ms: shard.classic.leave(
+                request.group_id, leaving, now_ms, wall_ms
+            ),
         )
     except CoordinatorError as error:
         return build(answer_type, error_code=error.error_code, members=())
@@ -170,10 +175,15 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
     return build(answer_type, error_code=common_pb2.NONE, members=members)
 
 
+def _identity(request: Any) -> MemberIdentity:
+    """The member a SyncGroup or Heartbeat speaks for; group_instance_id from v3."""
+    return request.member_id, getattr(request, "group_instance_id", None)
+
+
 def _await(
     groups: GroupHandlers,
     group_id: str,
-    poll: Callable[[GroupShard, int], A | None],
+    poll: Callable[[GroupShard], A | None],
     timeout_ms: int,
     clock_ms: Callable[[], int],
 ) -> A | None:
@@ -184,7 +194,7 @@ def _await(
 
     def answered() -> bool:
         nonlocal answer
-        answer = groups.classic(group_id, poll, notify=False)
+        answer = groups.classic(group_id, lambda shard, _now, _wall: poll(shard), notify=False)
         return answer is not None
 
     while clock_ms() < deadline_ms:
@@ -195,7 +205,7 @@ def _await(
 
 
 def _rebalance_timeout_ms(groups: GroupHandlers, group_id: str, member_id: str) -> int:
-    def timeout(shard: GroupShard, now_ms: int) -> int:
+    def timeout(shard: GroupShard, now_ms: int, wall_ms: int) -> int:
         group = shard.classic.groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
         return 0 if member is None else member.rebalance_timeout_ms

@@ -2,10 +2,12 @@
 `GroupHandlers.list_groups`, `describe` and `delete`, so they see the same groups as the gRPC
 admin calls.
 
-DescribeGroups shows a KIP-848 group the way Kafka's DescribeGroups shows a consumer group:
-protocol type "consumer", the assignor as protocol data, each member's subscription and
-assignment in the embedded consumer protocol's v0 encoding. A group that does not exist is
-answered as Kafka answers it up to v5: state "Dead", no members, no error.
+DescribeGroups shows a classic group as Kafka does (its state, protocol type, and once Stable
+its protocol and each member's metadata; every member's assignment bytes), and a KIP-848 group
+the way Kafka's DescribeGroups shows a consumer group: protocol type "consumer", the assignor
+as protocol data, each member's subscription and assignment in the embedded consumer
+protocol's v0 encoding. A group that does not exist is answered as Kafka answers it up to v5:
+state "Dead", no members, no error.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from kio.schema.types import TopicName
 from kio.serial import entity_writer
 from kio.static.primitive import i32
 
+from pykraft.broker.group.classic_group import DescribedClassicGroup
 from pykraft.broker.group.consumer_group import DEAD
+from pykraft.broker.group.coordinator import CoordinatorError
+from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.group.shard import PROTOCOL_TYPE
 from pykraft.broker.kafka.api import Api, RequestContext
 from pykraft.broker.kafka.entities import build, nested_type, response_type
@@ -55,43 +60,95 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 def describe_groups(ctx: RequestContext, request: Any) -> Any:
-    described = ctx.services.groups.describe(
-        group_pb2.ConsumerGroupDescribeRequest(group_ids=request.groups)
-    )
     answer_type = response_type(DESCRIBE_GROUPS_KEY, ctx.api_version)
     group_type = nested_type(answer_type, "DescribedGroup")
     member_type = nested_type(answer_type, "DescribedGroupMember")
-    groups = []
-    for group in described.groups:
-        code = int(group.error_code)
-        if code == common_pb2.GROUP_ID_NOT_FOUND:
-            code, state = common_pb2.NONE, DEAD
-        else:
-            state = group.group_state
-        members = tuple(
-            build(
-                member_type,
-                member_id=member.member_id,
-                group_instance_id=member.instance_id or None,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                member_metadata=subscription_bytes(member.subscribed_topic_names),
-                member_assignment=assignment_bytes(member.assignment),
-            )
-            for member in group.members
+    groups = tuple(
+        _described(ctx.services.groups, group_id, group_type, member_type)
+        for group_id in request.groups
+    )
+    return build(answer_type, groups=groups)
+
+
+def _described(
+    groups: GroupHandlers, group_id: str, group_type: type[Any], member_type: type[Any]
+) -> Any:
+    """The group as a classic one if it is, else as a KIP-848 one (or Dead)."""
+    try:
+        classic = groups.classic(
+            group_id, lambda shard, _now, _wall: shard.classic.describe(group_id), notify=False
         )
-        groups.append(
-            build(
-                group_type,
-                error_code=code,
-                group_id=group.group_id,
-                group_state=state,
-                protocol_type=PROTOCOL_TYPE if state != DEAD else "",
-                protocol_data=group.assignor_name,
-                members=members,
-            )
+    except CoordinatorError as error:
+        return build(
+            group_type,
+            error_code=error.error_code,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=(),
         )
-    return build(answer_type, groups=tuple(groups))
+    if classic is None:
+        return _kip848_group(groups, group_id, group_type, member_type)
+    return _classic_group(group_id, classic, group_type, member_type)
+
+
+def _classic_group(
+    group_id: str, group: DescribedClassicGroup, group_type: type[Any], member_type: type[Any]
+) -> Any:
+    members = tuple(
+        build(
+            member_type,
+            member_id=member.member_id,
+            group_instance_id=member.instance_id,
+            client_id=member.client_id,
+            client_host=member.client_host,
+            member_metadata=member.subscription,
+            member_assignment=member.assignment,
+        )
+        for member in group.members
+    )
+    return build(
+        group_type,
+        error_code=common_pb2.NONE,
+        group_id=group_id,
+        group_state=group.state,
+        protocol_type=group.protocol_type,
+        protocol_data=group.protocol_name,
+        members=members,
+    )
+
+
+def _kip848_group(
+    groups: GroupHandlers, group_id: str, group_type: type[Any], member_type: type[Any]
+) -> Any:
+    (group,) = groups.describe(group_pb2.ConsumerGroupDescribeRequest(group_ids=[group_id])).groups
+    code = int(group.error_code)
+    if code == common_pb2.GROUP_ID_NOT_FOUND:
+        code, state = common_pb2.NONE, DEAD
+    else:
+        state = group.group_state
+    members = tuple(
+        build(
+            member_type,
+            member_id=member.member_id,
+            group_instance_id=member.instance_id or None,
+            client_id=member.client_id,
+            client_host=member.client_host,
+            member_metadata=subscription_bytes(member.subscribed_topic_names),
+            member_assignment=assignment_bytes(member.assignment),
+        )
+        for member in group.members
+    )
+    return build(
+        group_type,
+        error_code=code,
+        group_id=group.group_id,
+        group_state=state,
+        protocol_type=PROTOCOL_TYPE if state != DEAD else "",
+        protocol_data=group.assignor_name,
+        members=members,
+    )
 
 
 def delete_groups(ctx: RequestContext, request: Any) -> Any:

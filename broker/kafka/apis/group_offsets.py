@@ -6,14 +6,15 @@ answer back. What differs from gRPC: FindCoordinator answers the coordinator's *
 (`kafka_endpoint`), and errors that gRPC puts in the response header go where each version of
 Kafka's message has room for them (per partition for OffsetCommit and OffsetFetch v1, the top
 level from OffsetFetch v2 on). A commit carries `generation_id_or_member_epoch` and
-`member_id`: a simple consumer sends -1 and "", which only a group without members accepts.
+`member_id` (and from v7 `group_instance_id`): a simple consumer sends -1 and "", which only a
+group without members accepts; a classic group's member, its generation, checked in the same
+decision that writes the offsets.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from pykraft.broker.group.coordinator import CoordinatorError
 from pykraft.broker.group.handlers import GROUP_KEY_TYPE
 from pykraft.broker.kafka.api import Api, RequestContext, kafka_endpoint
 from pykraft.broker.kafka.entities import build, has_field, nested_type, response_type
@@ -54,21 +55,19 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
 def offset_commit(ctx: RequestContext, request: Any) -> Any:
     """Commits through `GroupHandlers.offset_commit`; a refusal of the whole request is told
     on every partition, as Kafka does."""
-    classic_error, member_id, epoch = _committer(ctx, request)
-    committed = group_pb2.OffsetCommitResponse()
-    if classic_error == common_pb2.NONE:
-        committed = ctx.services.groups.offset_commit(
-            group_pb2.OffsetCommitRequest(
-                group_id=request.group_id,
-                member_id=member_id,
-                member_epoch=epoch,
-                topics=[_commit_topic(topic) for topic in request.topics],
-            )
-        )
+    committed = ctx.services.groups.offset_commit(
+        group_pb2.OffsetCommitRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.generation_id_or_member_epoch,
+            topics=[_commit_topic(topic) for topic in request.topics],
+        ),
+        instance_id=getattr(request, "group_instance_id", None),
+    )
     answer_type = response_type(OFFSET_COMMIT_KEY, ctx.api_version)
     topic_type = nested_type(answer_type, "OffsetCommitResponseTopic")
     partition_type = nested_type(answer_type, "OffsetCommitResponsePartition")
-    whole = classic_error or int(committed.header.error_code)
+    whole = int(committed.header.error_code)
     codes = {
         (topic.topic, item.partition): int(item.error_code)
         for topic in committed.topics
@@ -90,25 +89,6 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
     )
     return build(answer_type, topics=topics)
-
-
-def _committer(ctx: RequestContext, request: Any) -> tuple[int, str, int]:
-    """The check of a classic group's committer (a member in its generation, or a tool while
-    the group has no members), and the member id and epoch to commit with: a classic group
-    has no KIP-848 members, so its commits pass as a tool's ("", -1)."""
-    member_id, epoch = request.member_id, request.generation_id_or_member_epoch
-    try:
-        code, is_classic = ctx.services.groups.classic(
-            request.group_id,
-            lambda shard, now_ms: (
-                shard.classic.commit_error(request.group_id, member_id, epoch),
-                request.group_id in shard.classic.groups,
-            ),
-            notify=False,
-        )
-    except CoordinatorError as error:
-        return error.error_code, member_id, epoch
-    return (code, "", -1) if is_classic else (code, member_id, epoch)
 
 
 def _commit_topic(topic: Any) -> group_pb2.OffsetCommitTopic:

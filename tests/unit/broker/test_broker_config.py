@@ -110,6 +110,7 @@ def test_group_and_log_maintenance_settings_take_kafkas_names() -> None:
             "group.consumer.heartbeat.interval.ms": 500,
             "offsets.retention.minutes": 2,
             "group.consumer.assignors": "range,uniform",
+            "group.initial.rebalance.delay.ms": 0,
             "log.retention.check.interval.ms": 1000,
         }
     )
@@ -117,6 +118,8 @@ def test_group_and_log_maintenance_settings_take_kafkas_names() -> None:
     assert config.group.heartbeat_interval_ms == 500
     assert config.group.offsets_retention_ms == 120_000
     assert config.group.assignors == ("range", "uniform")
+    assert config.group.initial_rebalance_delay_ms == 0
+    assert config_from_mapping(BASE).group.initial_rebalance_delay_ms == 3000, "Kafka's default"
     assert config.log_retention_check_interval_ms == 1000
     assert config.group.offsets_topic_partitions == 50, "Kafka's default where not set"
 
@@ -128,6 +131,7 @@ def test_group_and_log_maintenance_settings_take_kafkas_names() -> None:
         ({"offsets.topic.num.partitions": 0}, "offsets_topic_partitions must be positive"),
         ({"log.retention.check.interval.ms": 0}, "log.retention.check.interval.ms"),
         ({"group.consumer.session.timeout.ms": "soon"}, "must be an integer"),
+        ({"group.initial.rebalance.delay.ms": -1}, "initial.rebalance.delay.ms must not be"),
     ],
 )
 def test_bad_group_settings_are_named(change: dict[str, Any], message: str) -> None:

@@ -202,6 +202,20 @@ def test_unknown_topic_fails_after_max_block_ms() -> None:
             producer.send("t", b"v", partition=3)
 
 
+def test_a_partition_added_after_the_topic_was_learned_is_waited_for() -> None:
+    """Kafka's waitOnMetadata: a partition beyond the partition count the producer knows makes
+    it ask for metadata again until the partition shows (the topic grew meanwhile), and only
+    after max_block_ms without it is the partition refused."""
+    with running({"t": 1}) as cluster, Producer(bootstrap_servers=cluster.bootstrap) as producer:
+        assert producer.send("t", b"first", partition=0).result(WAIT_S).partition == 0
+        grown = TopicPartition("t", 1)
+        with cluster.lock:
+            cluster.partitions[grown] = 1
+            cluster.epochs[grown] = 0
+        assert producer.send("t", b"second", partition=1).result(WAIT_S).partition == 1
+        assert cluster.values(grown) == [b"second"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

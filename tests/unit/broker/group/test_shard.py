@@ -8,6 +8,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
+from pykraft.broker.group.classic import JoinRequest
 from pykraft.broker.group.config import GroupConfig
 from pykraft.broker.group.consumer_group import EMPTY, RECONCILING, STABLE
 from pykraft.broker.group.records import GroupRecord, decode_key, decode_value, encode_key
@@ -314,6 +315,44 @@ def test_offsets_expire_only_after_the_group_stayed_empty_for_the_retention() ->
     assert GROUP not in h.shard.groups, "an empty group without offsets is deleted"
     listed = h.shard.describe(GROUP)
     assert (listed.group_state, listed.error_code) == ("Dead", common_pb2.GROUP_ID_NOT_FOUND)
+
+
+def test_offsets_of_a_classic_group_expire_only_once_it_stayed_empty() -> None:
+    """A classic group's members keep its offsets however old; once it is Empty the
+    retention runs from when it emptied, and the cleanup then deletes the group's record
+    too, as Kafka's does."""
+    shard = GroupShard(GroupConfig(initial_rebalance_delay_ms=0))
+    retention_ms = shard.config.offsets_retention_ms
+    join = JoinRequest(
+        GROUP, "", None, "consumer", (("range", b""),), 10_000, 10_000, "c", "h", False
+    )
+    member_id, _ = shard.classic.join(join, 0, 0)
+    shard.classic.sync(GROUP, (member_id, None), 1, {}, 0, 0)
+    commit = shard.offsets.commit(_commit(member_id, 1, 0, 9), topics=TOPICS, wall_ms=0)
+    assert commit.response.header.error_code == common_pb2.NONE
+    shard.decision(None)
+    assert shard.offsets.expire(wall_ms=2 * retention_ms) == [], "members keep the offsets"
+    shard.classic.leave(GROUP, [(member_id, None)], 0, retention_ms)  # Empty from now on
+    shard.decision(None)
+    assert shard.offsets.expire(wall_ms=retention_ms + retention_ms // 2) == []
+    expired = shard.offsets.expire(wall_ms=2 * retention_ms)
+    tombstones = [(r.key.type.name, r.value) for r in expired]
+    assert ("OFFSET_COMMIT", None) in tombstones and ("CLASSIC_GROUP", None) in tombstones
+    assert shard.list_groups([]) == []
+
+
+def test_an_empty_classic_group_without_offsets_is_deleted_by_the_cleanup() -> None:
+    shard = GroupShard(GroupConfig(initial_rebalance_delay_ms=0))
+    join = JoinRequest(
+        GROUP, "", None, "consumer", (("range", b""),), 10_000, 10_000, "c", "h", False
+    )
+    member_id, _ = shard.classic.join(join, 0, 0)
+    shard.classic.leave(GROUP, [(member_id, None)], 0, 0)
+    assert [g.group_state for g in shard.list_groups([])] == ["Empty"]
+    shard.decision(None)
+    (tombstone,) = shard.offsets.expire(wall_ms=1)
+    assert (tombstone.key.type.name, tombstone.value) == ("CLASSIC_GROUP", None)
+    assert shard.list_groups([]) == []
 
 
 def test_a_regex_subscription_follows_topics_and_range_is_chosen_by_name() -> None:

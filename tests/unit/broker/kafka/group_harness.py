@@ -35,6 +35,7 @@ from tests.unit.broker.kafka.kio_wire import through_the_wire
 
 T = TypeVar("T")
 TOPICS = {"orders": 3, OFFSETS_TOPIC: 1}
+WALL_CLOCK_MS = 1_700_000_000_000  # the wall clock when the monotonic one reads 0
 
 
 def group_image(*, kafka_listener: bool = True) -> MetadataImage:
@@ -55,23 +56,29 @@ def group_image(*, kafka_listener: bool = True) -> MetadataImage:
 
 
 class FakeCoordinator:
-    """One shard that always leads: decisions apply at once (their records replayed)."""
+    """One shard that always leads: decisions apply at once (their records replayed).
+    `before_next_run`, when set, runs once just before the next decision takes the shard, as
+    a request that won the shard's lock first would."""
 
     def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
         self.config = shard.config
+        self.before_next_run: Callable[[], None] | None = None
+        self._lock = threading.RLock()  # the shard's lock; re-entered by `before_next_run`
 
     def topics(self) -> dict[str, int]:
         return TOPICS
 
     def run(self, group_id: str, decide: Callable[[GroupShard], Decision[Any]]) -> Any:
-        return decide(self.shard).response
-
-    def with_shard(self, group_id: str, act: Callable[[GroupShard], T]) -> T:
-        return act(self.shard)
+        with self._lock:
+            first, self.before_next_run = self.before_next_run, None
+            if first is not None:
+                first()
+            return decide(self.shard).response
 
     def each_shard(self, read: Callable[[GroupShard], T]) -> list[T]:
-        return [read(self.shard)]
+        with self._lock:
+            return [read(self.shard)]
 
 
 @dataclass
@@ -82,32 +89,25 @@ class FakeManager:
 
 @dataclass
 class GroupWorld:
-    """The objects a Kafka group handler reaches, with a clock the test moves."""
+    """The objects a Kafka group handler reaches, with a clock the test moves. Classic groups
+    rebalance without group.initial.rebalance.delay.ms unless `config` says otherwise."""
 
-    shard: GroupShard = field(default_factory=lambda: GroupShard(GroupConfig()))
+    config: GroupConfig = field(default_factory=lambda: GroupConfig(initial_rebalance_delay_ms=0))
     manager: FakeManager = field(default_factory=lambda: FakeManager(group_image()))
     now_ms: int = 1_000
     serving: bool = True  # False: the broker is fenced, its coordinator answers nothing
 
+    def __post_init__(self) -> None:
+        self.shard = GroupShard(self.config)
+        self.coordinator = FakeCoordinator(self.shard)
+
     def services(self) -> KafkaServices:
-        handlers = GroupHandlers(
-            cast(Any, FakeCoordinator(self.shard)),
-            cast(Any, self.manager),
-            cast(Any, None),
+        return kafka_services(
+            self.coordinator,
+            self.manager,
+            clock_ms=lambda: self.now_ms,
+            wall_clock_ms=lambda: WALL_CLOCK_MS + self.now_ms,
             may_serve=lambda now_ms: self.serving,
-            clock_ms=lambda: self.now_ms,
-            wall_clock_ms=lambda: 1_700_000_000_000 + self.now_ms,
-            request_timeout_ms=1_000,
-        )
-        return KafkaServices(
-            config=cast(Any, None),
-            manager=cast(Any, self.manager),
-            groups=handlers,
-            producer_ids=cast(Any, None),
-            admin=cast(Any, None),
-            clock_ms=lambda: self.now_ms,
-            wall_clock_ms=lambda: 1_700_000_000_000 + self.now_ms,
-            may_serve=lambda now_ms: True,
         )
 
     def join_consumer_member(self, group_id: str, member_id: str) -> None:
@@ -126,6 +126,37 @@ class GroupWorld:
             now_ms=self.now_ms,
             wall_ms=self.now_ms,
         )
+
+
+def kafka_services(
+    coordinator: object,
+    manager: object,
+    *,
+    clock_ms: Callable[[], int],
+    wall_clock_ms: Callable[[], int],
+    may_serve: Callable[[int], bool],
+) -> KafkaServices:
+    """What the Kafka group handlers reach: real GroupHandlers on `coordinator` (a
+    GroupCoordinator or a FakeCoordinator) and `manager`; nothing else is used."""
+    handlers = GroupHandlers(
+        cast(Any, coordinator),
+        cast(Any, manager),
+        cast(Any, None),
+        may_serve=may_serve,
+        clock_ms=clock_ms,
+        wall_clock_ms=wall_clock_ms,
+        request_timeout_ms=1_000,
+    )
+    return KafkaServices(
+        config=cast(Any, None),
+        manager=cast(Any, manager),
+        groups=handlers,
+        producer_ids=cast(Any, None),
+        admin=cast(Any, None),
+        clock_ms=clock_ms,
+        wall_clock_ms=wall_clock_ms,
+        may_serve=lambda now_ms: True,
+    )
 
 
 def part(api: Api, version: int, entity_name: str, /, **fields: Any) -> Any:

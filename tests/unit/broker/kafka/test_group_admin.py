@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from pykraft.broker.kafka.apis.group_admin import APIS
+from tests.unit.broker.kafka import classic_calls
 from tests.unit.broker.kafka.group_harness import GroupWorld, call
 
 LIST, DESCRIBE, DELETE = APIS
@@ -70,4 +71,33 @@ def test_delete_groups_at_every_version(version: int) -> None:
     assert [(r.group_id, r.error_code) for r in answer.results] == [
         ("busy", ErrorCode.non_empty_group),
         ("nope", ErrorCode.group_id_not_found),
+    ]
+
+
+@pytest.mark.parametrize("version", range(DESCRIBE.version_min, DESCRIBE.version_max + 1))
+def test_describe_groups_shows_a_classic_group_as_kafka_does(version: int) -> None:
+    """Its state by Kafka's name, protocol type, and every member with its client and
+    assignment; the protocol and each member's metadata once the group is Stable."""
+    services = GroupWorld().services()
+    a = classic_calls.join(services, 5, instance_id="host-1").member_id
+    joining = classic_calls.describe(services, version)
+    assert (joining.error_code, joining.group_state) == (ErrorCode.none, "CompletingRebalance")
+    assert (joining.protocol_type, joining.protocol_data) == ("consumer", "")
+    assert [(m.member_id, m.member_metadata) for m in joining.members] == [(a, b"")]
+    classic_calls.sync(services, 3, a, 1, {a: b"A"}, "host-1")
+    stable = classic_calls.describe(services, version)
+    assert (stable.group_id, stable.group_state) == ("g", "Stable")
+    assert (stable.protocol_type, stable.protocol_data) == ("consumer", "range")
+    (member,) = stable.members
+    assert (member.member_id, member.client_id, member.client_host) == (
+        a,
+        "test-client",
+        "/127.0.0.1",
+    )
+    if version >= 4:
+        assert member.group_instance_id == "host-1"
+    assert (member.member_metadata, member.member_assignment) == (b"sub-range", b"A")
+    listed = call(LIST, 4, services, states_filter=("Stable",))
+    assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == [
+        ("g", "consumer", "Stable")
     ]
