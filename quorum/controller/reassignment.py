@@ -11,8 +11,9 @@ the last target replica in the ISR also completes the reassignment in the same r
 the leader leaves, the first target replica in the ISR that can lead takes over.
 
 Per partition the answer to AlterPartitionReassignments is NONE, UNKNOWN_TOPIC_OR_PARTITION,
-INVALID_REPLICA_ASSIGNMENT (repeated or unregistered brokers, or no in-sync replica would remain)
-or NO_REASSIGNMENT_IN_PROGRESS (a cancel of a partition not being reassigned). A cancel (empty
+INVALID_REPLICA_ASSIGNMENT (repeated or unregistered brokers, or no in-sync replica would remain),
+NO_REASSIGNMENT_IN_PROGRESS (a cancel of a partition not being reassigned) or INVALID_REQUEST
+(the partition named again in the same request). A cancel (empty
 target) puts the original replicas back, dropping the newcomers.
 """
 
@@ -130,13 +131,18 @@ def _is_noop(change: PartitionChangeRecord) -> bool:
 def alter_partition_reassignments(
     image: MetadataImage, request: admin_pb2.AlterPartitionReassignmentsRequest
 ) -> ControllerResult[admin_pb2.AlterPartitionReassignmentsResponse]:
-    """One result per requested partition (see the module docstring); a partition named twice
-    is reassigned as its last entry says. Too many records fail the whole request."""
+    """One result per requested partition (see the module docstring). Too many records fail
+    the whole request."""
     response = admin_pb2.AlterPartitionReassignmentsResponse(header=ok_header())
     records = RecordBuffer()
+    seen: set[tuple[str, int]] = set()
     try:
         for item in request.partitions:
             result = response.results.add(topic=item.topic, partition=item.partition)
+            if (item.topic, item.partition) in seen:
+                fill_error(result, ApiError(common_pb2.INVALID_REQUEST, "Partition named twice."))
+                continue
+            seen.add((item.topic, item.partition))
             topic = image.topics.get_by_name(item.topic)
             partition = topic.partitions.get(item.partition) if topic is not None else None
             if topic is None or partition is None:

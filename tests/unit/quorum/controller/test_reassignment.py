@@ -25,7 +25,9 @@ from tests.unit.quorum.controller.conftest import (
 
 T = UUID(int=7)
 # t-0: replicas 1, 2, 3 all in sync, 1 leads; broker 4 is new and empty, broker 5 fenced.
-IMAGE = image_with(*brokers(1, 2, 3, 4), broker(5, fenced=True), *topic("t", T, [(1, 2, 3)]))
+IMAGE = image_with(
+    *brokers(1, 2, 3, 4), broker(5, fenced=True), *topic("t", T, [(1, 2, 3), (1, 2, 3)])
+)
 
 
 def _reassign(image: MetadataImage, replicas: list[int]) -> MetadataImage:
@@ -113,25 +115,26 @@ def test_a_new_target_replaces_the_reassignment_in_progress() -> None:
     assert (replaced.adding_replicas, replaced.removing_replicas) == ((4, 5), (2, 3))
 
 
-def test_refusals_are_per_partition_and_write_nothing() -> None:
-    request = admin_pb2.AlterPartitionReassignmentsRequest(
-        partitions=[
-            admin_pb2.ReassignablePartition(topic="t", partition=0, replicas=[1, 1]),
-            admin_pb2.ReassignablePartition(topic="t", partition=0, replicas=[1, 9]),
-            admin_pb2.ReassignablePartition(topic="t", partition=0),
-            admin_pb2.ReassignablePartition(topic="t", partition=3, replicas=[1]),
-            admin_pb2.ReassignablePartition(topic="t", partition=0, replicas=[1, 2, 3]),
-        ]
-    )
+def _codes(*items: admin_pb2.ReassignablePartition) -> list[int]:
+    """Each item's answer, asserting the request wrote nothing."""
+    request = admin_pb2.AlterPartitionReassignmentsRequest(partitions=items)
     result = alter_partition_reassignments(IMAGE, request)
-    assert [r.error_code for r in result.response.results] == [
-        common_pb2.INVALID_REPLICA_ASSIGNMENT,
-        common_pb2.INVALID_REPLICA_ASSIGNMENT,
-        common_pb2.NO_REASSIGNMENT_IN_PROGRESS,
-        common_pb2.UNKNOWN_TOPIC_OR_PARTITION,
-        common_pb2.NONE,
-    ]
     assert result.records == ()
+    return [r.error_code for r in result.response.results]
+
+
+def test_refusals_are_per_partition_and_write_nothing() -> None:
+    def item(partition: int, *replicas: int) -> admin_pb2.ReassignablePartition:
+        return admin_pb2.ReassignablePartition(topic="t", partition=partition, replicas=replicas)
+
+    assert _codes(item(0, 1, 1)) == [common_pb2.INVALID_REPLICA_ASSIGNMENT]
+    assert _codes(item(0, 1, 9)) == [common_pb2.INVALID_REPLICA_ASSIGNMENT]
+    assert _codes(item(0)) == [common_pb2.NO_REASSIGNMENT_IN_PROGRESS]
+    assert _codes(item(3, 1)) == [common_pb2.UNKNOWN_TOPIC_OR_PARTITION]
+    assert _codes(item(1, 1, 2, 3), item(1, 1, 2, 4)) == [
+        common_pb2.NONE,  # t-1 already has these replicas: nothing to write
+        common_pb2.INVALID_REQUEST,
+    ]
 
 
 def test_a_shrink_to_a_replica_out_of_sync_waits_for_it() -> None:
