@@ -24,14 +24,11 @@ from collections.abc import Callable, Iterable
 from pykraft.metadata_log.image import MetadataImage, PartitionRegistration
 from pykraft.metadata_log.records import NO_LEADER, PartitionChangeRecord
 from pykraft.proto import admin_pb2, common_pb2
+from pykraft.quorum.controller.elections import leaders_allowed
 from pykraft.quorum.controller.result import ControllerResult, OperationTooLarge, RecordBuffer
 from pykraft.server_common.errors import ApiError, error_header, fill_error, ok_header
 
 CanLead = Callable[[int], bool]
-
-
-def _can_lead(image: MetadataImage) -> CanLead:
-    return set(image.cluster.unfenced_broker_ids()).__contains__
 
 
 def _leader_among(
@@ -92,7 +89,7 @@ def complete_reassignment(
         partition.replicas,
         partition.adding_replicas,
         partition.removing_replicas,
-        _can_lead(image),
+        leaders_allowed(image),
     )
     return change if isinstance(completed, ApiError) else completed
 
@@ -111,7 +108,7 @@ def _reassign(
             return ApiError(
                 common_pb2.NO_REASSIGNMENT_IN_PROGRESS, "the partition is not being reassigned"
             )
-        return _change_to(template, partition, original, (), (), _can_lead(image))
+        return _change_to(template, partition, original, (), (), leaders_allowed(image))
     unregistered = [b for b in target if image.cluster.broker(b) is None]
     if len(set(target)) != len(target) or unregistered:
         return ApiError(
@@ -121,7 +118,9 @@ def _reassign(
         )
     adding = tuple(b for b in target if b not in original)
     removing = tuple(b for b in original if b not in target)
-    return _change_to(template, partition, target + removing, adding, removing, _can_lead(image))
+    return _change_to(
+        template, partition, target + removing, adding, removing, leaders_allowed(image)
+    )
 
 
 def _is_noop(change: PartitionChangeRecord) -> bool:
