@@ -5,6 +5,10 @@ order: ints as zig-zag varints (64-bit range), bools as one byte, str as a lengt
 string, UUID as 16 bytes, `X | None` as a presence byte then X, `tuple[X, ...]` as a count then
 the items, enums as their int, nested dataclasses (Endpoint) as their fields.
 
+A record class's fields added after its version 0 go last, with defaults, and are named in its
+`FIELDS_SINCE` ({field: version}); bytes written at an older version decode with those fields
+at their defaults, so a node reads the logs and snapshots its predecessors wrote.
+
 A batch (`encode_records`) is a count followed by each record prefixed by its length, so a
 reader can skip or re-frame records without knowing their types.
 
@@ -188,15 +192,24 @@ def _tuple_codec(item: tuple[_Encoder, _Decoder]) -> tuple[_Encoder, _Decoder]:
 
 def _struct_codec(cls: type[Any]) -> tuple[_Encoder, _Decoder]:
     """Encodes a dataclass as its fields in declaration order; decodes through its __init__."""
-    hints = typing.get_type_hints(cls)
-    names = tuple(field.name for field in dataclasses.fields(cls))
-    codecs = [_field_codec(hints[name]) for name in names]
+    names, codecs = _struct_fields(cls)
     encoders = tuple((name, codec[0]) for name, codec in zip(names, codecs, strict=True))
-    decoders = tuple(codec[1] for codec in codecs)
 
     def encode(buf: bytearray, value: object) -> None:
         for name, encode_field in encoders:
             encode_field(buf, getattr(value, name))
+
+    return encode, _prefix_decoder(cls, tuple(codec[1] for codec in codecs))
+
+
+def _struct_fields(cls: type[Any]) -> tuple[tuple[str, ...], list[tuple[_Encoder, _Decoder]]]:
+    hints = typing.get_type_hints(cls)
+    names = tuple(field.name for field in dataclasses.fields(cls))
+    return names, [_field_codec(hints[name]) for name in names]
+
+
+def _prefix_decoder(cls: type[Any], decoders: tuple[_Decoder, ...]) -> _Decoder:
+    """Decodes the first `len(decoders)` fields; the fields after them take their defaults."""
 
     def decode(data: bytes, pos: int) -> tuple[object, int]:
         values = []
@@ -205,7 +218,7 @@ def _struct_codec(cls: type[Any]) -> tuple[_Encoder, _Decoder]:
             values.append(value)
         return cls(*values), pos
 
-    return encode, decode
+    return decode
 
 
 _SCALAR_CODECS: Final[dict[object, tuple[_Encoder, _Decoder]]] = {
@@ -238,15 +251,24 @@ class _RecordCodec:
     record_class: type[Record]
     header: bytes
     encode_body: _Encoder
-    decode_body: _Decoder
+    decode_body_by_version: tuple[_Decoder, ...]  # index: the version the bytes were written at
 
 
 def _record_codec(record_class: type[Record]) -> _RecordCodec:
     header = bytearray()
     _write_uvarint(header, record_class.TYPE_ID)
     _write_uvarint(header, record_class.VERSION)
-    encode_body, decode_body = _struct_codec(record_class)
-    return _RecordCodec(record_class, bytes(header), encode_body, decode_body)
+    encode_body, _ = _struct_codec(record_class)
+    names, codecs = _struct_fields(record_class)
+    fields_since: dict[str, int] = getattr(record_class, "FIELDS_SINCE", {})
+    since = [fields_since.get(name, 0) for name in names]
+    assert since == sorted(since), f"{record_class.__name__}: a newer field before an older one"
+    decoders = tuple(codec[1] for codec in codecs)
+    by_version = tuple(
+        _prefix_decoder(record_class, decoders[: sum(1 for v in since if v <= version)])
+        for version in range(record_class.VERSION + 1)
+    )
+    return _RecordCodec(record_class, bytes(header), encode_body, by_version)
 
 
 _CODEC_BY_CLASS: Final[dict[type[Record], _RecordCodec]] = {
@@ -277,13 +299,13 @@ def decode_record(data: bytes) -> Record:
     if codec is None:
         raise CorruptRecordError(f"unknown metadata record type id {type_id}")
     name = codec.record_class.__name__
-    if version != codec.record_class.VERSION:
+    if version > codec.record_class.VERSION:
         raise CorruptRecordError(
             f"unsupported version {version} of {name} (type id {type_id}); "
-            f"this node reads version {codec.record_class.VERSION}"
+            f"this node reads versions up to {codec.record_class.VERSION}"
         )
     try:
-        record, pos = codec.decode_body(data, pos)
+        record, pos = codec.decode_body_by_version[version](data, pos)
     except CorruptRecordError as err:
         raise CorruptRecordError(f"{name}: {err}") from None
     if pos != len(data):

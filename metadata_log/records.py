@@ -109,6 +109,7 @@ class PartitionRecord:
 
     TYPE_ID: ClassVar[RecordType] = RecordType.PARTITION
     VERSION: ClassVar[int] = 1
+    FIELDS_SINCE: ClassVar[dict[str, int]] = {"adding_replicas": 1, "removing_replicas": 1}
 
     topic_id: UUID
     partition_id: int
@@ -131,6 +132,7 @@ class PartitionChangeRecord:
 
     TYPE_ID: ClassVar[RecordType] = RecordType.PARTITION_CHANGE
     VERSION: ClassVar[int] = 1
+    FIELDS_SINCE: ClassVar[dict[str, int]] = {"adding_replicas": 1, "removing_replicas": 1}
 
     topic_id: UUID
     partition_id: int

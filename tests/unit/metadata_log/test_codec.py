@@ -203,3 +203,26 @@ def test_encoding_refuses_integers_beyond_64_bits() -> None:
 def test_encoding_refuses_what_is_not_a_record() -> None:
     with pytest.raises(TypeError, match="not a metadata record: Endpoint"):
         encode_record(Endpoint("a", "b", 1))  # type: ignore[arg-type]
+
+
+# Version 0 of the partition records, as written before reassignments (KIP-455) added their
+# trailing adding/removing replica fields: the logs and snapshots of existing clusters hold these.
+_PARTITION_RECORD_V0 = (
+    b"\x03\x00" + TOPIC_ID.bytes + b"\x04\x03\x02\x04\x06\x02\x02\x04\x02\x06\x08"
+)
+_PARTITION_CHANGE_RECORD_V0 = b"\x05\x00" + TOPIC_ID.bytes + b"\x04\x01\x01\x02\x01\x04\x00"
+
+
+def test_version_0_partition_records_are_still_read() -> None:
+    assert decode_record(_PARTITION_RECORD_V0) == PartitionRecord(
+        TOPIC_ID, 2, (1, 2, 3), (1, 2), 1, leader_epoch=3, partition_epoch=4
+    )
+    assert decode_record(_PARTITION_CHANGE_RECORD_V0) == PartitionChangeRecord(
+        TOPIC_ID, 2, isr=(1,), leader=2
+    )
+
+
+def test_a_version_newer_than_this_node_reads_is_refused() -> None:
+    newer = b"\x03\x02" + _PARTITION_RECORD_V0[2:] + b"\x00\x00"
+    with pytest.raises(CorruptRecordError, match="unsupported version 2 of PartitionRecord"):
+        decode_record(newer)
