@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pykraft.broker.log import FileRange, LogError, RangeRead, ReadResult
+from pykraft.broker.metrics import count_read
 from pykraft.broker.replica_manager import LeaderError, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
@@ -75,12 +76,29 @@ def _fetch(
                 manager, request, clock_ms(), ranges if zero_copy else None
             )
             if failed or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
+                _count_sent(request, response, ranges)
                 return response, ranges
         except BaseException:
             _close(ranges)
             raise
         _close(ranges)
         manager.await_change(version, deadline_ms=deadline_ms, clock_ms=clock_ms)
+
+
+def _count_sent(
+    request: broker_pb2.FetchRequest,
+    response: broker_pb2.FetchResponse,
+    ranges: dict[RangeSlot, FileRange],
+) -> None:
+    """Counts the answer's record bytes per topic, once per Fetch (passes that wait for more
+    are not answers)."""
+    by_slot = [sum(len(p.records) for p in topic.partitions) for topic in response.topics]
+    for (topic_slot, _), file_range in ranges.items():
+        by_slot[topic_slot] += file_range.length
+    consumer = request.replica_id == CONSUMER_REPLICA_ID
+    for topic, size_bytes in zip(response.topics, by_slot, strict=True):
+        if size_bytes:
+            count_read(topic.topic, size_bytes, consumer=consumer)
 
 
 def _close(ranges: dict[RangeSlot, FileRange]) -> None:

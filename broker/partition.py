@@ -30,6 +30,7 @@ from pykraft.broker import isr as isr_rules
 from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
 from pykraft.broker.log import AppendInfo, LogError, PartitionLog, RangeRead, ReadResult
+from pykraft.broker.metrics import count_isr_change
 from pykraft.proto import common_pb2
 
 
@@ -162,6 +163,8 @@ class Partition:
             if new.leader_epoch != old.leader_epoch:
                 self._followers = self._fresh_followers(local, now_ms)
                 self._leader_epoch_start_offset = self.log.log_end_offset
+            if old.leader == new.leader == self._broker_id and old.isr != new.isr:
+                count_isr_change(old.isr, new.isr)
             if self._alter_in_flight is not None and new.partition_epoch > self._alter_in_flight:
                 self._alter_in_flight = None
                 self._joining = frozenset()

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
+from pykraft.broker.metrics import count_append
 from pykraft.broker.partition import AckState, Partition
 from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
 from pykraft.broker.waiting import wait_until
@@ -134,6 +135,8 @@ def _produce_one(
         if isinstance(error, LeaderError):
             result.current_leader.CopyFrom(error.current_leader)
         return None
+    if not info.duplicate:
+        count_append(item.topic, info.size_bytes, info.last_offset - info.first_offset + 1)
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
     result.log_start_offset = partition.log_start_offset

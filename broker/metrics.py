@@ -1,0 +1,122 @@
+"""A broker's Prometheus metrics, under Kafka's JMX names as the Prometheus JMX exporter renders
+them (`kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions` becomes
+`kafka_server_replicamanager_underreplicatedpartitions`; a rate such as BytesInPerSec is a
+counter, `..._bytesin_total`, that Prometheus turns into a rate).
+
+Counters, incremented on the hot paths once per partition append or read (never per record):
+  kafka_server_brokertopicmetrics_bytesin_total{topic}          BytesInPerSec (leader appends)
+  kafka_server_brokertopicmetrics_messagesin_total{topic}       MessagesInPerSec
+  kafka_server_brokertopicmetrics_bytesout_total{topic}         BytesOutPerSec (consumers)
+  kafka_server_brokertopicmetrics_replicationbytesout_total{topic}  ReplicationBytesOutPerSec
+  kafka_server_replicamanager_isrshrinks_total                  IsrShrinksPerSec
+  kafka_server_replicamanager_isrexpands_total                  IsrExpandsPerSec
+Gauges, computed at scrape time by `BrokerCollector` from the partitions this broker holds:
+  kafka_server_replicamanager_partitioncount                    PartitionCount
+  kafka_server_replicamanager_leadercount                       LeaderCount
+  kafka_server_replicamanager_underreplicatedpartitions         UnderReplicatedPartitions (led
+                                                                here, ISR smaller than replicas)
+  kafka_server_replicamanager_underminisrpartitioncount         UnderMinIsrPartitionCount
+  kafka_server_kafkaserver_brokerstate                          BrokerState (Kafka's numbers)
+  kafka_server_broker_metadata_metrics_last_applied_record_offset  broker-metadata-metrics
+ISR shrinks and expands are counted by the partition's leader when its metadata shows the change
+(its own AlterPartition accepted, or the controller's removal of a fenced replica), once each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final
+
+from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from pykraft.broker.lifecycle import BrokerLifecycle
+
+if TYPE_CHECKING:  # the replica manager's partitions count through this module
+    from pykraft.broker.replica_manager import ReplicaManager
+
+_TOPIC_METRICS: Final = "kafka_server_brokertopicmetrics_"
+_REPLICA_MANAGER: Final = "kafka_server_replicamanager_"
+
+BYTES_IN: Final = Counter(
+    _TOPIC_METRICS + "bytesin", "Bytes appended as leader, per topic.", ["topic"]
+)
+MESSAGES_IN: Final = Counter(
+    _TOPIC_METRICS + "messagesin", "Records appended as leader, per topic.", ["topic"]
+)
+BYTES_OUT: Final = Counter(
+    _TOPIC_METRICS + "bytesout", "Record bytes sent to consumers, per topic.", ["topic"]
+)
+REPLICATION_BYTES_OUT: Final = Counter(
+    _TOPIC_METRICS + "replicationbytesout", "Record bytes sent to followers, per topic.", ["topic"]
+)
+ISR_SHRINKS: Final = Counter(_REPLICA_MANAGER + "isrshrinks", "ISR shrinks this leader made.")
+ISR_EXPANDS: Final = Counter(_REPLICA_MANAGER + "isrexpands", "ISR expands this leader made.")
+
+
+def count_append(topic: str, size_bytes: int, record_count: int) -> None:
+    """One leader append of `record_count` records (not a duplicate's replay)."""
+    BYTES_IN.labels(topic).inc(size_bytes)
+    MESSAGES_IN.labels(topic).inc(record_count)
+
+
+def count_read(topic: str, size_bytes: int, *, consumer: bool) -> None:
+    """One partition's records put into a Fetch answer for a consumer or a follower."""
+    (BYTES_OUT if consumer else REPLICATION_BYTES_OUT).labels(topic).inc(size_bytes)
+
+
+def count_isr_change(old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
+    """An accepted ISR change; one that both removes and adds members counts as both."""
+    if set(old_isr) - set(new_isr):
+        ISR_SHRINKS.inc()
+    if set(new_isr) - set(old_isr):
+        ISR_EXPANDS.inc()
+
+
+class BrokerCollector(Collector):
+    """The gauges of the module docstring, read from the broker's parts at each scrape (the
+    partition list is copied under the manager's lock; each registration is immutable)."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        lifecycle: BrokerLifecycle,
+        metadata_offset: Callable[[], int],
+    ) -> None:
+        self._replica_manager = replica_manager
+        self._lifecycle = lifecycle
+        self._metadata_offset = metadata_offset
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        partitions = self._replica_manager.partitions()
+        led = [p for p in partitions if p.is_leader]
+        registrations = [(p.local.registration, p.min_insync_replicas) for p in led]
+        yield _gauge("partitioncount", "Partitions with a replica here.", len(partitions))
+        yield _gauge("leadercount", "Partitions led here.", len(led))
+        under_replicated = sum(len(r.isr) < len(r.replicas) for r, _ in registrations)
+        yield _gauge(
+            "underreplicatedpartitions",
+            "Partitions led here whose ISR is smaller than their replica set.",
+            under_replicated,
+        )
+        under_min_isr = sum(len(r.isr) < min_isr for r, min_isr in registrations)
+        yield _gauge(
+            "underminisrpartitioncount",
+            "Partitions led here whose ISR is smaller than min.insync.replicas.",
+            under_min_isr,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_kafkaserver_brokerstate",
+            "The broker's state, Kafka's numbers (3 = RUNNING).",
+            value=int(self._lifecycle.state),
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_broker_metadata_metrics_last_applied_record_offset",
+            "Offset of the last metadata record this broker applied.",
+            value=self._metadata_offset(),
+        )
+
+
+def _gauge(name: str, documentation: str, value: int) -> GaugeMetricFamily:
+    return GaugeMetricFamily(_REPLICA_MANAGER + name, documentation, value=value)
