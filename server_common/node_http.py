@@ -19,7 +19,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Final
 
-from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from pykraft.server_common.config_files import ConfigError
@@ -49,6 +49,8 @@ class NodeHttpServer:
     def __init__(
         self, listen: str, registry: CollectorRegistry, *, health: Probe, ready: Probe
     ) -> None:
+        # Process-wide, as the endpoint is one per process: no `_created` twin of each counter.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # (prometheus-client 0.26)
         host, _, port = listen.rpartition(":")
         handler = _handler_class(registry, health, ready)
         try:
