@@ -18,6 +18,11 @@ Gauges, computed at scrape time by `BrokerCollector` from the partitions this br
   kafka_server_replicamanager_underminisrpartitioncount         UnderMinIsrPartitionCount
   kafka_server_kafkaserver_brokerstate                          BrokerState (Kafka's numbers)
   kafka_server_broker_metadata_metrics_last_applied_record_offset  broker-metadata-metrics
+Consumer group lag, which Kafka's brokers do not export, under kafka_exporter's names, computed
+by `GroupLagCollector` on the coordinator of each group (the leader of its __consumer_offsets
+partition) for each committed partition this broker holds a replica of:
+  kafka_consumergroup_current_offset{consumergroup, topic, partition}   the committed offset
+  kafka_consumergroup_lag{consumergroup, topic, partition}   high watermark minus that (>= 0)
 ISR shrinks and expands are counted by the partition's leader when its metadata shows the change
 (its own AlterPartition accepted, or the controller's removal of a fenced replica), once each.
 """
@@ -34,7 +39,14 @@ from prometheus_client.registry import Collector
 from pykraft.broker.lifecycle import BrokerLifecycle
 
 if TYPE_CHECKING:  # the replica manager's partitions count through this module
+    from pykraft.broker.group.coordinator import GroupCoordinator
+    from pykraft.broker.group.shard import GroupShard
     from pykraft.broker.replica_manager import ReplicaManager
+
+# Series per scrape of each consumer group gauge at most (groups x committed partitions), so a
+# broker with very many groups answers a scrape in bounded time; the rest are left out.
+GROUP_LAG_SERIES_MAX: Final = 10_000
+_GROUP_LABELS: Final = ["consumergroup", "topic", "partition"]
 
 _TOPIC_METRICS: Final = "kafka_server_brokertopicmetrics_"
 _REPLICA_MANAGER: Final = "kafka_server_replicamanager_"
@@ -116,6 +128,45 @@ class BrokerCollector(Collector):
             "Offset of the last metadata record this broker applied.",
             value=self._metadata_offset(),
         )
+
+
+class GroupLagCollector(Collector):
+    """The consumer group gauges of the module docstring, from the groups this broker
+    coordinates (read under each shard's lock) and its replicas' high watermarks."""
+
+    def __init__(self, groups: GroupCoordinator, replica_manager: ReplicaManager) -> None:
+        self._groups = groups
+        self._replica_manager = replica_manager
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        current = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset",
+            "Committed offset of each group's partitions (coordinator only).",
+            labels=_GROUP_LABELS,
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "High watermark minus the committed offset (coordinator only).",
+            labels=_GROUP_LABELS,
+        )
+        commits = [c for shard in self._groups.each_shard(_committed) for c in shard]
+        for group_id, topic, partition_id, offset in commits[:GROUP_LAG_SERIES_MAX]:
+            labels = [group_id, topic, str(partition_id)]
+            current.add_metric(labels, offset)
+            partition = self._replica_manager.partition(topic, partition_id)
+            if partition is not None:
+                lag.add_metric(labels, max(partition.high_watermark - offset, 0))
+        yield current
+        yield lag
+
+
+def _committed(shard: GroupShard) -> list[tuple[str, str, int, int]]:
+    """(group, topic, partition, committed offset) of every commit the shard holds."""
+    return [
+        (group_id, topic, partition_id, value.offset)
+        for group_id, group in shard.groups.items()
+        for (topic, partition_id), value in group.offsets.items()
+    ]
 
 
 def _gauge(name: str, documentation: str, value: int) -> GaugeMetricFamily:

@@ -31,7 +31,7 @@ from pykraft.broker.kafka.dispatch import Dispatcher
 from pykraft.broker.kafka.server import KafkaListener
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.metadata import ImageFile, MetadataFollower
-from pykraft.broker.metrics import BrokerCollector
+from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_fetcher import ReplicaFetcherManager
 from pykraft.broker.replica_manager import ReplicaManager
@@ -172,6 +172,7 @@ class Broker:
                 self.replica_manager, self.lifecycle, lambda: self.metadata.applied_offset
             )
         )
+        registry.register(GroupLagCollector(self.groups, self.replica_manager))
         self.http = NodeHttpServer(
             self.config.metrics_listen, registry, health=self._health, ready=self._readiness
         )

@@ -2,7 +2,8 @@
 controllers and three brokers, each with `--metrics-listen`; the scraped gauges must show the
 cluster as it is (one active controller, every partition replicated), then a kill -9'd broker
 (UnderReplicatedPartitions and the fenced broker count rise, the ISR shrinks are counted), then
-its return (both fall back to 0, the expands are counted, it is ready again).
+its return (both fall back to 0, the expands are counted, it is ready again), and a consumer
+group's committed offset and lag on its coordinator.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from pykraft.client.admin import AdminClient
+from pykraft.client.types import OffsetAndMetadata, TopicPartition
 from tests.ports import free_port
 
 from .cluster import BROKER_IDS, create_topic, make_broker, produce_raw, start_brokers
@@ -76,6 +79,8 @@ def start_cluster(
     quorum.wait_active()
     brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
     broker_metrics = {i: with_metrics(b) for i, b in brokers.items()}
+    for broker in brokers.values():
+        broker.args += ["--override", "offsets.topic.num.partitions=3"]
     start_brokers(quorum, brokers)
     create_topic(quorum, TOPIC, PARTITIONS, "--config", "min.insync.replicas=2")
     return quorum, controller_metrics, brokers, broker_metrics
@@ -112,6 +117,7 @@ def test_metrics_follow_a_killed_and_restarted_broker(tmp_path: Path) -> None:
             timeout_s=30,
             what="broker 3 ready",
         )
+        check_group_lag(quorum, broker_metrics)
     finally:
         for broker in brokers.values():
             broker.close()
@@ -171,6 +177,24 @@ def check_traffic_is_counted(brokers: dict[int, BrokerProcess], metrics: dict[in
     assert total(everyone, "kafka_network_requestmetrics_requests_total", **produce) >= PARTITIONS
     assert total(everyone, "kafka_network_requestmetrics_totaltime_seconds_count", **produce) >= (
         PARTITIONS
+    )
+
+
+def check_group_lag(quorum: Quorum, brokers: dict[int, str]) -> None:
+    """A group that committed offset 4 of partition 0 (10 records): its coordinator reports the
+    offset and a lag of 6."""
+    with AdminClient(quorum.bootstrap) as admin:
+        admin.alter_consumer_group_offsets(
+            "watchers", {TopicPartition(TOPIC, 0): OffsetAndMetadata(4)}
+        )
+    labels = {"consumergroup": "watchers", "topic": TOPIC, "partition": "0"}
+    wait_for(
+        lambda: (
+            total(brokers.values(), "kafka_consumergroup_current_offset", **labels) == 4
+            and total(brokers.values(), "kafka_consumergroup_lag", **labels) == 6
+        ),
+        timeout_s=20,
+        what="the group's offset and lag on its coordinator",
     )
 
 

@@ -17,8 +17,10 @@ from prometheus_client.metrics_core import Metric
 import pykraft.broker.metrics
 import pykraft.quorum.raft.pysyncobj_log
 import pykraft.server_common.request_metrics
+from pykraft.broker.group.config import GroupConfig
+from pykraft.broker.group.coordinator import GroupCoordinator
 from pykraft.broker.lifecycle import BrokerLifecycle
-from pykraft.broker.metrics import BrokerCollector
+from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller_core import ControllerCore
@@ -44,6 +46,9 @@ def exported(tmp_path: Path) -> set[str]:
     assert pykraft.quorum.raft.pysyncobj_log.RAFT_COMMIT_LATENCY
     manager = ReplicaManager(broker_config(tmp_path / "log"), lambda now_ms: True)
     broker = BrokerCollector(manager, BrokerLifecycle(), lambda: 0)
+    groups = GroupLagCollector(
+        GroupCoordinator(manager, GroupConfig(), clock_ms=int, wall_clock_ms=int), manager
+    )
     config = ControllerConfig(
         node_id=1, voters={1: "c1:9093"}, controller_listeners={1: "c1:9092"}, data_dir=tmp_path
     )
@@ -52,7 +57,12 @@ def exported(tmp_path: Path) -> set[str]:
     core.step(RaftPolled(RaftStatus(1, 1, 1, True, 0, 0, 0, ())), 0)
     try:
         return series_names(
-            [*REGISTRY.collect(), *broker.collect(), *ControllerCollector(core).collect()]
+            [
+                *REGISTRY.collect(),
+                *broker.collect(),
+                *groups.collect(),
+                *ControllerCollector(core).collect(),
+            ]
         )
     finally:
         manager.close()
