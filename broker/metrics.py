@@ -3,13 +3,16 @@ them (`kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions` becomes
 `kafka_server_replicamanager_underreplicatedpartitions`; a rate such as BytesInPerSec is a
 counter, `..._bytesin_total`, that Prometheus turns into a rate).
 
-Counters, incremented on the hot paths once per partition append or read (never per record):
+Counters: the broker's own `Counters` (`broker/counters.py`, which DescribeCounters answers too),
+served at scrape time under these names (COUNTER_NAMES):
   kafka_server_brokertopicmetrics_bytesin_total{topic}          BytesInPerSec (leader appends)
   kafka_server_brokertopicmetrics_messagesin_total{topic}       MessagesInPerSec
   kafka_server_brokertopicmetrics_bytesout_total{topic}         BytesOutPerSec (consumers)
   kafka_server_brokertopicmetrics_replicationbytesout_total{topic}  ReplicationBytesOutPerSec
   kafka_server_replicamanager_isrshrinks_total                  IsrShrinksPerSec
   kafka_server_replicamanager_isrexpands_total                  IsrExpandsPerSec
+  pykraft_broker_fetch_requests_total{request}                  Fetches by Kafka's request names
+                                                                FetchConsumer and FetchFollower
 Gauges, computed at scrape time by `BrokerCollector` from the partitions this broker holds:
   kafka_server_replicamanager_partitioncount                    PartitionCount
   kafka_server_replicamanager_leadercount                       LeaderCount
@@ -29,13 +32,13 @@ ISR shrinks and expands are counted by the partition's leader when its metadata 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Final
 
-from prometheus_client import Counter
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from pykraft.broker import counters
 from pykraft.broker.lifecycle import BrokerLifecycle
 
 if TYPE_CHECKING:  # the replica manager's partitions count through this module
@@ -51,44 +54,39 @@ _GROUP_LABELS: Final = ["consumergroup", "topic", "partition"]
 _TOPIC_METRICS: Final = "kafka_server_brokertopicmetrics_"
 _REPLICA_MANAGER: Final = "kafka_server_replicamanager_"
 
-BYTES_IN: Final = Counter(
-    _TOPIC_METRICS + "bytesin", "Bytes appended as leader, per topic.", ["topic"]
-)
-MESSAGES_IN: Final = Counter(
-    _TOPIC_METRICS + "messagesin", "Records appended as leader, per topic.", ["topic"]
-)
-BYTES_OUT: Final = Counter(
-    _TOPIC_METRICS + "bytesout", "Record bytes sent to consumers, per topic.", ["topic"]
-)
-REPLICATION_BYTES_OUT: Final = Counter(
-    _TOPIC_METRICS + "replicationbytesout", "Record bytes sent to followers, per topic.", ["topic"]
-)
-ISR_SHRINKS: Final = Counter(_REPLICA_MANAGER + "isrshrinks", "ISR shrinks this leader made.")
-ISR_EXPANDS: Final = Counter(_REPLICA_MANAGER + "isrexpands", "ISR expands this leader made.")
-
-
-def count_append(topic: str, size_bytes: int, record_count: int) -> None:
-    """One leader append of `record_count` records (not a duplicate's replay)."""
-    BYTES_IN.labels(topic).inc(size_bytes)
-    MESSAGES_IN.labels(topic).inc(record_count)
-
-
-def count_read(topic: str, size_bytes: int, *, consumer: bool) -> None:
-    """One partition's records put into a Fetch answer for a consumer or a follower."""
-    (BYTES_OUT if consumer else REPLICATION_BYTES_OUT).labels(topic).inc(size_bytes)
-
-
-def count_isr_change(old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
-    """An accepted ISR change; one that both removes and adds members counts as both."""
-    if set(old_isr) - set(new_isr):
-        ISR_SHRINKS.inc()
-    if set(new_isr) - set(old_isr):
-        ISR_EXPANDS.inc()
+# Each counter of `Counters` (every name it counts has an entry): its Prometheus name (without
+# `_total`), help and label names.
+COUNTER_NAMES: Final[Mapping[str, tuple[str, str, tuple[str, ...]]]] = {
+    counters.BYTES_IN_TOTAL: (_TOPIC_METRICS + "bytesin", "Bytes appended as leader.", ("topic",)),
+    counters.MESSAGES_IN_TOTAL: (
+        _TOPIC_METRICS + "messagesin",
+        "Records appended as leader.",
+        ("topic",),
+    ),
+    counters.CONSUMER_BYTES_OUT_TOTAL: (
+        _TOPIC_METRICS + "bytesout",
+        "Record bytes sent to consumers.",
+        ("topic",),
+    ),
+    counters.REPLICATION_BYTES_OUT_TOTAL: (
+        _TOPIC_METRICS + "replicationbytesout",
+        "Record bytes sent to followers.",
+        ("topic",),
+    ),
+    counters.ISR_SHRINKS_TOTAL: (_REPLICA_MANAGER + "isrshrinks", "ISR shrinks led here.", ()),
+    counters.ISR_EXPANDS_TOTAL: (_REPLICA_MANAGER + "isrexpands", "ISR expands led here.", ()),
+    counters.REQUESTS_TOTAL: (
+        "pykraft_broker_fetch_requests",
+        "Fetches answered, FetchConsumer or FetchFollower.",
+        ("request",),
+    ),
+}
 
 
 class BrokerCollector(Collector):
-    """The gauges of the module docstring, read from the broker's parts at each scrape (the
-    partition list is copied under the manager's lock; each registration is immutable)."""
+    """The counters and gauges of the module docstring, read from the broker's parts at each
+    scrape (the counters and the partition list are copied under their locks; each
+    registration is immutable)."""
 
     def __init__(
         self,
@@ -100,7 +98,8 @@ class BrokerCollector(Collector):
         self._lifecycle = lifecycle
         self._metadata_offset = metadata_offset
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield from _counter_families(self._replica_manager.counters.snapshot())
         partitions = self._replica_manager.partitions()
         led = [p for p in partitions if p.is_leader]
         registrations = [(p.local.registration, p.min_insync_replicas) for p in led]
@@ -167,6 +166,18 @@ def _committed(shard: GroupShard) -> list[tuple[str, str, int, int]]:
         for group_id, group in shard.groups.items()
         for (topic, partition_id), value in group.offsets.items()
     ]
+
+
+def _counter_families(values: Mapping[counters.CounterKey, int]) -> list[CounterMetricFamily]:
+    """Every counter of COUNTER_NAMES, with a sample per label set counted so far."""
+    families = {
+        key: CounterMetricFamily(name, documentation, labels=labels)
+        for key, (name, documentation, labels) in COUNTER_NAMES.items()
+    }
+    for (key, labels), value in sorted(values.items()):
+        by_name = dict(labels)
+        families[key].add_metric([by_name[name] for name in COUNTER_NAMES[key][2]], value)
+    return list(families.values())
 
 
 def _gauge(name: str, documentation: str, value: int) -> GaugeMetricFamily:

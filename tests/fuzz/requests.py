@@ -437,6 +437,9 @@ def fuzzers(facts: Facts) -> dict[str, Fuzz]:
         "BrokerService.Fetch": _read(broker_pb2.FetchRequest.DESCRIPTOR, broker),
         "BrokerService.ListOffsets": _read(broker_pb2.ListOffsetsRequest.DESCRIPTOR, broker),
         "BrokerService.Metadata": _read(broker_pb2.MetadataRequest.DESCRIPTOR, broker),
+        "BrokerService.DescribeCounters": _read(
+            broker_pb2.DescribeCountersRequest.DESCRIPTOR, broker
+        ),
         # Without a transactional id it is valid and hands out an id (the warm-up took a block)
         "BrokerService.InitProducerId": Fuzz(
             message_of(broker_pb2.InitProducerIdRequest.DESCRIPTOR, broker),
