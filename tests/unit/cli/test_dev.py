@@ -97,6 +97,15 @@ def test_cluster_json_round_trips(tmp_path: Path) -> None:
     assert dev_cluster.load(tmp_path) == cluster
 
 
+def test_a_node_planned_before_metrics_has_no_metrics_address(tmp_path: Path) -> None:
+    broker = plan_cluster(1, 1, tmp_path, base_port=30000).node("broker-1")
+    flag = broker.args.index("--metrics-listen")
+    older = replace(broker, args=broker.args[:flag] + broker.args[flag + 2 :])
+    assert older.metrics_address is None
+    assert older.ports == [30201, 30301]
+    assert older.to_json()["metrics_address"] is None
+
+
 def test_missing_or_damaged_cluster_json_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DevClusterError, match="no cluster in"):
         dev_cluster.load(tmp_path)
