@@ -13,13 +13,13 @@ names. One counter increment and one histogram observation per request: cheap on
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from typing import Any, Final
 
 import grpc
 from prometheus_client import Counter, Histogram
+
+from pykraft.server_common.unary_interceptor import Handler, UnaryInterceptor
 
 # Latency buckets (seconds): from a metadata read to a long-polled Fetch (max wait 30 s).
 _LATENCY_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -50,28 +50,11 @@ def observe_request(request: str, listener: str, elapsed_s: float, *, failed: bo
         ERRORS.labels(request, listener).inc()
 
 
-class RequestMetrics(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Times every unary RPC (all of pykraft's are); wrapped handlers are kept per method."""
+class RequestMetrics(UnaryInterceptor):
+    """Times every unary RPC (all of pykraft's are) under its method's short name."""
 
-    def __init__(self) -> None:
-        self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any] | None] = {}
-        self._lock = threading.Lock()
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        method: str = handler_call_details.method
-        with self._lock:
-            if method in self._wrapped:
-                return self._wrapped[method]
-        handler = continuation(handler_call_details)
-        if handler is not None and handler.unary_unary is not None:
-            handler = _timed(method.rpartition("/")[2], handler)
-        with self._lock:
-            self._wrapped[method] = handler
-        return handler
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        return _timed(method.rpartition("/")[2], handler)
 
 
 def _timed(name: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
