@@ -29,6 +29,8 @@ _FLAG_KEYS = {
     "session_timeout_ms": "broker.session.timeout.ms",
     "replica_lag_time_max_ms": "replica.lag.time.max.ms",
     "test_drop_produce_responses_every": "test.drop.produce.responses.every",
+    "metrics_listen": "metrics.listen",
+    "log_format": "log.format",
 }
 
 
@@ -62,6 +64,11 @@ def broker() -> None:
     "after processing it (test.drop.produce.responses.every; 0 = off).",
 )
 @click.option(
+    "--metrics-listen",
+    help="host:port of the HTTP /metrics, /health and /ready (metrics.listen; port 0 picks one).",
+)
+@click.option("--log-format", help="text (default) or json: one JSON object per line.")
+@click.option(
     "--override",
     "overrides",
     multiple=True,
@@ -69,7 +76,6 @@ def broker() -> None:
     help="Any config key, as in the TOML file (Kafka's --override); repeatable.",
 )
 def run(config_path: Path | None, overrides: tuple[str, ...], **flags: object) -> None:
-    configure_logging()
     settings: dict[str, object] = {_FLAG_KEYS[k]: v for k, v in flags.items()}
     for override in overrides:
         key, equals, value = override.partition("=")
@@ -80,6 +86,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], **flags: object) -
         config = load_config(config_path, settings)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
+    configure_logging(config.log_format)
     sys.exit(_serve_until_stopped(config))
 
 

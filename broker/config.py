@@ -29,6 +29,8 @@ from pykraft.broker.replica_selector import REPLICA_SELECTORS
 from pykraft.metadata_log import BROKER_SYNONYMS, ConfigValidationError, validate_config
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.server_common.config_files import ConfigError, read_settings
+from pykraft.server_common.node_http import METRICS_LISTEN_KEY, parse_metrics_listen
+from pykraft.server_common.process import LOG_FORMAT_KEY, parse_log_format
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class BrokerConfig:
     advertised_listener: str = ""
     advertised_kafka_listener: str = ""
     replica_selector_class: str = ""
+    # The HTTP endpoint of /metrics, /health and /ready ("": none; port 0 picks one).
+    metrics_listen: str = ""
+    log_format: str = "text"  # text or json (server_common.process)
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -160,6 +165,7 @@ _GROUP_KEYS: Final = {*_GROUP_INT_KEYS, "offsets.retention.minutes", "group.cons
 _REQUIRED: Final = ("node.id", "listeners", "log.dirs", "controller.quorum.bootstrap.servers")
 KNOWN_KEYS: Final = frozenset(
     {*_INT_KEYS, *_STR_KEYS, "listeners", "advertised.listeners", "log.dirs"}
+    | {METRICS_LISTEN_KEY, LOG_FORMAT_KEY}
     | {"controller.quorum.bootstrap.servers"}
     | set(BROKER_SYNONYMS)
     | _GROUP_KEYS
@@ -267,6 +273,8 @@ def config_from_mapping(raw: Mapping[str, Any]) -> BrokerConfig:
         ),
         topic_defaults=_topic_defaults(raw),
         group=_group_config(raw),
+        metrics_listen=parse_metrics_listen(raw.get(METRICS_LISTEN_KEY, "")),
+        log_format=parse_log_format(raw.get(LOG_FORMAT_KEY, "text")),
         **values,
     )
 

@@ -1,11 +1,18 @@
-"""What a broker counts while it runs, so tests and operators can see where requests went
-(issue 16 exports these as Prometheus metrics). Names are Prometheus-style totals; Kafka's own
-metric names are in the comments:
+"""What a broker counts while it runs, so tests and operators can see where requests went:
+DescribeCounters answers them, and `broker/metrics.py` serves them as Prometheus counters under
+Kafka's names. Names are Prometheus-style totals; Kafka's own metric names are in the comments:
 
 - `requests_total{request=FetchConsumer|FetchFollower}`: Fetch requests answered, through either
   listener (Kafka's RequestsPerSec with those request names).
 - `consumer_bytes_out_total{topic}`: record bytes sent to consumers (Kafka's BytesOutPerSec,
   which leaves replication out).
+- `replication_bytes_out_total{topic}`: record bytes sent to followers (ReplicationBytesOutPerSec).
+- `bytes_in_total{topic}`, `messages_in_total{topic}`: leader appends from producers, a retried
+  duplicate left out (BytesInPerSec, MessagesInPerSec).
+- `isr_shrinks_total`, `isr_expands_total`: ISR changes of partitions this broker leads, counted
+  when its metadata shows them (IsrShrinksPerSec, IsrExpandsPerSec).
+
+Each is added to once per request, partition append or metadata change, never per record.
 
 Thread-safe; every counter starts at 0 when the broker starts and only goes up. The keys are
 bounded by the request kinds and the topics the broker hosts.
@@ -20,6 +27,11 @@ from pykraft.proto import broker_pb2
 
 REQUESTS_TOTAL: Final = "requests_total"
 CONSUMER_BYTES_OUT_TOTAL: Final = "consumer_bytes_out_total"
+REPLICATION_BYTES_OUT_TOTAL: Final = "replication_bytes_out_total"
+BYTES_IN_TOTAL: Final = "bytes_in_total"
+MESSAGES_IN_TOTAL: Final = "messages_in_total"
+ISR_SHRINKS_TOTAL: Final = "isr_shrinks_total"
+ISR_EXPANDS_TOTAL: Final = "isr_expands_total"
 FETCH_CONSUMER: Final = "FetchConsumer"
 FETCH_FOLLOWER: Final = "FetchFollower"
 

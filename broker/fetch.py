@@ -31,6 +31,7 @@ from pykraft.broker.counters import (
     CONSUMER_BYTES_OUT_TOTAL,
     FETCH_CONSUMER,
     FETCH_FOLLOWER,
+    REPLICATION_BYTES_OUT_TOTAL,
     REQUESTS_TOTAL,
     Counters,
 )
@@ -109,17 +110,17 @@ def _count(
     response: broker_pb2.FetchResponse,
     ranges: dict[RangeSlot, FileRange],
 ) -> None:
-    """Counts the request answered, and for a consumer the record bytes by topic."""
-    if request.replica_id != CONSUMER_REPLICA_ID:
-        counters.add(REQUESTS_TOTAL, request=FETCH_FOLLOWER)
-        return
-    counters.add(REQUESTS_TOTAL, request=FETCH_CONSUMER)
+    """Counts the request answered and its record bytes by topic (a consumer's or a
+    follower's)."""
+    consumer = request.replica_id == CONSUMER_REPLICA_ID
+    counters.add(REQUESTS_TOTAL, request=FETCH_CONSUMER if consumer else FETCH_FOLLOWER)
+    bytes_out = CONSUMER_BYTES_OUT_TOTAL if consumer else REPLICATION_BYTES_OUT_TOTAL
     for topic_slot, topic in enumerate(response.topics):
         size_bytes = sum(
             ranges[topic_slot, slot].length if (topic_slot, slot) in ranges else len(p.records)
             for slot, p in enumerate(topic.partitions)
         )
-        counters.add(CONSUMER_BYTES_OUT_TOTAL, size_bytes, topic=topic.topic)
+        counters.add(bytes_out, size_bytes, topic=topic.topic)
 
 
 def _close(ranges: dict[RangeSlot, FileRange]) -> None:

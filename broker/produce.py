@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pykraft.broker.counters import BYTES_IN_TOTAL, MESSAGES_IN_TOTAL
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
@@ -134,6 +135,10 @@ def _produce_one(
         if isinstance(error, LeaderError):
             result.current_leader.CopyFrom(error.current_leader)
         return None
+    if not info.duplicate:
+        record_count = info.last_offset - info.first_offset + 1
+        manager.counters.add(BYTES_IN_TOTAL, info.size_bytes, topic=item.topic)
+        manager.counters.add(MESSAGES_IN_TOTAL, record_count, topic=item.topic)
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
     result.log_start_offset = partition.log_start_offset

@@ -35,14 +35,19 @@ from uuid import UUID
 
 from pykraft.broker import replica_selector
 from pykraft.broker.config import BrokerConfig
-from pykraft.broker.counters import Counters
+from pykraft.broker.counters import ISR_EXPANDS_TOTAL, ISR_SHRINKS_TOTAL, Counters
 from pykraft.broker.local_changes import LocalChanges, LocalPartition, local_changes
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
 from pykraft.broker.waiting import wait_until
-from pykraft.metadata_log import BROKER_SYNONYMS, MetadataDelta, MetadataImage
+from pykraft.metadata_log import (
+    BROKER_SYNONYMS,
+    MetadataDelta,
+    MetadataImage,
+    PartitionRegistration,
+)
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import broker_pb2, common_pb2
 
@@ -122,11 +127,23 @@ class ReplicaManager:
                 existing = self._open(local, configs, min_insync, now_ms)
                 if existing is None:
                     continue
+            self._count_isr_change(existing.local.registration, local.registration)
             existing.update(local, min_insync_replicas=min_insync, now_ms=now_ms)
             leader = "this broker" if existing.is_leader else f"broker {existing.leader_id}"
             log.info(
                 "%s: led by %s in epoch %d", local.directory_name, leader, existing.leader_epoch
             )
+
+    def _count_isr_change(self, old: PartitionRegistration, new: PartitionRegistration) -> None:
+        """Counts an ISR change of a partition this broker leads before and after (its own
+        AlterPartition, or the controller's removal of a fenced replica); one that both removes
+        and adds members counts as both."""
+        if not old.leader == new.leader == self._broker_id:
+            return
+        if set(old.isr) - set(new.isr):
+            self.counters.add(ISR_SHRINKS_TOTAL)
+        if set(new.isr) - set(old.isr):
+            self.counters.add(ISR_EXPANDS_TOTAL)
 
     def _open(
         self, local: LocalPartition, configs: dict[str, str], min_insync: int, now_ms: int

@@ -17,6 +17,7 @@ import time
 from typing import Final
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from pykraft.broker.admin_forwarding import AdminForwarder
 from pykraft.broker.alter_partition import IsrUpdater
@@ -30,11 +31,13 @@ from pykraft.broker.kafka.dispatch import Dispatcher
 from pykraft.broker.kafka.server import KafkaListener
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.metadata import ImageFile, MetadataFollower
+from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_fetcher import ReplicaFetcherManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import BrokerService, serve
 from pykraft.metadata_log import MetadataDelta, MetadataImage
+from pykraft.server_common.node_http import NodeHttpServer
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,7 @@ class Broker:
         )
         self._server: grpc.Server | None = None
         self._kafka_listener: KafkaListener | None = None
+        self.http: NodeHttpServer | None = None
 
     def _may_serve(self, now_ms: int) -> bool:
         return self.lifecycle.state in (
@@ -114,6 +118,8 @@ class Broker:
         bind, RuntimeError if registration is refused."""
         self.lifecycle.transition(BrokerState.STARTING)
         self.metadata.load()
+        if self.config.metrics_listen:
+            self._start_http()
         groups = GroupHandlers(
             self.groups,
             self.replica_manager,
@@ -156,6 +162,29 @@ class Broker:
         self.isr_updater.start()
         log.info("broker %d serving on %s", self.config.node_id, self.config.listener)
         return True
+
+    def _start_http(self) -> None:
+        """Serves /metrics, /health and /ready (`server_common.node_http`); OSError if it cannot
+        bind. Ready means RUNNING: caught up with metadata and unfenced."""
+        registry = CollectorRegistry()
+        registry.register(
+            BrokerCollector(
+                self.replica_manager, self.lifecycle, lambda: self.metadata.applied_offset
+            )
+        )
+        registry.register(GroupLagCollector(self.groups, self.replica_manager))
+        self.http = NodeHttpServer(
+            self.config.metrics_listen, registry, health=self._health, ready=self._readiness
+        )
+        self.http.start()
+
+    def _health(self) -> str | None:
+        failure = self.failure
+        return None if failure is None else f"failed: {failure}"
+
+    def _readiness(self) -> str | None:
+        state = self.lifecycle.state
+        return None if state is BrokerState.RUNNING else f"broker state {state.name}"
 
     def _start_kafka_listener(self, services: KafkaServices) -> None:
         """Serves the Kafka protocol beside gRPC, with the same parts; OSError if it cannot bind."""
@@ -200,6 +229,8 @@ class Broker:
         self.replica_manager.close()
         self.producer_ids.close()
         self._caller.close()
+        if self.http is not None:
+            self.http.stop()
         self.lifecycle.transition(BrokerState.NOT_RUNNING)
 
 

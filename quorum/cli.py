@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 
 import click
+from prometheus_client import CollectorRegistry
 
 from pykraft.quorum.config import ControllerConfig, load_config
+from pykraft.quorum.metrics import ControllerCollector
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.raft import RaftConfig
 from pykraft.quorum.service import serve
 from pykraft.quorum.storage import StorageError, check_meta_properties
 from pykraft.server_common.config_files import ConfigError
+from pykraft.server_common.node_http import NodeHttpServer
 from pykraft.server_common.process import configure_logging, stop_on_signals
 
 log = logging.getLogger("pykraft.controller")
@@ -45,8 +48,12 @@ def controller() -> None:
     type=int,
     help="Seconds between automatic preferred leader elections (300).",
 )
+@click.option(
+    "--metrics-listen",
+    help="host:port of the HTTP /metrics, /health and /ready (metrics.listen; port 0 picks one).",
+)
+@click.option("--log-format", help="text (default) or json: one JSON object per line.")
 def run(config_path: Path | None, **flags: object) -> None:
-    configure_logging()
     keys = {
         "node_id": "node.id",
         "voters": "controller.quorum.voters",
@@ -58,12 +65,15 @@ def run(config_path: Path | None, **flags: object) -> None:
         "raft_compaction_min_entries": "raft.compaction.min.entries",
         "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
         "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
+        "metrics_listen": "metrics.listen",
+        "log_format": "log.format",
     }
     try:
         config = load_config(config_path, {keys[k]: v for k, v in flags.items()})
         check_meta_properties(config.data_dir, node_id=config.node_id, cluster_id=config.cluster_id)
     except (ConfigError, StorageError) as error:
         raise click.UsageError(str(error)) from error
+    configure_logging(config.log_format)
     sys.exit(_serve_until_stopped(config))
 
 
@@ -76,10 +86,15 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
     )
     quorum_controller = QuorumController(config, raft_config)
     quorum_controller.start()
+    http: NodeHttpServer | None = None
     try:
+        if config.metrics_listen:
+            http = _start_http(config.metrics_listen, quorum_controller)
         server = serve(quorum_controller, config.listener, config.grpc_workers_max)
     except OSError as error:
         log.error("%s", error)
+        if http is not None:
+            http.stop()
         quorum_controller.stop()
         return 1
     stopped = stop_on_signals()
@@ -92,4 +107,27 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
     log.info("controller %d stopping", config.node_id)
     server.stop(grace=1).wait()
     quorum_controller.stop()
+    if http is not None:
+        http.stop()
     return 0
+
+
+def _start_http(listen: str, controller: QuorumController) -> NodeHttpServer:
+    """/metrics, /health and /ready (`server_common.node_http`); ready once this controller is
+    in a quorum that has a leader. OSError if it cannot bind."""
+    registry = CollectorRegistry()
+    registry.register(ControllerCollector(controller.core))
+
+    def health() -> str | None:
+        failure = controller.failed
+        return None if failure is None else f"controller thread died: {failure}"
+
+    def ready() -> str | None:
+        status = controller.core.raft_status
+        if status is None or status.leader_id is None:
+            return "no Raft leader known: not in a quorum"
+        return None
+
+    http = NodeHttpServer(listen, registry, health=health, ready=ready)
+    http.start()
+    return http

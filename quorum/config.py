@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pykraft.server_common.config_files import ConfigError, read_settings
+from pykraft.server_common.node_http import METRICS_LISTEN_KEY, parse_metrics_listen
+from pykraft.server_common.process import LOG_FORMAT_KEY, parse_log_format
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class ControllerConfig:
     # Kafka's automatic preferred leader election (see controller/elections.py).
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
+    # The HTTP endpoint of /metrics, /health and /ready ("": none; port 0 picks one).
+    metrics_listen: str = ""
+    log_format: str = "text"  # text or json (server_common.process)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -69,6 +74,8 @@ _KEYS = {
     "raft.compaction.min.entries": "raft_compaction_min_entries",
     "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
     "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
+    METRICS_LISTEN_KEY: "metrics_listen",
+    LOG_FORMAT_KEY: "log_format",
 }
 
 
@@ -99,6 +106,8 @@ def load_config(path: Path | None, overrides: Mapping[str, Any]) -> ControllerCo
     for key in ("controller.quorum.voters", "controller.listeners"):
         values[_KEYS[key]] = parse_node_addresses(str(values[_KEYS[key]]), key=key)
     values["data_dir"] = Path(values["data_dir"])
+    values["metrics_listen"] = parse_metrics_listen(values.get("metrics_listen", ""))
+    values["log_format"] = parse_log_format(values.get("log_format", "text"))
     return _typed(values)
 
 

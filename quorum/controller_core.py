@@ -109,6 +109,17 @@ class ControllerCore:
         return self._role
 
     @property
+    def raft_status(self) -> RaftStatus | None:
+        """The Raft status last stepped (None before the first poll). Immutable, like `role`
+        and `state.image`: what other threads (the metrics) may read."""
+        return self._raft
+
+    def broker_metadata_offsets(self) -> dict[int, int]:
+        """The metadata offset each broker last reported in a heartbeat (the active controller
+        hears them); a copy that other threads may take."""
+        return self._heartbeats.metadata_offsets()
+
+    @property
     def accepts_requests(self) -> bool:
         """False while ACTIVATING: requests wait (in the driver's bounded queue) until every
         entry of earlier terms is applied."""

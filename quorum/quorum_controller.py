@@ -158,6 +158,13 @@ class QuorumController:
         self._thread.join(timeout=10)
 
     @property
+    def core(self) -> ControllerCore:
+        """For observers on other threads (the metrics): they read only what ControllerCore
+        says other threads may (`role`, `state.image`, `raft_status`,
+        `broker_metadata_offsets()`); everything else belongs to the controller thread."""
+        return self._core
+
+    @property
     def failed(self) -> BaseException | None:
         return self._failure
 

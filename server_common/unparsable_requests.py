@@ -10,11 +10,11 @@ handler.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import grpc
+
+from pykraft.server_common.unary_interceptor import Handler, UnaryInterceptor
 
 
 class _Unparsable:
@@ -24,35 +24,14 @@ class _Unparsable:
         self.reason = reason
 
 
-class RefuseUnparsableRequests(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """See the module docstring. Wrapped handlers are kept per method."""
+class RefuseUnparsableRequests(UnaryInterceptor):
+    """See the module docstring."""
 
-    def __init__(self) -> None:
-        self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-        self._lock = threading.Lock()
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        method: str = handler_call_details.method
-        with self._lock:
-            wrapped = self._wrapped.get(method)
-        if wrapped is not None:
-            return wrapped
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
-            return handler
-        wrapped = _refusing(method, handler)
-        with self._lock:
-            self._wrapped[method] = wrapped
-        return wrapped
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        return handler if handler.request_deserializer is None else _refusing(method, handler)
 
 
-def _refusing(
-    method: str, handler: grpc.RpcMethodHandler[Any, Any]
-) -> grpc.RpcMethodHandler[Any, Any]:
+def _refusing(method: str, handler: Handler) -> Handler:
     deserialize = handler.request_deserializer
     behavior = handler.unary_unary
     assert deserialize is not None and behavior is not None

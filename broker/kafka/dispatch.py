@@ -10,6 +10,7 @@ records stay in the segment files as ranges (`fetch_frame`) for the listener's s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from pykraft.broker.kafka.codec import (
     peek_api,
 )
 from pykraft.broker.kafka.fetch_frame import FetchFrame, encode_fetch_response
+from pykraft.server_common.request_metrics import observe_request
 
 # ApiVersions is flexible from v3: a version above ours still carries a v2 request header.
 _API_VERSIONS_FLEXIBLE_MIN = 3
@@ -77,7 +79,21 @@ class Dispatcher:
     ) -> bytes | FetchFrame | None:
         """The response frame (a FetchFrame for a zero-copy Fetch, which the caller closes);
         None when the handler answers nothing (Produce with acks=0). Exceptions from the
-        handler propagate: the listener closes the connection."""
+        handler propagate: the listener closes the connection. Each call is counted and timed
+        under Kafka's API name (`request_metrics`)."""
+        started = time.perf_counter()
+        failed = True
+        try:
+            answer = self._answer(call, services, client_host)
+            failed = False
+            return answer
+        finally:
+            name = type(call.body).__name__.removesuffix("Request").removesuffix("Response")
+            observe_request(name, "kafka", time.perf_counter() - started, failed=failed)
+
+    def _answer(
+        self, call: Call, services: KafkaServices, client_host: str
+    ) -> bytes | FetchFrame | None:
         header = call.header
         if call.api is None:
             body = call.body

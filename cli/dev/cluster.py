@@ -4,8 +4,9 @@
 every node; `DevCluster` round-trips through cluster.json, which is all that later commands
 (`status`, `down`, `kill`, `stop`, `start`) need. Ports come from one base port P: controllers'
 gRPC at P+1.., their Raft listeners at P+101.., brokers at P+201.., the brokers' Kafka protocol
-listeners at P+301... Processes are the business
-of `pykraft.cli.dev.processes`; nothing here starts one.
+listeners at P+301.., controllers' HTTP metrics (/metrics, /health, /ready) at P+401.. and
+brokers' at P+501..; each node's `metrics_address` is in cluster.json for scrapers. Processes
+are the business of `pykraft.cli.dev.processes`; nothing here starts one.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ CONTROLLER_GRPC_OFFSET = 1
 CONTROLLER_RAFT_OFFSET = 101
 BROKER_OFFSET = 201
 KAFKA_OFFSET = 301
+CONTROLLER_METRICS_OFFSET = 401
+BROKER_METRICS_OFFSET = 501
+METRICS_FLAG = "--metrics-listen"
 KAFKA_SCHEME = "KAFKA://"
 NODES_PER_ROLE_MAX = 99  # keeps each role's ports inside its block of 100
 CLUSTER_FILE = "cluster.json"
@@ -56,6 +60,8 @@ class Node:
         """Every port the node binds (a controller's gRPC and Raft listeners, a broker's gRPC and
         Kafka listeners)."""
         listed = [self.address]
+        if self.metrics_address is not None:
+            listed.append(self.metrics_address)
         if self.role == "controller":
             listed.append(_flag(self.args, "--voters").split(",")[self.id - 1].split("@")[1])
         elif self.kafka_address is not None:
@@ -72,12 +78,20 @@ class Node:
                 return listener.removeprefix(KAFKA_SCHEME)
         return None
 
+    @property
+    def metrics_address(self) -> str | None:
+        """The node's HTTP endpoint of /metrics, /health and /ready (host:port); None for a
+        node planned before pykraft served metrics."""
+        return _flag(self.args, METRICS_FLAG) if METRICS_FLAG in self.args else None
+
     def to_json(self) -> dict[str, Any]:
+        """What cluster.json holds; `metrics_address` is for readers (derived from `args`)."""
         return {
             "name": self.name,
             "role": self.role,
             "id": self.id,
             "address": self.address,
+            "metrics_address": self.metrics_address,
             "pid": self.pid,
             "data_dir": self.data_dir,
             "args": list(self.args),
@@ -160,8 +174,9 @@ def plan_cluster(
         raise ValueError(f"controllers must be odd, 1 to {NODES_PER_ROLE_MAX}; got {controllers}")
     if not 1 <= brokers <= NODES_PER_ROLE_MAX:
         raise ValueError(f"brokers must be 1 to {NODES_PER_ROLE_MAX}; got {brokers}")
-    if not 1024 <= base_port <= 65535 - KAFKA_OFFSET - NODES_PER_ROLE_MAX:
-        raise ValueError(f"base port must be 1024 to {65535 - KAFKA_OFFSET - NODES_PER_ROLE_MAX}")
+    port_max = 65535 - BROKER_METRICS_OFFSET - NODES_PER_ROLE_MAX
+    if not 1024 <= base_port <= port_max:
+        raise ValueError(f"base port must be 1024 to {port_max}")
     root = data_dir.resolve()
     controller_nodes = _controllers(controllers, root, base_port, cluster_id)
     bootstrap = ",".join(n.address for n in controller_nodes)
@@ -181,7 +196,9 @@ def _controllers(count: int, root: Path, base_port: int, cluster_id: str) -> lis
         node_dir = str(root / f"controller-{i}")
         args: tuple[str, ...] = (
             "controller", "run", "--node-id", str(i), "--voters", voters,
-            "--listeners", listeners, "--data-dir", node_dir, "--cluster-id", cluster_id,
+            "--listeners", listeners, "--data-dir", node_dir,
+            METRICS_FLAG, f"{HOST}:{base_port + CONTROLLER_METRICS_OFFSET + i - 1}",
+            "--cluster-id", cluster_id,
         )  # fmt: skip
         address = f"{HOST}:{grpc_ports[i]}"
         nodes.append(Node(f"controller-{i}", "controller", i, address, node_dir, args))
@@ -189,14 +206,16 @@ def _controllers(count: int, root: Path, base_port: int, cluster_id: str) -> lis
 
 
 def _broker(node_id: int, root: Path, port: int, bootstrap: str, cluster_id: str) -> Node:
-    """Broker `node_id`, its gRPC listener at `port` + BROKER_OFFSET, Kafka's at + KAFKA_OFFSET."""
+    """Broker `node_id`, its gRPC listener at `port` + BROKER_OFFSET, Kafka's at + KAFKA_OFFSET,
+    its metrics at + BROKER_METRICS_OFFSET."""
     node_dir = str(root / f"broker-{node_id}")
     address = f"{HOST}:{port + BROKER_OFFSET}"
     listeners = f"{address},{KAFKA_SCHEME}{HOST}:{port + KAFKA_OFFSET}"
     args: tuple[str, ...] = (
         "broker", "run", "--node-id", str(node_id), "--listeners", listeners,
         "--rack", f"rack-{node_id}", "--log-dirs", node_dir,
-        "--bootstrap-controllers", bootstrap, "--cluster-id", cluster_id,
+        "--bootstrap-controllers", bootstrap,
+        METRICS_FLAG, f"{HOST}:{port + BROKER_METRICS_OFFSET}", "--cluster-id", cluster_id,
     )  # fmt: skip
     return Node(f"broker-{node_id}", "broker", node_id, address, node_dir, args)
 

@@ -53,6 +53,11 @@ class HeartbeatTracker:
             if not registration.fenced and self.is_alive(other, now_ms)
         )
 
+    def metadata_offsets(self) -> dict[int, int]:
+        """A copy of the highest metadata offset each broker reported: dict() of a dict with int
+        keys copies in one step under the GIL, so another thread may take it."""
+        return dict(self._metadata_offsets)
+
     def is_alive(self, broker_id: int, now_ms: int) -> bool:
         last_ms = self._last_contact_ms.get(broker_id)
         return last_ms is not None and now_ms - last_ms <= self.session_timeout_ms

@@ -33,11 +33,13 @@ import contextlib
 import functools
 import pickle
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pysyncobj.syncobj as pysyncobj_syncobj
+from prometheus_client import Histogram
 from pysyncobj import _RAFT_STATE, FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, replicated
 from pysyncobj.serializer import Serializer
 from pysyncobj.transport import TCPTransport
@@ -74,6 +76,14 @@ _ERRORS: dict[int, AppendError | None] = {
 }
 
 _Outcome = tuple[AppendCallback, object | None, AppendError | None]
+
+# Kafka's raft-metrics commit-latency, as a histogram in seconds: from an append on the leader to
+# its commit (on disk on a majority) and apply here.
+RAFT_COMMIT_LATENCY = Histogram(
+    "kafka_server_raft_metrics_commit_latency_seconds",
+    "Time from a Raft append on the leader to its commit.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
 
 # ---- what SyncObj builds for itself -----------------------------------------------------------
 
@@ -363,7 +373,7 @@ class PySyncObjRaftLog:
             append_id = self._next_append_id
             self._next_append_id += 1
             self._in_flight[append_id] = callback
-            on_outcome = functools.partial(self._on_outcome, append_id)
+            on_outcome = functools.partial(self._on_outcome, append_id, time.perf_counter())
             # pysyncobj writes one byte per command into its wake-up pipe; a full pipe raises
             # after the command was queued, and means a wake-up is pending anyway.
             with contextlib.suppress(BlockingIOError):
@@ -423,10 +433,13 @@ class PySyncObjRaftLog:
             self._storage.transport.destroy()  # closes a listening socket that failed to bind
         self._storage.journal._destroy()
 
-    def _on_outcome(self, append_id: int, result: object, reason: int) -> None:
-        """pysyncobj's callback for one append, inside a tick: only recorded here."""
+    def _on_outcome(self, append_id: int, appended_s: float, result: object, reason: int) -> None:
+        """pysyncobj's callback for one append, inside a tick: only recorded here (and, for a
+        committed one, its time from `append` to commit, in RAFT_COMMIT_LATENCY)."""
         assert reason in _ERRORS, f"pysyncobj failed a plain append with reason {reason}"
         error = _ERRORS[reason]
+        if error is None:
+            RAFT_COMMIT_LATENCY.observe(time.perf_counter() - appended_s)
         callback = self._in_flight.pop(append_id)
         self._outcomes.append((callback, result if error is None else None, error))
 

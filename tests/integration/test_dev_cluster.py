@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ import pytest
 from pykraft.cli.dev import cluster as dev_cluster
 from pykraft.cli.dev import processes as dev_processes
 from tests.ports import free_port
+
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -89,6 +93,7 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
     assert shown["leader_id"] in (1, 2, 3)
     assert all(n["alive"] for n in shown["nodes"])
     assert shown["nodes"][3]["state"] == "unfenced"
+    check_metrics_endpoints(raw, base)
 
     broker = cluster.node("broker-1")
     dev("kill", "broker-1", data_dir=data_dir)
@@ -104,6 +109,27 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
     dev("down", data_dir=data_dir)
     final = dev_cluster.load(data_dir)
     assert not any(dev_processes.is_running(n) for n in final.nodes)
+
+
+def check_metrics_endpoints(raw: dict[str, Any], base: int) -> None:
+    """Every node of cluster.json serves /ready and /metrics at its metrics_address (controllers
+    at P+401.., brokers at P+501..); once ready, the broker's reports itself RUNNING."""
+    addresses = {n["name"]: n["metrics_address"] for n in raw["nodes"]}
+    assert addresses["controller-2"] == f"127.0.0.1:{base + 402}"
+    assert addresses["broker-1"] == f"127.0.0.1:{base + 501}"
+
+    def all_ready() -> bool:
+        for address in addresses.values():
+            try:
+                urllib.request.urlopen(f"http://{address}/ready", timeout=5).close()
+            except urllib.error.HTTPError:  # 503: not yet
+                return False
+        return True
+
+    wait_for(all_ready, timeout_s=20, what="every node's /ready answering 200")
+    url = f"http://{addresses['broker-1']}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        assert "kafka_server_kafkaserver_brokerstate 3.0" in response.read().decode().splitlines()
 
 
 def test_full_restart_node_by_node(data_dir: Path) -> None:

@@ -25,8 +25,11 @@ def test_each_hosts_configs_load_and_advertise_its_name(host_id: int) -> None:
     assert controller.listener == f"pykraft-{host_id}:9091"
     assert controller.voters[host_id] == f"pykraft-{host_id}:9093"
 
+    assert controller.metrics_listen == "0.0.0.0:9404"  # the health check's and probes' port
+
     broker = broker_config.load_config(host / "broker.toml", {})
     assert broker.node_id == host_id
+    assert broker.metrics_listen == "0.0.0.0:9405"
     assert broker.listener == "0.0.0.0:9292"  # binds every interface ...
     assert broker.advertised_endpoints()[0][1:] == (f"pykraft-{host_id}", 9292)  # ... names one
     assert broker.topic_defaults["min.insync.replicas"] == "2"
@@ -63,8 +66,12 @@ def test_kubernetes_configs_load_with_the_pods_flags(tmp_path: Path) -> None:
         tmp_path / "broker.toml", {"node.id": 1, "advertised.listeners": advertised}
     )
     assert [e[1] for e in broker.advertised_endpoints()] == [pod, pod]
+    listens = {"controller": controller.metrics_listen, "broker": broker.metrics_listen}
     for statefulset in (d for d in documents if d["kind"] == "StatefulSet"):
         container = statefulset["spec"]["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        role = statefulset["metadata"]["name"].removeprefix("pykraft-")
+        assert listens[role] == f"0.0.0.0:{ports['metrics']}"  # the probes' port serves them
         assert container["livenessProbe"]["httpGet"]["path"] == "/health"
         assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
         assert statefulset["spec"]["podManagementPolicy"] == "Parallel"

@@ -27,6 +27,16 @@ def test_the_example_files_load(n: int) -> None:
     assert config.metadata_dir == Path(f"data/broker-{n}/__cluster_metadata")
     assert len(config.controller_bootstrap_servers) == 3
     assert (config.heartbeat_interval_ms, config.session_timeout_ms) == (2000, 9000)
+    assert config.metrics_listen == f"127.0.0.1:959{n}" and config.log_format == "text"
+
+
+def test_metrics_listen_and_log_format_default_to_off_and_text() -> None:
+    config = config_from_mapping(BASE)
+    assert (config.metrics_listen, config.log_format) == ("", "text")
+    config = config_from_mapping({**BASE, "metrics.listen": "0.0.0.0:0", "log.format": "json"})
+    assert (config.metrics_listen, config.log_format) == ("0.0.0.0:0", "json")
+    with pytest.raises(ConfigError, match="is not of the form host:port"):
+        config_from_mapping({**BASE, "metrics.listen": "9404"})
 
 
 def test_flags_override_the_file_and_defaults_are_kafkas(tmp_path: Path) -> None:

@@ -34,9 +34,13 @@ def test_ports_follow_the_base_port(tmp_path: Path) -> None:
     assert cluster.bootstrap_controllers == "127.0.0.1:30001,127.0.0.1:30002,127.0.0.1:30003"
     assert cluster.bootstrap_servers == "127.0.0.1:30201,127.0.0.1:30202"
     assert [n.ports for n in cluster.by_role("controller")] == [
-        [30001, 30101], [30002, 30102], [30003, 30103],
+        [30001, 30401, 30101], [30002, 30402, 30102], [30003, 30403, 30103],
     ]  # fmt: skip
-    assert [n.ports for n in cluster.by_role("broker")] == [[30201, 30301], [30202, 30302]]
+    assert [n.ports for n in cluster.by_role("broker")] == [
+        [30201, 30501, 30301], [30202, 30502, 30302],
+    ]  # fmt: skip
+    assert cluster.node("controller-2").metrics_address == "127.0.0.1:30402"
+    assert cluster.node("broker-1").metrics_address == "127.0.0.1:30501"
     assert cluster.kafka_bootstrap_servers == "127.0.0.1:30301,127.0.0.1:30302"
     assert cluster.node("broker-1").kafka_address == "127.0.0.1:30301"
     assert cluster.node("controller-1").kafka_address is None
@@ -62,6 +66,7 @@ def test_node_arguments_name_its_data_and_peers(tmp_path: Path) -> None:
         (3, 0, 9090, "brokers must be 1 to 99"),
         (3, 1, 80, "base port must be"),
         (3, 1, 65500, "base port must be"),
+        (3, 1, 65535 - 501 - 98, "base port must be"),
     ],
 )
 def test_impossible_layouts_are_refused(
@@ -84,11 +89,21 @@ def test_cluster_json_round_trips(tmp_path: Path) -> None:
         "role": "broker",
         "id": 2,
         "address": "127.0.0.1:30202",
+        "metrics_address": "127.0.0.1:30502",
         "pid": 4242,
         "data_dir": str(tmp_path.resolve() / "broker-2"),
         "args": list(cluster.node("broker-2").args),
     }
     assert dev_cluster.load(tmp_path) == cluster
+
+
+def test_a_node_planned_before_metrics_has_no_metrics_address(tmp_path: Path) -> None:
+    broker = plan_cluster(1, 1, tmp_path, base_port=30000).node("broker-1")
+    flag = broker.args.index("--metrics-listen")
+    older = replace(broker, args=broker.args[:flag] + broker.args[flag + 2 :])
+    assert older.metrics_address is None
+    assert older.ports == [30201, 30301]
+    assert older.to_json()["metrics_address"] is None
 
 
 def test_missing_or_damaged_cluster_json_is_a_clear_error(tmp_path: Path) -> None:

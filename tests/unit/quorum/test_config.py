@@ -37,6 +37,9 @@ def test_flags_override_the_toml_file(tmp_path: Path) -> None:
     assert config.broker_session_timeout_ms == 9000
     assert config.auto_leader_rebalance_enable is True
     assert config.leader_imbalance_check_interval_seconds == 300
+    assert (config.metrics_listen, config.log_format) == ("", "text")
+    config = load_config(path, {"metrics.listen": "127.0.0.1:0", "log.format": "json"})
+    assert (config.metrics_listen, config.log_format) == ("127.0.0.1:0", "json")
     rebalance = {
         "auto.leader.rebalance.enable": False,
         "leader.imbalance.check.interval.seconds": 1,
@@ -55,6 +58,8 @@ def test_flags_override_the_toml_file(tmp_path: Path) -> None:
         ({"broker.session.timeout.ms": "soon"}, "must be an integer"),
         ({"auto.leader.rebalance.enable": "no"}, "must be true or false"),
         ({"leader.imbalance.check.interval.seconds": 0}, "must be positive"),
+        ({"metrics.listen": "localhost"}, "is not of the form host:port"),
+        ({"log.format": "xml"}, "must be one of text, json"),
     ],
 )
 def test_bad_settings_are_named(tmp_path: Path, overrides: dict[str, object], message: str) -> None:

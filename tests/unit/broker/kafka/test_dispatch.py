@@ -1,4 +1,5 @@
-"""ApiVersions through the dispatcher, and the frames Kafka answers by closing the connection."""
+"""ApiVersions through the dispatcher, the frames Kafka answers by closing the connection, and
+the request metrics every answered call records."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
+from prometheus_client import REGISTRY
 
 from pykraft.broker.kafka.api import Api, KafkaServices, RequestContext
 from pykraft.broker.kafka.codec import SIZE, FrameError, decode_response, encode_request
@@ -66,3 +69,36 @@ def test_an_unknown_api_versions_version_gets_unsupported_version_in_the_v0_body
 def test_unserved_apis_and_versions_close_the_connection(frame: bytes) -> None:
     with pytest.raises(FrameError):
         DISPATCHER.decode(frame)
+
+
+def _count(name: str, request: str) -> float:
+    labels = {"request": request, "listener": "kafka"}
+    return REGISTRY.get_sample_value(f"kafka_network_requestmetrics_{name}", labels) or 0.0
+
+
+def test_each_answered_call_is_counted_and_timed_under_kafkas_api_name() -> None:
+    before = (
+        _count("requests_total", "ApiVersions"),
+        _count("totaltime_seconds_count", "ApiVersions"),
+    )
+    frame = encode_request(5, ApiVersionsV3(client_software_name="x", client_software_version="1"))
+    _answer(frame)
+    after = (
+        _count("requests_total", "ApiVersions"),
+        _count("totaltime_seconds_count", "ApiVersions"),
+    )
+    assert after == (before[0] + 1, before[1] + 1)
+    assert _count("errors_total", "ApiVersions") == 0
+
+
+def test_a_handler_that_raises_is_counted_as_an_error() -> None:
+    errors = _count("errors_total", "Metadata")
+    dispatcher = Dispatcher([Api(3, 0, 12, _never)])
+    call = dispatcher.decode(
+        encode_request(6, MetadataRequest(topics=None, include_topic_authorized_operations=False))[
+            SIZE.size :
+        ]
+    )
+    with pytest.raises(AssertionError, match="not called"):
+        dispatcher.answer(call, SERVICES, "127.0.0.1")
+    assert _count("errors_total", "Metadata") == errors + 1

@@ -221,7 +221,7 @@ def test_a_command_left_in_a_former_leaders_queue_is_not_forwarded(
 
     def queue_behind_the_leadership_check(log: PySyncObjRaftLog) -> None:
         log._in_flight[-1] = lambda result, error: outcome.set_result((result, error))
-        on_outcome = functools.partial(log._on_outcome, -1)
+        on_outcome = functools.partial(log._on_outcome, -1, time.perf_counter())
         log._node.apply_payload(b"queued-on-a-follower", callback=on_outcome)
 
     assert follower.status().leader_id == leader.config.node_id
