@@ -99,6 +99,7 @@ class ControllerRouter:
         backoff = Backoff(self._retry_backoff_ms)
         address = self._active or self._take_bootstrap()
         redirected = False
+        previous: KafkaError | None = None
         while True:
             timeout_s = min(deadline - time.monotonic(), self.attempt_timeout_ms / 1000)
             outcome = self._attempt(address, path, request, response_type, timeout_s)
@@ -110,7 +111,10 @@ class ControllerRouter:
                 self._active = None
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
-                raise outcome.error
+                raise _deadline_error(
+                    outcome.error, previous, cut_short=timeout_s < self.attempt_timeout_ms / 1000
+                )
+            previous = outcome.error
             redirect = outcome.redirect if outcome.redirect != address else ""
             if redirect and not redirected:
                 address, redirected = redirect, True
@@ -176,6 +180,18 @@ class _Retry:
 
     error: KafkaError
     redirect: str
+
+
+def _deadline_error(
+    last: KafkaError, previous: KafkaError | None, *, cut_short: bool
+) -> KafkaError:
+    """What a request whose deadline passed raises: its last attempt's error, unless that attempt
+    only lost the connection because the request's own deadline cut it short (it had less than
+    a whole attempt's time): that says nothing about the cluster, so the attempt before it
+    (say, a NOT_CONTROLLER answer) speaks instead."""
+    if cut_short and previous is not None and isinstance(last, KafkaConnectionError):
+        return previous
+    return last
 
 
 def _not_controller_message(address: str, header: common_pb2.ResponseHeader) -> str:

@@ -7,6 +7,7 @@ naming another node or nobody, so the client's redirect and retry loop runs for 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ class FakeNode:
         self.not_controller_answers_left = 0  # answer NOT_CONTROLLER this often, then serve
         self.redirect_to: FakeNode | None = None  # the node NOT_CONTROLLER names (None: nobody)
         self.answers: dict[str, Message] = {}
+        self.answer_delay_s = 0.0  # how long each answer takes
         self.requests: list[tuple[str, Message]] = []
         self._lock = threading.Lock()
 
@@ -47,6 +49,7 @@ class FakeNode:
         response_type = RESPONSES[method][1]
 
         def handle(request: Message, context: grpc.ServicerContext) -> Message:
+            time.sleep(self.answer_delay_s)
             with self._lock:
                 self.requests.append((method, request))
                 if self.not_controller_answers_left > 0:

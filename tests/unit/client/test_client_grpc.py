@@ -88,6 +88,22 @@ def test_raises_the_last_error_when_no_controller_emerges(
     assert len(node.requests) >= 2
 
 
+def test_an_attempt_cut_short_by_the_deadline_reports_the_previous_answer(
+    start_node: Callable[[int], FakeNode],
+) -> None:
+    # Each NOT_CONTROLLER answer takes 300 ms of an attempt's 500 (half the request's 1000), so
+    # the last attempt only has what is left and is cut off by the request's own deadline: that
+    # says nothing about the cluster, and the error raised is what the last answer said.
+    node = start_node(1)
+    node.not_controller_answers_left = 10**6
+    node.answer_delay_s = 0.3
+    with (
+        AdminClient(node.address, request_timeout_ms=1000, retry_backoff_ms=10) as admin,
+        pytest.raises(NotControllerError, match="no known active controller"),
+    ):
+        admin.describe_quorum()
+
+
 def test_unreachable_cluster_raises_connection_error_after_the_timeout() -> None:
     started = time.monotonic()
     with (
