@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
-from pykraft.quorum import describe
+from pykraft.quorum import describe, voter_changes
 from pykraft.quorum.controller import cluster, configs, elections, producer_ids, reads, topics
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
@@ -99,6 +99,18 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
         return self._controller.read(
             describe.describe_quorum, admin_pb2.DescribeQuorumResponse, self._timeout_ms
         )
+
+    def AddRaftVoter(
+        self, request: admin_pb2.AddRaftVoterRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.AddRaftVoterResponse:
+        timeout_ms = self._timeout(request.timeout_ms)
+        return voter_changes.add_raft_voter(self._controller, request, timeout_ms)
+
+    def RemoveRaftVoter(
+        self, request: admin_pb2.RemoveRaftVoterRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.RemoveRaftVoterResponse:
+        timeout_ms = self._timeout(request.timeout_ms)
+        return voter_changes.remove_raft_voter(self._controller, request, timeout_ms)
 
 
 class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
