@@ -12,6 +12,7 @@ from pykraft.quorum.controller import cluster, configs, elections, producer_ids,
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
+from pykraft.quorum.replies import controller_listeners
 from pykraft.server_common.grpc_server import start_server
 
 
@@ -147,9 +148,13 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                 ctx.image, request, ctx.heartbeats, now_ms=ctx.now_ms, next_offset=ctx.next_offset
             )
 
-        return self._controller.write(
+        response = self._controller.write(
             decide, controller_pb2.BrokerHeartbeatResponse, self._timeout_ms
         )
+        status = self._controller.raft_status()
+        listeners = controller_listeners(self._controller.config, status).values()
+        response.controller_listeners.extend(sorted(address for address in listeners if address))
+        return response
 
     def AlterPartition(
         self, request: controller_pb2.AlterPartitionRequest, context: grpc.ServicerContext

@@ -10,6 +10,7 @@ most caught-up follower and answers NOT_CONTROLLER; the client asks the new lead
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -31,43 +32,70 @@ M = TypeVar("M", bound=Message)
 def add_raft_voter(
     controller: QuorumController, request: admin_pb2.AddRaftVoterRequest, timeout_ms: int
 ) -> admin_pb2.AddRaftVoterResponse:
-    response_cls = admin_pb2.AddRaftVoterResponse
-    status = controller.raft_status()
-    if status is None or not status.is_leader:
-        return _not_leader(controller, status, response_cls)
-    refusal = _add_refusal(status, request)
-    if refusal:
-        return error_response(response_cls, common_pb2.INVALID_REQUEST, refusal)
     voter = Voter(request.voter_id, request.raft_address, request.listener)
-    error = _change(controller, lambda raft, done: raft.add_voter(voter, done), timeout_ms)
-    return _answer(controller, response_cls, error, f"add voter {voter.node_id}")
+    return _change_voters(
+        controller,
+        admin_pb2.AddRaftVoterResponse,
+        lambda status: _add_refusal(status, request),
+        lambda raft, done: raft.add_voter(voter, done),
+        timeout_ms,
+        f"add voter {voter.node_id}",
+    )
 
 
 def remove_raft_voter(
     controller: QuorumController, request: admin_pb2.RemoveRaftVoterRequest, timeout_ms: int
 ) -> admin_pb2.RemoveRaftVoterResponse:
-    response_cls = admin_pb2.RemoveRaftVoterResponse
+    node_id = request.voter_id
+
+    def remove(raft: PySyncObjRaftLog, done: AppendCallback) -> None:
+        if node_id != raft.status().node_id:
+            raft.remove_voter(node_id, done)
+        elif raft.transfer_leadership():  # the leader cannot remove itself: hand over first
+            done(None, AppendError.LEADER_CHANGED)
+        else:
+            done(None, AppendError.DENIED)
+
+    return _change_voters(
+        controller,
+        admin_pb2.RemoveRaftVoterResponse,
+        lambda status: _remove_refusal(status, request),
+        remove,
+        timeout_ms,
+        f"remove voter {node_id}",
+    )
+
+
+def _change_voters(
+    controller: QuorumController,
+    response_cls: type[M],
+    refusal: Callable[[RaftStatus], str],
+    change: VoterChange,
+    timeout_ms: int,
+    what: str,
+) -> M:
+    """On the leader, refuses with INVALID_REQUEST what `refusal` finds wrong, else has the
+    controller thread run `change` and answers its outcome."""
     status = controller.raft_status()
     if status is None or not status.is_leader:
         return _not_leader(controller, status, response_cls)
-    voter_ids = {voter.node_id for voter in status.voters}
-    if request.voter_id not in voter_ids:
-        message = f"node {request.voter_id} is not a voter (voters: {sorted(voter_ids)})"
+    message = refusal(status)
+    if message:
         return error_response(response_cls, common_pb2.INVALID_REQUEST, message)
-    address = next(v.address for v in status.voters if v.node_id == request.voter_id)
+    return _answer(controller, response_cls, _change(controller, change, timeout_ms), what)
+
+
+def _remove_refusal(status: RaftStatus, request: admin_pb2.RemoveRaftVoterRequest) -> str:
+    """Why the voter cannot be removed, or "" when it can."""
+    addresses = {voter.node_id: voter.address for voter in status.voters}
+    address = addresses.get(request.voter_id)
+    if address is None:
+        return f"node {request.voter_id} is not a voter (voters: {sorted(addresses)})"
     if request.raft_address != address:
-        message = f"voter {request.voter_id} listens on {address}, not {request.raft_address!r}"
-        return error_response(response_cls, common_pb2.INVALID_REQUEST, message)
-    if voter_ids == {request.voter_id}:
-        message = f"node {request.voter_id} is the only voter"
-        return error_response(response_cls, common_pb2.INVALID_REQUEST, message)
-    if request.voter_id == status.node_id:
-        moved = _change(controller, _transfer_leadership, timeout_ms) is None
-        reason = "the leadership moves first; ask again" if moved else "no follower caught up"
-        return not_controller(response_cls, status.node_id, {}, None, reason)
-    node_id = request.voter_id
-    error = _change(controller, lambda raft, done: raft.remove_voter(node_id, done), timeout_ms)
-    return _answer(controller, response_cls, error, f"remove voter {node_id}")
+        return f"voter {request.voter_id} listens on {address}, not {request.raft_address!r}"
+    if len(addresses) == 1:
+        return f"node {request.voter_id} is the only voter"
+    return ""
 
 
 def _add_refusal(status: RaftStatus, request: admin_pb2.AddRaftVoterRequest) -> str:
@@ -86,12 +114,9 @@ def _add_refusal(status: RaftStatus, request: admin_pb2.AddRaftVoterRequest) -> 
     return ""
 
 
-def _transfer_leadership(raft: PySyncObjRaftLog, done: AppendCallback) -> None:
-    done(None, None if raft.transfer_leadership() else AppendError.DENIED)
-
-
 _RETRY_LATER = {
-    AppendError.DENIED: "another voter change is not committed yet; retry",
+    AppendError.DENIED: "another voter change is not committed yet, or no follower is caught up"
+    " to take the leadership over; retry",
     AppendError.QUEUE_FULL: f"{VOTER_CHANGES_QUEUED_MAX} voter changes are queued; retry",
 }
 

@@ -100,7 +100,8 @@ def test_each_controller_replaced_in_turn_under_load_loses_no_topic(tmp_path: Pa
     controllers = _controllers(tmp_path)
     quorum = Quorum(list(controllers.values()))  # bootstrap: all six listeners
     voters = [controllers[i] for i in (1, 2, 3)]
-    broker = make_broker(tmp_path, quorum, 1)
+    # The broker is told of the first three only: it must follow the quorum to 4, 5 and 6.
+    broker = make_broker(tmp_path, quorum, 1, bootstrap=",".join(c.address for c in voters))
     load = TopicLoad(AdminClient(quorum.bootstrap, request_timeout_ms=30_000))
     loader = threading.Thread(target=load.run, name="topic-load", daemon=True)
     try:
@@ -148,6 +149,7 @@ def test_each_controller_replaced_in_turn_under_load_loses_no_topic(tmp_path: Pa
             what="the broker holding every acknowledged topic",
         )
         assert load.longest_gap_s() < CREATION_GAP_MAX_S, load.failures[-5:]
+        assert 1 in quorum.image().cluster.unfenced_broker_ids()  # its heartbeats reach 4..6
         quorum.assert_controllers_agree()
         print(
             f"topics acknowledged {len(load.acknowledged)}, failed {len(load.failures)}, "
