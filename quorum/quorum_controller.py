@@ -62,10 +62,14 @@ M = TypeVar("M", bound=Message)
 
 POLL_IDLE_MS = 50
 EVENTS_PER_POLL_MAX = 256
+VOTER_CHANGE_RETRY_MS = 5  # how often a waiting leadership handover looks at the followers again
 VOTER_CHANGES_QUEUED_MAX = 4  # voter changes go one at a time; more waiting is a confused operator
 
-# Runs on the controller thread: starts one voter change on the log, which calls back once.
-VoterChange = Callable[[PySyncObjRaftLog, AppendCallback], None]
+# Runs on the controller thread: starts one voter change on the log, which calls back once,
+# and returns True; or returns False when it cannot start yet (a leadership handover waiting for
+# a follower to match the log's end), to be tried again each turn until its deadline.
+VoterChange = Callable[[PySyncObjRaftLog, AppendCallback], bool]
+_QueuedVoterChange = tuple[VoterChange, Future[AppendError | None], int]  # ..., deadline_ms
 
 
 class ControllerLoop:
@@ -143,8 +147,9 @@ class QuorumController:
         self._waiting: dict[int, Future[Message | None]] = {}
         self._request_ids = itertools.count()
         self._raft: PySyncObjRaftLog | None = None
-        self._voter_changes: queue.Queue[tuple[VoterChange, Future[AppendError | None]]]
+        self._voter_changes: queue.Queue[_QueuedVoterChange]
         self._voter_changes = queue.Queue(maxsize=VOTER_CHANGES_QUEUED_MAX)
+        self._voter_changes_waiting: list[_QueuedVoterChange] = []  # controller thread only
         self._stopping = threading.Event()
         self._started = threading.Event()
         self._failure: BaseException | None = None
@@ -218,7 +223,7 @@ class QuorumController:
         still commit)."""
         future: Future[AppendError | None] = Future()
         try:
-            self._voter_changes.put_nowait((change, future))
+            self._voter_changes.put_nowait((change, future, _monotonic_ms() + timeout_ms))
         except queue.Full:
             return AppendError.QUEUE_FULL
         if self._raft is not None:
@@ -294,20 +299,34 @@ class QuorumController:
             loop.stop("controller is shutting down", self._queued(), _monotonic_ms())
 
     def _start_voter_changes(self, raft: PySyncObjRaftLog) -> None:
+        """Starts the queued changes; one that cannot start yet waits (DENIED at its deadline)."""
         while not self._voter_changes.empty():
-            change, future = self._voter_changes.get_nowait()
-            change(raft, functools.partial(_set_outcome, future))
+            self._voter_changes_waiting.append(self._voter_changes.get_nowait())
+        waiting, self._voter_changes_waiting = self._voter_changes_waiting, []
+        for change, future, deadline_ms in waiting:
+            if change(raft, functools.partial(_set_outcome, future)):
+                continue
+            if _monotonic_ms() >= deadline_ms:
+                future.set_result(AppendError.DENIED)
+            else:
+                self._voter_changes_waiting.append((change, future, deadline_ms))
 
     def _fail_voter_changes(self) -> None:
         while not self._voter_changes.empty():
-            self._voter_changes.get_nowait()[1].set_result(AppendError.SHUTDOWN)
+            self._voter_changes_waiting.append(self._voter_changes.get_nowait())
+        for _, future, _ in self._voter_changes_waiting:
+            future.set_result(AppendError.SHUTDOWN)
+        self._voter_changes_waiting.clear()
 
     def _poll_timeout_ms(self, wake_at_ms: int | None) -> int:
         if not (self._requests.empty() and self._voter_changes.empty()):
             return 0
-        if wake_at_ms is None:
-            return POLL_IDLE_MS
-        return max(0, min(POLL_IDLE_MS, wake_at_ms - _monotonic_ms()))
+        timeout_ms = POLL_IDLE_MS
+        if wake_at_ms is not None:
+            timeout_ms = max(0, min(timeout_ms, wake_at_ms - _monotonic_ms()))
+        if self._voter_changes_waiting:  # a handover waits for a follower: look again soon
+            timeout_ms = min(timeout_ms, VOTER_CHANGE_RETRY_MS)
+        return timeout_ms
 
     def _next_request(self) -> Request | None:
         try:

@@ -33,11 +33,16 @@ def add_raft_voter(
     controller: QuorumController, request: admin_pb2.AddRaftVoterRequest, timeout_ms: int
 ) -> admin_pb2.AddRaftVoterResponse:
     voter = Voter(request.voter_id, request.raft_address, request.listener)
+
+    def add(raft: PySyncObjRaftLog, done: AppendCallback) -> bool:
+        raft.add_voter(voter, done)
+        return True
+
     return _change_voters(
         controller,
         admin_pb2.AddRaftVoterResponse,
         lambda status: _add_refusal(status, request),
-        lambda raft, done: raft.add_voter(voter, done),
+        add,
         timeout_ms,
         f"add voter {voter.node_id}",
     )
@@ -48,13 +53,15 @@ def remove_raft_voter(
 ) -> admin_pb2.RemoveRaftVoterResponse:
     node_id = request.voter_id
 
-    def remove(raft: PySyncObjRaftLog, done: AppendCallback) -> None:
+    def remove(raft: PySyncObjRaftLog, done: AppendCallback) -> bool:
         if node_id != raft.status().node_id:
             raft.remove_voter(node_id, done)
-        elif raft.transfer_leadership():  # the leader cannot remove itself: hand over first
-            done(None, AppendError.LEADER_CHANGED)
-        else:
-            done(None, AppendError.DENIED)
+            return True
+        # The leader cannot remove itself: it hands over first, once a follower matches its log.
+        if not raft.transfer_leadership():
+            return False
+        done(None, AppendError.LEADER_CHANGED)
+        return True
 
     return _change_voters(
         controller,

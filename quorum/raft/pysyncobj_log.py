@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import functools
 import pickle
 import threading
@@ -64,7 +63,7 @@ from pykraft.quorum.raft.snapshot_file import (
     sync_snapshot_file,
     write_snapshot_file,
 )
-from pykraft.quorum.raft.voters import Voter, read_voters, write_voters
+from pykraft.quorum.raft.voters import Voter, with_persisted_voters, write_voters
 from pykraft.server_common.durable_files import make_directory_durably
 
 # pysyncobj drops a connection that received nothing for this long; links between followers
@@ -273,18 +272,6 @@ def _voter_of(node: Any) -> Voter:
     return Voter(getattr(node, "node_id", -1), node.address, getattr(node, "listener", ""))
 
 
-def _with_persisted_voters(config: RaftConfig) -> RaftConfig:
-    """`config` with the voter set this node persisted, when it has one (see `voters.py`)."""
-    persisted = read_voters(config.data_dir)
-    if persisted is None:
-        return config
-    return dataclasses.replace(
-        config,
-        voters={v.node_id: v.address for v in persisted.values()},
-        listeners={v.node_id: v.listener for v in persisted.values()},
-    )
-
-
 def _pysyncobj_conf(config: RaftConfig, storage: _Storage) -> Any:
     address = config.voters[config.node_id]
     return SyncObjConf(
@@ -360,7 +347,7 @@ class PySyncObjRaftLog:
         listener cannot be bound."""
         self._thread_id = threading.get_ident()
         make_directory_durably(config.data_dir)
-        self._config = config = _with_persisted_voters(config)
+        self._config = config = with_persisted_voters(config)
         journal = DurableJournal(config.data_dir)
         self._storage = storage = _Storage(journal, state_machine)
         try:

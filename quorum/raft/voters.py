@@ -9,11 +9,13 @@ at start-up. Membership entries replayed from the journal afterwards are idempot
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pykraft.quorum.raft.api import RaftConfig
 from pykraft.quorum.raft.errors import RaftStorageError
 from pykraft.server_common.durable_files import replace_durably
 
@@ -48,3 +50,15 @@ def write_voters(data_dir: Path, voters: Mapping[int, Voter]) -> None:
         for v in sorted(voters.values(), key=lambda v: v.node_id)
     ]
     replace_durably(data_dir / VOTERS_FILE_NAME, json.dumps(items).encode())
+
+
+def with_persisted_voters(config: RaftConfig) -> RaftConfig:
+    """`config` with the voter set this node persisted, when it has one: what a start uses."""
+    persisted = read_voters(config.data_dir)
+    if persisted is None:
+        return config
+    return dataclasses.replace(
+        config,
+        voters={v.node_id: v.address for v in persisted.values()},
+        listeners={v.node_id: v.listener for v in persisted.values()},
+    )
