@@ -156,7 +156,8 @@ def test_each_controller_replaced_in_turn_under_load_loses_no_topic(tmp_path: Pa
         quorum.assert_controllers_agree()
         print(
             f"topics acknowledged {len(load.acknowledged)}, failed {len(load.failures)}, "
-            f"longest pause {load.longest_gap_s():.2f} s, leaders removed {leaders_removed}"
+            f"longest pause {load.longest_gap_s():.2f} s, leaders removed {leaders_removed}; "
+            f"first failures {load.failures[:3]}"
         )
 
         restarted = controllers[4]  # its config still names 1, 2, 3 and 4
