@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -102,39 +103,58 @@ def consume_run(address: str) -> Run:
         return Run(count, time.perf_counter() - started, _cpu_s() - cpu_started)
 
 
+class LatencyReader:
+    """A consumer of `partitions` from their current end, reading on a thread of its own: the
+    latency (ms) of each record, from the send time heading its value to its receipt."""
+
+    def __init__(self, address: str, partitions: list[TopicPartition], **settings: Any) -> None:
+        self.latencies: list[float] = []
+        self._consumer = Consumer(bootstrap_servers=address, fetch_max_wait_ms=100, **settings)
+        self._consumer.assign(partitions)
+        self._consumer.seek_to_end(partitions)
+        for tp in partitions:
+            self._consumer.position(tp)  # resolve the end now, before anything new is sent
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            for record in self._consumer.poll(100):
+                (sent_ns,) = STAMP.unpack_from(record.value or b"")
+                self.latencies.append((time.perf_counter_ns() - sent_ns) / 1e6)
+
+    def close(self, total: int) -> list[float]:
+        """Waits until `total` records were read, stops; their latencies."""
+        wait_for(lambda: len(self.latencies) >= total, timeout_s=60, what="latency records read")
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._consumer.close()
+        return self.latencies
+
+
+def send_stamped(address: str, topic: str, rate: int, seconds: float) -> tuple[int, float]:
+    """Sends `rate` * `seconds` records of VALUE_BYTES at `rate`/s with acks=all and
+    linger_ms=0, each headed by its send time; (records sent, rate reached)."""
+    total = int(rate * seconds)
+    padding = b"p" * (VALUE_BYTES - STAMP.size)
+    with Producer(bootstrap_servers=address, acks="all", linger_ms=0) as producer:
+        started = time.perf_counter()
+        for i in range(total):
+            ahead_s = started + i / rate - time.perf_counter()
+            if ahead_s > 0:
+                time.sleep(ahead_s)
+            producer.send(topic, STAMP.pack(time.perf_counter_ns()) + padding)
+        reached = total / (time.perf_counter() - started)
+    return total, reached
+
+
 def latency_ms(address: str, rate: int, seconds: float) -> tuple[list[float], float]:
     """End-to-end latencies (ms) of records sent at `rate`/s for `seconds` with acks=all and
     linger_ms=0, and the rate actually reached."""
-    total = int(rate * seconds)
-    latencies: list[float] = []
-    with Consumer(bootstrap_servers=address, fetch_max_wait_ms=100) as consumer:
-        consumer.assign(ALL_PARTITIONS)
-        consumer.seek_to_end(ALL_PARTITIONS)
-        for tp in ALL_PARTITIONS:
-            consumer.position(tp)  # resolve the end now, before anything new is sent
-        stop = threading.Event()
-
-        def consume() -> None:
-            while not stop.is_set() and len(latencies) < total:
-                for record in consumer.poll(100):
-                    (sent_ns,) = STAMP.unpack_from(record.value or b"")
-                    latencies.append((time.perf_counter_ns() - sent_ns) / 1e6)
-
-        reader = threading.Thread(target=consume, daemon=True)
-        reader.start()
-        padding = b"p" * (VALUE_BYTES - STAMP.size)
-        with Producer(bootstrap_servers=address, acks="all", linger_ms=0) as producer:
-            started = time.perf_counter()
-            for i in range(total):
-                ahead_s = started + i / rate - time.perf_counter()
-                if ahead_s > 0:
-                    time.sleep(ahead_s)
-                producer.send(TOPIC, STAMP.pack(time.perf_counter_ns()) + padding)
-            reached = total / (time.perf_counter() - started)
-        wait_for(lambda: len(latencies) >= total, timeout_s=60, what="latency records consumed")
-        stop.set()
-        reader.join(timeout=10)
-    return latencies, reached
+    reader = LatencyReader(address, ALL_PARTITIONS)
+    total, reached = send_stamped(address, TOPIC, rate, seconds)
+    return reader.close(total), reached
 
 
 def failover_ms(quorum: Quorum, brokers: dict[int, BrokerProcess]) -> list[float]:

@@ -29,6 +29,9 @@ FORWARDED: dict[str, type[Message]] = {
     "ElectLeaders": admin_pb2.ElectLeadersResponse,
     "AddRaftVoter": admin_pb2.AddRaftVoterResponse,
     "RemoveRaftVoter": admin_pb2.RemoveRaftVoterResponse,
+    "AlterPartitionReassignments": admin_pb2.AlterPartitionReassignmentsResponse,
+    "ListPartitionReassignments": admin_pb2.ListPartitionReassignmentsResponse,
+    "UnregisterBroker": admin_pb2.UnregisterBrokerResponse,
 }
 
 

@@ -9,6 +9,9 @@ registers for clients to connect to; each listener not named there is advertised
 Broker-wide defaults of topic configs (`log.retention.ms`, `min.insync.replicas`, ...) are the
 ones in `pykraft.metadata_log.configs.BROKER_SYNONYMS`, kept as strings in `topic_defaults`.
 
+`replica.selector.class` (Kafka's class names, `replica_selector.REPLICA_SELECTORS`; unset:
+the leader) picks consumers' preferred read replicas (KIP-392).
+
 Test-only (never set it in production): `test.drop.produce.responses.every` = N > 0 makes the
 broker drop the response of every Nth Produce request that carries idempotent batches, after
 fully processing it (see `service`), so tests can make producers retry a written batch.
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pykraft.broker.group.config import GroupConfig
+from pykraft.broker.replica_selector import REPLICA_SELECTORS
 from pykraft.metadata_log import BROKER_SYNONYMS, ConfigValidationError, validate_config
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.server_common.config_files import ConfigError, read_settings
@@ -54,6 +58,7 @@ class BrokerConfig:
     kafka_listener: str = ""
     advertised_listener: str = ""
     advertised_kafka_listener: str = ""
+    replica_selector_class: str = ""
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -74,6 +79,11 @@ class BrokerConfig:
             )
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
+        if self.replica_selector_class not in REPLICA_SELECTORS:
+            raise ConfigError(
+                f"replica.selector.class: {self.replica_selector_class!r} is none of "
+                f"{', '.join(s for s in REPLICA_SELECTORS if s)}"
+            )
         if self.test_drop_produce_responses_every < 0:
             raise ConfigError("test.drop.produce.responses.every must be 0 (off) or more")
 
@@ -130,7 +140,11 @@ _INT_KEYS: Final = {
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
     "test.drop.produce.responses.every": "test_drop_produce_responses_every",
 }
-_STR_KEYS: Final = {"broker.rack": "rack", "cluster.id": "cluster_id"}
+_STR_KEYS: Final = {
+    "broker.rack": "rack",
+    "cluster.id": "cluster_id",
+    "replica.selector.class": "replica_selector_class",
+}
 # Group coordinator settings: Kafka's name -> GroupConfig field (minutes become ms).
 _GROUP_INT_KEYS: Final = {
     "group.consumer.session.timeout.ms": "session_timeout_ms",

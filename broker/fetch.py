@@ -1,4 +1,4 @@
-"""Fetch on the leader, for consumers (replica_id -1: up to the high-water mark) and for
+"""Fetch, for consumers (replica_id -1: up to the high-water mark) and for
 followers (up to the log end; the fetch offset is the follower's log end). A fetcher whose last
 fetched epoch parts from the leader's history before its fetch offset gets `diverging_epoch` and
 no records (KIP-320), consumers as followers (Kafka's Partition.readRecords checks any fetch
@@ -7,16 +7,35 @@ read records an unclean election lost must learn where the histories part, not b
 it had merely run past the end. A follower below the log start gets OFFSET_OUT_OF_RANGE with the
 leader's log start offset.
 
+Fetch from followers (KIP-392): a consumer fetch carrying a rack (`rack_id`, even empty) may
+be served by any in-sync replica. A follower serves it up to the high-water mark it learned from
+the leader, so a consumer never reads what is not committed; an offset between that mark and
+its log end waits like one at the leader's mark (it is not out of range), one past its log end
+is OFFSET_OUT_OF_RANGE, and a follower out of the ISR answers NOT_LEADER_OR_FOLLOWER: either
+sends the consumer back to the leader. The leader answers such a fetch with
+`preferred_read_replica` and no records, at once, when its replica.selector.class picks another
+replica (`ReplicaManager.preferred_read_replica`).
+
 Limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` in all, except that the
 first batch found is returned whole even if larger (so a consumer always makes progress). With
-less than `min_bytes` found and no error, the fetch waits up to `max_wait_ms` for appends.
+less than `min_bytes` found and no error, the fetch waits up to `max_wait_ms` for appends; a
+follower's fetch is answered at once when the high-water mark moved past what it was last sent.
+Every answered Fetch is counted (`counters`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from pykraft.broker.counters import (
+    CONSUMER_BYTES_OUT_TOTAL,
+    FETCH_CONSUMER,
+    FETCH_FOLLOWER,
+    REQUESTS_TOTAL,
+    Counters,
+)
 from pykraft.broker.log import FileRange, LogError, RangeRead, ReadResult
+from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import LeaderError, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
@@ -71,16 +90,36 @@ def _fetch(
         version = manager.version
         ranges: dict[RangeSlot, FileRange] = {}
         try:
-            response, size_bytes, failed = _read_all(
+            response, size_bytes, at_once = _read_all(
                 manager, request, clock_ms(), ranges if zero_copy else None
             )
-            if failed or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
+            if at_once or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
+                _count(manager.counters, request, response, ranges)
                 return response, ranges
         except BaseException:
             _close(ranges)
             raise
         _close(ranges)
         manager.await_change(version, deadline_ms=deadline_ms, clock_ms=clock_ms)
+
+
+def _count(
+    counters: Counters,
+    request: broker_pb2.FetchRequest,
+    response: broker_pb2.FetchResponse,
+    ranges: dict[RangeSlot, FileRange],
+) -> None:
+    """Counts the request answered, and for a consumer the record bytes by topic."""
+    if request.replica_id != CONSUMER_REPLICA_ID:
+        counters.add(REQUESTS_TOTAL, request=FETCH_FOLLOWER)
+        return
+    counters.add(REQUESTS_TOTAL, request=FETCH_CONSUMER)
+    for topic_slot, topic in enumerate(response.topics):
+        size_bytes = sum(
+            ranges[topic_slot, slot].length if (topic_slot, slot) in ranges else len(p.records)
+            for slot, p in enumerate(topic.partitions)
+        )
+        counters.add(CONSUMER_BYTES_OUT_TOTAL, size_bytes, topic=topic.topic)
 
 
 def _close(ranges: dict[RangeSlot, FileRange]) -> None:
@@ -94,10 +133,11 @@ def _read_all(
     now_ms: int,
     ranges: dict[RangeSlot, FileRange] | None,
 ) -> tuple[broker_pb2.FetchResponse, int, bool]:
-    """One pass over the partitions: the response, its record bytes, whether any failed. With
+    """One pass over the partitions: the response, its record bytes, and whether it is to be
+    answered at once, records or not (a partition failed, or a follower's is news to it). With
     `ranges`, consumers' records go there as FileRanges instead of into the response."""
     response = broker_pb2.FetchResponse()
-    size_bytes, failed = 0, False
+    size_bytes, at_once = 0, False
     for topic_slot, topic in enumerate(request.topics):
         topic_result = response.topics.add(topic=topic.topic)
         for partition_slot, item in enumerate(topic.partitions):
@@ -106,17 +146,18 @@ def _read_all(
             )
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
-                data = _read_one(
+                data, news = _read_one(
                     manager, request, topic.topic, item, result, now_ms, ranges is not None
                 )
             except LogError as error:
                 fill_error(result, error)
                 if isinstance(error, LeaderError):
                     result.current_leader.CopyFrom(error.current_leader)
-                failed = True
+                at_once = True
                 continue
+            at_once = at_once or news
             if result.HasField("diverging_epoch"):
-                failed = True  # answer at once: the follower truncates before fetching on
+                at_once = True  # the follower truncates before fetching on
                 continue
             data_bytes = data.length if isinstance(data, FileRange) else len(data)
             if data_bytes > max(budget_bytes, 0) and size_bytes > 0:
@@ -129,7 +170,7 @@ def _read_all(
             else:
                 result.records = data
             size_bytes += data_bytes
-    return response, size_bytes, failed
+    return response, size_bytes, at_once
 
 
 def _read_one(
@@ -140,37 +181,81 @@ def _read_one(
     result: broker_pb2.FetchPartitionResult,
     now_ms: int,
     zero_copy: bool,
-) -> Records:
-    replica_id = request.replica_id
-    partition = manager.leader(topic, item.partition, now_ms)
+) -> tuple[Records, bool]:
+    """The partition's records, and whether to answer at once for it: the answer is news to
+    a follower (see Partition.high_watermark_for), or names a preferred read replica."""
+    consumer = request.replica_id == CONSUMER_REPLICA_ID
+    any_replica = consumer and request.HasField("rack_id")
+    find = manager.replica if any_replica else manager.leader
+    partition = find(topic, item.partition, now_ms)
     epoch_error = partition.epoch_error(item.current_leader_epoch)
     if epoch_error is not None:
         raise epoch_error
     # Set before reading: a follower answered OFFSET_OUT_OF_RANGE restarts at the log start.
     log_start_offset = result.log_start_offset = partition.log_start_offset
-    result.high_watermark = partition.high_watermark
-    consumer = replica_id == CONSUMER_REPLICA_ID
+    result.high_watermark = result.last_stable_offset = partition.high_watermark
     if not consumer and item.fetch_offset < log_start_offset:
         raise LogError(
             common_pb2.OFFSET_OUT_OF_RANGE,
             f"offset {item.fetch_offset} is below the log start {log_start_offset}",
         )
-    diverging = partition.diverging_epoch(item.last_fetched_epoch, item.fetch_offset)
-    if diverging is not None:
-        result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
-        return b""
-    bytes_max = max(item.partition_max_bytes, 0)
-    read: ReadResult | RangeRead
-    if consumer and zero_copy:
-        read = partition.read_committed_range(item.fetch_offset, bytes_max=bytes_max)
-    elif consumer:
-        read = partition.read_committed(item.fetch_offset, bytes_max=bytes_max)
-    else:
-        read = partition.read(item.fetch_offset, bytes_max=bytes_max)
-    result.high_watermark = read.high_watermark
-    result.last_stable_offset = read.high_watermark
+    if not partition.is_leader and not partition.in_sync:
+        raise LeaderError(
+            common_pb2.NOT_LEADER_OR_FOLLOWER,
+            f"this follower of {topic}-{item.partition} is out of its ISR: read from the leader",
+            partition.leader_id,
+            partition.leader_epoch,
+        )
+    if _diverged(partition, item, result):
+        return b"", False
+    if any_replica and partition.is_leader:
+        preferred = manager.preferred_read_replica(
+            partition, request.rack_id, item.fetch_offset, now_ms
+        )
+        if preferred is not None:
+            result.preferred_read_replica = preferred
+            return b"", True
+    read = _read(partition, item, consumer=consumer, zero_copy=zero_copy)
     result.log_start_offset = read.log_start_offset
-    # Only an offset the leader holds tells it what the follower has (the read checked it).
+    high_watermark, news = read.high_watermark, False
+    # Only an offset the leader holds tells it what the follower has (the read checked it);
+    # the mark this fetch moves goes out with its answer.
     if not consumer:
-        partition.on_follower_fetch(replica_id, item.fetch_offset, now_ms, request.replica_epoch)
-    return b"" if read.data is None else read.data
+        partition.on_follower_fetch(
+            request.replica_id,
+            item.fetch_offset,
+            now_ms,
+            request.replica_epoch,
+            log_start_offset=item.log_start_offset,
+        )
+        high_watermark, news = partition.high_watermark_for(request.replica_id)
+    result.high_watermark = result.last_stable_offset = high_watermark
+    return b"" if read.data is None else read.data, news
+
+
+def _diverged(
+    partition: Partition, item: broker_pb2.FetchPartition, result: broker_pb2.FetchPartitionResult
+) -> bool:
+    """Sets `result.diverging_epoch` (and says so) when the fetcher's last fetched epoch parts
+    from this log before the fetch offset. A follower judges only up to its high-water mark,
+    where its log is the leader's: above it, it may still hold a deposed leader's records,
+    and a consumer there (it read up to the leader's mark) is merely early: it waits."""
+    if not partition.is_leader and item.fetch_offset > partition.high_watermark:
+        return False
+    diverging = partition.diverging_epoch(item.last_fetched_epoch, item.fetch_offset)
+    if diverging is None:
+        return False
+    result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
+    return True
+
+
+def _read(
+    partition: Partition, item: broker_pb2.FetchPartition, *, consumer: bool, zero_copy: bool
+) -> ReadResult | RangeRead:
+    """Consumers read up to the high-water mark this replica knows, followers to the log end."""
+    bytes_max = max(item.partition_max_bytes, 0)
+    if consumer and zero_copy:
+        return partition.read_committed_range(item.fetch_offset, bytes_max=bytes_max)
+    if consumer:
+        return partition.read_committed(item.fetch_offset, bytes_max=bytes_max)
+    return partition.read(item.fetch_offset, bytes_max=bytes_max)

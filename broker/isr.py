@@ -7,6 +7,7 @@ answers of `PartitionLog.end_offset_for_epoch`, so every rule is table-tested.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -28,6 +29,11 @@ class FollowerState:
     last_fetch_ms: int = 0
     # The broker epoch of the incarnation that sent the last fetch (KIP-903); -1: not said.
     broker_epoch: int = UNDEFINED_BROKER_EPOCH
+    # The high-water mark in the last answer built for it (Kafka's lastSentHighWatermark): a
+    # higher one is news that answers its long poll at once.
+    high_watermark_sent: int = UNDEFINED_OFFSET
+    # Its log start offset, as its last fetch said (-1: not said).
+    log_start_offset: int = UNDEFINED_OFFSET
 
     def after_fetch(
         self,
@@ -35,6 +41,8 @@ class FollowerState:
         leader_end_offset: int,
         now_ms: int,
         broker_epoch: int = UNDEFINED_BROKER_EPOCH,
+        *,
+        log_start_offset: int = UNDEFINED_OFFSET,
     ) -> FollowerState:
         """The state after a fetch at `fetch_offset` while the leader's log ends at
         `leader_end_offset`: caught up now if it reached that end, or as of its previous fetch if
@@ -46,13 +54,19 @@ class FollowerState:
             caught_up_ms = now_ms
         elif fetch_offset >= self.leader_end_at_last_fetch >= 0:
             caught_up_ms = max(caught_up_ms, self.last_fetch_ms)
-        return FollowerState(
+        return dataclasses.replace(
+            self,
             log_end_offset=fetch_offset,
             last_caught_up_ms=caught_up_ms,
             leader_end_at_last_fetch=leader_end_offset,
             last_fetch_ms=now_ms,
             broker_epoch=broker_epoch,
+            log_start_offset=log_start_offset,
         )
+
+    def after_answer(self, high_watermark: int) -> FollowerState:
+        """The state once an answer carrying `high_watermark` is built for the follower."""
+        return dataclasses.replace(self, high_watermark_sent=high_watermark)
 
 
 def high_watermark_candidate(

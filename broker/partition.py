@@ -112,6 +112,11 @@ class Partition:
         return self._local.registration.leader == self._broker_id
 
     @property
+    def in_sync(self) -> bool:
+        """Whether this replica is in the ISR the metadata names (a leader always is)."""
+        return self._broker_id in self._local.registration.isr
+
+    @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
@@ -239,8 +244,10 @@ class Partition:
         self._on_change()
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
-        """As leader: the (epoch, end offset) a follower fetching at `fetch_offset` after a
-        batch of `last_fetched_epoch` must truncate to, or None (see isr.diverging_epoch)."""
+        """The (epoch, end offset) a fetcher at `fetch_offset` after a batch of
+        `last_fetched_epoch` must truncate to, or None (see isr.diverging_epoch): as leader,
+        or as a follower serving a consumer up to its high-water mark (its log is the
+        leader's there)."""
         log_ = self.log
         return isr_rules.diverging_epoch(
             last_fetched_epoch=last_fetched_epoch,
@@ -257,19 +264,39 @@ class Partition:
         fetch_offset: int,
         now_ms: int,
         broker_epoch: int = isr_rules.UNDEFINED_BROKER_EPOCH,
+        *,
+        log_start_offset: int = isr_rules.UNDEFINED_OFFSET,
     ) -> bool:
-        """As leader: follower `replica_id` (the incarnation of `broker_epoch`) asked for
-        `fetch_offset`, so it holds everything below it (and was caught up if that is the log
-        end); fetches by brokers that are not replicas are ignored. Says whether the
-        high-water mark advanced."""
+        """As leader: follower `replica_id` (the incarnation of `broker_epoch`, its log
+        starting at `log_start_offset`) asked for `fetch_offset`, so it holds everything below
+        it (and was caught up if that is the log end); fetches by brokers that are not replicas
+        are ignored. Says whether the high-water mark advanced."""
         with self._lock:
             if replica_id not in self._local.registration.replicas:
                 return False
             state = self._followers.get(replica_id, FollowerState(last_caught_up_ms=now_ms))
             self._followers[replica_id] = state.after_fetch(
-                fetch_offset, self.log.log_end_offset, now_ms, broker_epoch
+                fetch_offset,
+                self.log.log_end_offset,
+                now_ms,
+                broker_epoch,
+                log_start_offset=log_start_offset,
             )
         return self._maybe_advance_high_watermark()
+
+    def high_watermark_for(self, replica_id: int) -> tuple[int, bool]:
+        """As leader, building an answer to follower `replica_id`: the high-water mark to
+        send, and whether it is news to that follower (above the mark its previous answer
+        carried), which answers its long poll at once (Kafka's DelayedFetch, case H) so
+        followers, and the consumers they serve, learn the mark promptly. Remembers the mark
+        as sent. A broker that is not a replica gets the mark, never news."""
+        with self._lock:
+            high_watermark = self.log.high_watermark
+            state = self._followers.get(replica_id)
+            if state is None:
+                return high_watermark, False
+            self._followers[replica_id] = state.after_answer(high_watermark)
+            return high_watermark, high_watermark > state.high_watermark_sent
 
     def follower_states(self) -> dict[int, FollowerState]:
         with self._lock:

@@ -7,7 +7,8 @@ mark taken (capped by the local log end). A `diverging_epoch` answer cuts the lo
 epochs part (`isr.truncation_offset`, never the stale high-water mark: KIP-101) and the next
 fetch goes on from there; OFFSET_OUT_OF_RANGE below the leader's log start restarts the log at
 that start. Any other partition error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) parks
-the partition for `replica.fetch.backoff.ms` or until new metadata arrives.
+the partition for `replica.fetch.backoff.ms` or until new metadata arrives. Replicas catching
+up under a reassignment throttle fetch within its rate (`replication_throttle.py`).
 
 `ReplicaFetcherManager.on_metadata()` starts, re-targets and stops threads as leadership moves.
 """
@@ -25,6 +26,7 @@ from pykraft.broker import isr as isr_rules
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.replication_throttle import FollowerThrottle
 from pykraft.proto import broker_pb2, broker_pb2_grpc, common_pb2
 from pykraft.server_common.grpc_server import open_peer_channel
 
@@ -42,6 +44,17 @@ FETCHER_JOIN_TIMEOUT_S: Final = 2.0
 _Key = tuple[str, int]
 
 
+class _Fetch:
+    """One fetch request being built and, per partition in it, the partition and the leader
+    epoch asked with; `throttled` are those counted against the throttle."""
+
+    def __init__(self, request: broker_pb2.FetchRequest) -> None:
+        self.request = request
+        self.partitions: dict[_Key, tuple[Partition, int]] = {}
+        self.throttled: set[_Key] = set()
+        self.held_back = False  # throttled partitions left out until the bucket refills
+
+
 class FetcherThread:
     """Fetches the partitions led by one broker at one address."""
 
@@ -54,8 +67,10 @@ class FetcherThread:
         broker_id: int,
         broker_epoch: Callable[[], int],
         clock_ms: Callable[[], int],
+        throttle: FollowerThrottle,
     ) -> None:
         self.leader_id = leader_id
+        self._throttle = throttle
         self.address = address
         self._manager = manager
         self._broker_id = broker_id
@@ -94,25 +109,38 @@ class FetcherThread:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
-            request, fetching = self._build_request(self._clock_ms())
-            if not fetching:
-                self._wake.wait(REPLICA_FETCH_BACKOFF_MS / 1000)
+            now_ms = self._clock_ms()
+            fetch = self._build_request(now_ms)
+            if not fetch.partitions:
+                idle_ms = (
+                    self._throttle.wait_ms(now_ms) if fetch.held_back else REPLICA_FETCH_BACKOFF_MS
+                )
+                self._wake.wait(min(idle_ms, REPLICA_FETCH_BACKOFF_MS) / 1000)
                 continue
             timeout_s = (REPLICA_FETCH_WAIT_MS_MAX + FETCH_TIMEOUT_EXTRA_MS) / 1000
             try:
-                response = self._stub.Fetch(request, timeout=timeout_s)
+                response = self._stub.Fetch(fetch.request, timeout=timeout_s)
             except grpc.RpcError as error:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, error)
                 self._wake.wait(REPLICA_FETCH_BACKOFF_MS / 1000)
                 continue
             except ValueError:  # the channel was closed by `stop` between two fetches
                 continue
-            self._handle_response(response, fetching)
+            self._handle_response(response, fetch)
 
-    def _build_request(
-        self, now_ms: int
-    ) -> tuple[broker_pb2.FetchRequest, dict[_Key, tuple[Partition, int]]]:
-        """The request, and per partition in it: the partition and the leader epoch asked with."""
+    def _throttled_bytes_max(self, partition: Partition, now_ms: int) -> int | None:
+        """The partition's fetch size under the throttle: None when not throttled, 0 while the
+        throttle holds it back."""
+        registration = partition.local.registration
+        in_sync = self._broker_id in registration.isr
+        image = self._manager.image
+        if not self._throttle.throttled(image, partition.topic, partition.partition, in_sync):
+            return None
+        return self._throttle.fetch_bytes_max(image, now_ms)
+
+    def _build_request(self, now_ms: int) -> _Fetch:
+        """The next request: every followed partition not parked, the throttled ones only while
+        the throttle allows (and then for a slice of its rate)."""
         with self._lock:
             keys = sorted(self._keys)
             parked = dict(self._parked_until_ms)
@@ -123,13 +151,19 @@ class FetcherThread:
             min_bytes=REPLICA_FETCH_MIN_BYTES,
             max_bytes=REPLICA_FETCH_RESPONSE_BYTES_MAX,
         )
-        fetching: dict[_Key, tuple[Partition, int]] = {}
+        fetch = _Fetch(request)
         topics: dict[str, broker_pb2.FetchTopic] = {}
         for key in keys:
             partition = self._manager.partition(*key)
             if parked.get(key, 0) > now_ms or not self._follows(partition):
                 continue
             assert partition is not None
+            throttled_bytes_max = self._throttled_bytes_max(partition, now_ms)
+            if throttled_bytes_max == 0:
+                fetch.held_back = True
+                continue
+            if throttled_bytes_max is not None:
+                fetch.throttled.add(key)
             topic = topics.get(key[0])
             if topic is None:
                 topic = topics[key[0]] = request.topics.add(topic=key[0])
@@ -139,10 +173,16 @@ class FetcherThread:
                 fetch_offset=partition.log_end_offset,
                 last_fetched_epoch=partition.latest_epoch,
                 log_start_offset=partition.log_start_offset,
-                partition_max_bytes=REPLICA_FETCH_PARTITION_BYTES_MAX,
+                partition_max_bytes=min(
+                    REPLICA_FETCH_PARTITION_BYTES_MAX,
+                    throttled_bytes_max or REPLICA_FETCH_PARTITION_BYTES_MAX,
+                ),
             )
-            fetching[key] = (partition, partition.leader_epoch)
-        return request, fetching
+            fetch.partitions[key] = (partition, partition.leader_epoch)
+        if fetch.held_back:
+            # Come back when the throttle refills rather than after a full long poll.
+            request.max_wait_ms = min(REPLICA_FETCH_WAIT_MS_MAX, self._throttle.wait_ms(now_ms))
+        return fetch
 
     def _follows(self, partition: Partition | None) -> bool:
         return (
@@ -151,15 +191,16 @@ class FetcherThread:
             and partition.leader_id == self.leader_id
         )
 
-    def _handle_response(
-        self, response: broker_pb2.FetchResponse, fetching: dict[_Key, tuple[Partition, int]]
-    ) -> None:
+    def _handle_response(self, response: broker_pb2.FetchResponse, fetch: _Fetch) -> None:
+        throttled_bytes = 0
         for topic in response.topics:
             for result in topic.partitions:
                 key = (topic.topic, result.partition)
-                entry = fetching.get(key)
+                entry = fetch.partitions.get(key)
                 if entry is None:
                     continue
+                if key in fetch.throttled:
+                    throttled_bytes += len(result.records)
                 partition, epoch = entry
                 with partition.following(self.leader_id, epoch) as still_following:
                     if not still_following:
@@ -169,6 +210,8 @@ class FetcherThread:
                     except LogError as error:
                         log.warning("%s-%d: cannot apply fetched data: %s", *key, error)
                         self._park(key)
+        if throttled_bytes:
+            self._throttle.spend(throttled_bytes, self._clock_ms())
 
     def _handle_partition(
         self, partition: Partition, result: broker_pb2.FetchPartitionResult
@@ -235,6 +278,7 @@ class ReplicaFetcherManager:
         self._broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._clock_ms = clock_ms
+        self._throttle = FollowerThrottle(broker_id)
         self._threads: dict[tuple[int, str], FetcherThread] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -257,6 +301,7 @@ class ReplicaFetcherManager:
                         broker_id=self._broker_id,
                         broker_epoch=self._broker_epoch,
                         clock_ms=self._clock_ms,
+                        throttle=self._throttle,
                     )
                     thread.start()
                 thread.set_partitions(keys)

@@ -10,10 +10,12 @@ replicas in it are closed and listed by `offline_replicas`, which the heartbeat 
 controller moves their leadership and ISR; the broker serves the rest, and fails (`failure`)
 only once every directory has.
 
-Every request goes through `leader`: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION;
-a broker that may not serve (fenced, or no heartbeat within the session timeout) or a partition it
-does not lead -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry;
-an offline replica -> KAFKA_STORAGE_ERROR.
+Every request goes through `leader` (or `replica`, for the consumer reads any replica may
+serve, KIP-392): unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION; a broker that may not
+serve (fenced, or no heartbeat within the session timeout) or a partition it does not lead (or
+host) -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry; an
+offline replica -> KAFKA_STORAGE_ERROR. `preferred_read_replica` is the leader's choice of where
+a consumer should read instead (`replica_selector`); `counters` counts what was served.
 Requests that wait (acks=all, Fetch long polls, the group coordinator) wait on one condition
 variable, `changed`: each `Partition` signals it when its log end, high-water mark or role
 changes (the `on_change` it is given is `notify`), and this manager on every metadata change.
@@ -31,7 +33,9 @@ from pathlib import Path
 from typing import Final
 from uuid import UUID
 
+from pykraft.broker import replica_selector
 from pykraft.broker.config import BrokerConfig
+from pykraft.broker.counters import Counters
 from pykraft.broker.local_changes import LocalChanges, LocalPartition, local_changes
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log_dirs import LogDirs, StorageError
@@ -73,6 +77,8 @@ class ReplicaManager:
         # Signalled by the partitions' changes and on metadata changes (see the module doc).
         self.changed = threading.Condition()
         self._version = 0
+        # What the request handlers served (Kafka's ReplicaManager keeps BrokerTopicStats).
+        self.counters = Counters()
         self.maintenance = LogMaintenance(
             lambda: [p.log for p in self.partitions()],
             wall_clock_ms=wall_clock_ms,
@@ -243,6 +249,19 @@ class ReplicaManager:
 
     def leader(self, topic: str, partition_id: int, now_ms: int) -> Partition:
         """The partition if this broker may serve it as leader now; LeaderError otherwise."""
+        partition = self.replica(topic, partition_id, now_ms)
+        if not partition.is_leader:
+            raise LeaderError(
+                common_pb2.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self._broker_id} is not the leader of {topic}-{partition_id}",
+                partition.leader_id,
+                partition.leader_epoch,
+            )
+        return partition
+
+    def replica(self, topic: str, partition_id: int, now_ms: int) -> Partition:
+        """The partition if this broker hosts it and may serve it now, as leader or follower;
+        LeaderError otherwise."""
         image = self._image
         topic_image = image.topics.get_by_name(topic)
         registration = None if topic_image is None else topic_image.partitions.get(partition_id)
@@ -269,14 +288,40 @@ class ReplicaManager:
                 leader if leader != self._broker_id else _NO_LEADER,
                 epoch,
             )
-        if partition is None or not partition.is_leader:
+        if partition is None:
             raise LeaderError(
                 common_pb2.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self._broker_id} is not the leader of {topic}-{partition_id}",
+                f"broker {self._broker_id} is not a replica of {topic}-{partition_id}",
                 leader,
                 epoch,
             )
         return partition
+
+    def preferred_read_replica(
+        self, partition: Partition, client_rack: str, fetch_offset: int, now_ms: int
+    ) -> int | None:
+        """As `partition`'s leader: the broker a consumer in `client_rack` fetching at
+        `fetch_offset` should read from instead of this one, by replica.selector.class; None
+        for this one (see `replica_selector`)."""
+        selector = self._config.replica_selector_class
+        if selector != replica_selector.RACK_AWARE_SELECTOR or not client_rack:
+            return None
+        cluster = self._image.cluster
+        racks = {
+            broker_id: cluster.brokers[broker_id].rack or ""
+            for broker_id in cluster.unfenced_broker_ids()
+        }
+        leader = replica_selector.ReplicaView(
+            self._broker_id, self._config.rack, partition.log_end_offset, 0
+        )
+        candidates = replica_selector.read_candidates(
+            isr=partition.isr,
+            followers=partition.follower_states(),
+            racks=racks,
+            fetch_offset=fetch_offset,
+            now_ms=now_ms,
+        )
+        return replica_selector.preferred_read_replica(selector, client_rack, leader, candidates)
 
     def stop_acknowledging(self) -> None:
         """The broker is about to close its listener: every acks=all wait (and coordinator

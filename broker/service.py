@@ -16,6 +16,7 @@ from collections.abc import Callable
 import grpc
 
 from pykraft.broker.config import BrokerConfig
+from pykraft.broker.counters import describe
 from pykraft.broker.fetch import FETCH_WAIT_MS_MAX, handle_fetch
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
@@ -154,6 +155,11 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         if remaining_s is not None:
             wait_ms_max = min(wait_ms_max, max(int(remaining_s * 1000), 0))
         return handle_fetch(self._manager, request, self._clock_ms, wait_ms_max)
+
+    def DescribeCounters(
+        self, request: broker_pb2.DescribeCountersRequest, context: grpc.ServicerContext
+    ) -> broker_pb2.DescribeCountersResponse:
+        return describe(self._manager.counters)
 
     def ListOffsets(
         self, request: broker_pb2.ListOffsetsRequest, context: grpc.ServicerContext

@@ -24,6 +24,17 @@ def cluster_describe(session: Session) -> None:
     session.emit(described, formatting.cluster_json, formatting.cluster_table)
 
 
+@cluster.command("unregister")
+@admin_command
+@click.option("--id", "broker_id", type=int, required=True, help="The broker to forget.")
+def cluster_unregister(session: Session, broker_id: int) -> None:
+    """Forget a stopped broker that hosts no replica (Kafka's kafka-cluster unregister), the
+    last step of decommissioning it: reassign its partitions away and stop it first."""
+    with session.admin() as admin:
+        admin.unregister_broker(broker_id)
+    click.echo(f"Broker {broker_id} unregistered.")
+
+
 @click.group()
 def quorum() -> None:
     """Show the controllers' Raft quorum and change its voters (KIP-853)."""

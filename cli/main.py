@@ -26,6 +26,7 @@ from pykraft.cli.groups import groups
 from pykraft.cli.mirror import mirror
 from pykraft.cli.offsets import offsets
 from pykraft.cli.perf import perf
+from pykraft.cli.reassign import reassign
 from pykraft.cli.topics import topics
 from pykraft.client.errors import KafkaError
 
@@ -90,6 +91,7 @@ for _command in (
     cluster,
     quorum,
     leaders,
+    reassign,
     offsets,
     produce,
     consume,

@@ -31,6 +31,7 @@ from pykraft.client.admin_types import (
     ElectionResult,
     NewTopic,
     PartitionInfo,
+    PartitionReassignment,
     QuorumDescription,
     TopicCreated,
     TopicDescription,
@@ -39,7 +40,7 @@ from pykraft.client.admin_types import (
 )
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.cluster_metadata import ClusterMetadata
-from pykraft.client.errors import BrokerNotAvailableError, error_for, raise_for
+from pykraft.client.errors import BrokerNotAvailableError, KafkaError, error_for, raise_for
 from pykraft.client.group_coordinator import CoordinatorClient
 from pykraft.client.offsets import (
     EARLIEST_TIMESTAMP,
@@ -303,6 +304,58 @@ class AdminClient(ConsumerGroupAdmin):
             )
             for r in response.results
         ]
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Reassigns each partition to its target replicas (the preferred leader first), or
+        cancels its reassignment in progress when the target is None (Kafka's
+        Admin.alterPartitionReassignments). Returns each partition's refusal (None: accepted,
+        the new replicas now catching up); a failure of the whole request raises."""
+        request = admin_pb2.AlterPartitionReassignmentsRequest(
+            partitions=[
+                admin_pb2.ReassignablePartition(
+                    topic=tp.topic, partition=tp.partition, replicas=list(replicas or ())
+                )
+                for tp, replicas in targets.items()
+            ],
+            timeout_ms=self._router.attempt_timeout_ms,
+        )
+        response = self._router.call(
+            "AlterPartitionReassignments", request, admin_pb2.AlterPartitionReassignmentsResponse
+        )
+        return {
+            TopicPartition(r.topic, r.partition): (
+                error_for(r.error_code, r.error_message) if r.error_code else None
+            )
+            for r in response.results
+        }
+
+    def list_partition_reassignments(
+        self, topics: Iterable[str] = ()
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The partitions being reassigned, of `topics` (none: of every topic)."""
+        request = admin_pb2.ListPartitionReassignmentsRequest(topics=list(topics))
+        response = self._router.call(
+            "ListPartitionReassignments", request, admin_pb2.ListPartitionReassignmentsResponse
+        )
+        return {
+            TopicPartition(r.topic, r.partition): PartitionReassignment(
+                r.topic,
+                r.partition,
+                list(r.replicas),
+                list(r.adding_replicas),
+                list(r.removing_replicas),
+            )
+            for r in response.reassignments
+        }
+
+    def unregister_broker(self, broker_id: int) -> None:
+        """Forgets a stopped broker that hosts no replica (Kafka's Admin.unregisterBroker), the
+        last step of decommissioning it; raises why not (BrokerIdNotRegisteredError, or
+        InvalidRequestError while it runs or still hosts replicas)."""
+        request = admin_pb2.UnregisterBrokerRequest(broker_id=broker_id)
+        self._router.call("UnregisterBroker", request, admin_pb2.UnregisterBrokerResponse)
 
     def list_offsets(
         self, partitions: Mapping[TopicPartition, OffsetSpec]

@@ -146,6 +146,23 @@ class ElectionResult:
     error: KafkaError | None
 
 
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A partition being reassigned (KIP-455): `replicas` is the target followed by the
+    replicas leaving; `adding_replicas` are catching up, `removing_replicas` leave once every
+    target replica is in sync."""
+
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+    @property
+    def target_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing_replicas]
+
+
 class GroupState(StrEnum):
     """A consumer group's state as its coordinator reports it (Kafka's GroupState, for groups of
     the KIP-848 protocol): EMPTY has no members, ASSIGNING is computing a new target assignment,

@@ -1,4 +1,5 @@
-"""The client's view of the cluster: brokers, and each partition's leader and leader epoch.
+"""The client's view of the cluster: brokers, and each partition's leader, leader epoch and
+in-sync replicas.
 
 Refreshed from BrokerService.Metadata for the topics the client uses, when a caller asks
 (`request_update`, after an error that means the view is stale) or when a topic is unknown.
@@ -30,11 +31,12 @@ from pykraft.proto import broker_pb2, common_pb2
 
 @dataclass(frozen=True, slots=True)
 class PartitionLeader:
-    """Who leads a partition, in which epoch, and where to reach it."""
+    """Who leads a partition, in which epoch, where to reach it, and its in-sync replicas."""
 
     leader_id: int
     leader_epoch: int
     address: str
+    isr: tuple[int, ...] = ()
 
 
 class ClusterMetadata:
@@ -83,6 +85,15 @@ class ClusterMetadata:
         """The partition's leader, or None while it has none or the topic is unknown."""
         with self._lock:
             return self._leaders.get(tp)
+
+    def in_sync_replica_address(self, tp: TopicPartition, broker_id: int) -> str | None:
+        """Where to reach `broker_id` if the view has it alive (unfenced) and in `tp`'s ISR;
+        None otherwise."""
+        with self._lock:
+            leader = self._leaders.get(tp)
+            if leader is None or broker_id not in leader.isr:
+                return None
+            return self._brokers.get(broker_id)
 
     def any_broker_address(self) -> str:
         """A broker to ask something any broker answers (InitProducerId): a known live one,
@@ -159,7 +170,7 @@ class ClusterMetadata:
             if not has_leader:
                 self._update_requested = True
             self._leaders[tp] = (
-                PartitionLeader(p.leader_id, p.leader_epoch, address)
+                PartitionLeader(p.leader_id, p.leader_epoch, address, tuple(p.isr))
                 if has_leader and address is not None
                 else None
             )

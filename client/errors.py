@@ -67,6 +67,7 @@ retriable errors until their timeout, so one that reaches a caller means the con
     ├── InvalidProducerEpochError                      47
     ├── UnknownProducerIdError                         59
     ├── ReassignmentInProgressError                    60
+    ├── NoReassignmentInProgressError                  85
     ├── NonEmptyGroupError                             68
     ├── GroupIdNotFoundError                           69
     ├── StaleBrokerEpochError                          77
@@ -487,6 +488,12 @@ class ReassignmentInProgressError(KafkaError):
     finish, then try again."""
 
     code = ErrorCode.REASSIGNMENT_IN_PROGRESS
+
+
+class NoReassignmentInProgressError(KafkaError):
+    """A cancel named a partition that is not being reassigned. Nothing to cancel."""
+
+    code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
 
 
 class NonEmptyGroupError(KafkaError):

@@ -97,6 +97,23 @@ class ListOf:
         return None
 
 
+_THROTTLED_REPLICA: Final = re.compile(r"[0-9]+:[0-9]+")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ThrottledReplicas:
+    """Kafka's throttled replica list: `partition:broker` items, or `*` for every replica."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        assert isinstance(value, tuple), "ThrottledReplicas validates lists only"
+        if value == ("*",):
+            return None
+        wrong = [item for item in value if not _THROTTLED_REPLICA.fullmatch(item)]
+        if wrong:
+            return f"{wrong[0]!r} is not partition:broker (or the whole list '*')"
+        return None
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConfigDef:
     """One config: its name, type, default (as a string; None when it has none), documentation
@@ -329,6 +346,22 @@ TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
                 Range(1),
             ),
             _definition(
+                "leader.replication.throttled.replicas",
+                ConfigType.LIST,
+                "",
+                "The replicas (partition:broker, or *) whose leaders' reassignment traffic is "
+                "throttled.",
+                ThrottledReplicas(),
+            ),
+            _definition(
+                "follower.replication.throttled.replicas",
+                ConfigType.LIST,
+                "",
+                "The replicas (partition:broker, or *) whose out-of-sync followers fetch at no "
+                "more than follower.replication.throttled.rate.",
+                ThrottledReplicas(),
+            ),
+            _definition(
                 "unclean.leader.election.enable",
                 ConfigType.BOOLEAN,
                 "false",
@@ -377,6 +410,20 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
                 ConfigType.INT,
                 "1",
                 "Replicas of each partition of a topic created without saying how many.",
+                Range(1),
+            ),
+            _definition(
+                "leader.replication.throttled.rate",
+                ConfigType.LONG,
+                _LONG_MAX_TEXT,
+                "Bytes/s a broker sends to the throttled replicas it leads.",
+                Range(1),
+            ),
+            _definition(
+                "follower.replication.throttled.rate",
+                ConfigType.LONG,
+                _LONG_MAX_TEXT,
+                "Bytes/s a broker fetches for the throttled replicas it follows out of sync.",
                 Range(1),
             ),
             *(_broker_synonym(broker, topic) for broker, topic in BROKER_SYNONYMS.items()),

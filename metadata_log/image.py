@@ -92,18 +92,41 @@ class BrokerRegistration:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PartitionRegistration:
-    """The replicas, in-sync replicas and leader of one partition, with their epochs."""
+    """The replicas, in-sync replicas and leader of one partition, with their epochs, and the
+    replicas a reassignment is adding and removing (see `PartitionRecord`)."""
 
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the reassignment in progress (if any) completes."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment in progress (if any) began."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
     @classmethod
     def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
         return cls(
-            record.replicas, record.isr, record.leader, record.leader_epoch, record.partition_epoch
+            record.replicas,
+            record.isr,
+            record.leader,
+            record.leader_epoch,
+            record.partition_epoch,
+            record.adding_replicas,
+            record.removing_replicas,
         )
 
     def to_record(self, topic_id: UUID, partition_id: int) -> PartitionRecord:
@@ -115,6 +138,8 @@ class PartitionRegistration:
             self.leader,
             self.leader_epoch,
             self.partition_epoch,
+            self.adding_replicas,
+            self.removing_replicas,
         )
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
@@ -130,6 +155,14 @@ class PartitionRegistration:
             leader=leader,
             leader_epoch=leader_epoch,
             partition_epoch=self.partition_epoch + 1,
+            adding_replicas=(
+                self.adding_replicas if change.adding_replicas is None else change.adding_replicas
+            ),
+            removing_replicas=(
+                self.removing_replicas
+                if change.removing_replicas is None
+                else change.removing_replicas
+            ),
         )
 
 

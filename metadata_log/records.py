@@ -100,10 +100,15 @@ class TopicRecord:
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecord:
-    """The full state of one partition; follows its TopicRecord."""
+    """The full state of one partition; follows its TopicRecord.
+
+    During a reassignment (KIP-455) `replicas` is the target followed by the replicas leaving;
+    `adding_replicas` are the target's newcomers still catching up and `removing_replicas` the
+    replicas that leave once every newcomer is in the ISR. Both are empty otherwise.
+    """
 
     TYPE_ID: ClassVar[RecordType] = RecordType.PARTITION
-    VERSION: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 1
 
     topic_id: UUID
     partition_id: int
@@ -112,6 +117,8 @@ class PartitionRecord:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,13 +130,15 @@ class PartitionChangeRecord:
     """
 
     TYPE_ID: ClassVar[RecordType] = RecordType.PARTITION_CHANGE
-    VERSION: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 1
 
     topic_id: UUID
     partition_id: int
     isr: tuple[int, ...] | None = None
     leader: int | None = None
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,21 @@ class AdminServiceStub:
                 request_serializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/pykraft.AdminService/AlterPartitionReassignments',
+                request_serializer=pykraft_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/pykraft.AdminService/ListPartitionReassignments',
+                request_serializer=pykraft_dot_proto_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.UnregisterBroker = channel.unary_unary(
+                '/pykraft.AdminService/UnregisterBroker',
+                request_serializer=pykraft_dot_proto_dot_admin__pb2.UnregisterBrokerRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_admin__pb2.UnregisterBrokerResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -161,6 +176,24 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterBroker(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -218,6 +251,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RemoveRaftVoter,
                     request_deserializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=pykraft_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=pykraft_dot_proto_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'UnregisterBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterBroker,
+                    request_deserializer=pykraft_dot_proto_dot_admin__pb2.UnregisterBrokerRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_admin__pb2.UnregisterBrokerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -517,6 +565,87 @@ class AdminService:
             '/pykraft.AdminService/RemoveRaftVoter',
             pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
             pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.AdminService/AlterPartitionReassignments',
+            pykraft_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            pykraft_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.AdminService/ListPartitionReassignments',
+            pykraft_dot_proto_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            pykraft_dot_proto_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.AdminService/UnregisterBroker',
+            pykraft_dot_proto_dot_admin__pb2.UnregisterBrokerRequest.SerializeToString,
+            pykraft_dot_proto_dot_admin__pb2.UnregisterBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,

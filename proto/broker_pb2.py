@@ -26,13 +26,15 @@ from pykraft.proto import common_pb2 as pykraft_dot_proto_dot_common__pb2
 from pykraft.proto import group_pb2 as pykraft_dot_proto_dot_group__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1apykraft/proto/broker.proto\x12\x07pykraft\x1a\x1apykraft/proto/common.proto\x1a\x19pykraft/proto/group.proto\"6\n\x10ProducePartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0f\n\x07records\x18\x02 \x01(\x0c\"L\n\x0cProduceTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12-\n\npartitions\x18\x02 \x03(\x0b\x32\x19.pykraft.ProducePartition\"Y\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12%\n\x06topics\x18\x03 \x03(\x0b\x32\x15.pykraft.ProduceTopic\"\xe8\x01\n\x16ProducePartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x04 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x31\n\x0e\x63urrent_leader\x18\x07 \x01(\x0b\x32\x19.pykraft.LeaderIdAndEpoch\"X\n\x12ProduceTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x33\n\npartitions\x18\x02 \x03(\x0b\x32\x1f.pykraft.ProducePartitionResult\"g\n\x0fProduceResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12+\n\x06topics\x18\x02 \x03(\x0b\x32\x1b.pykraft.ProduceTopicResult\"\xaa\x01\n\x0e\x46\x65tchPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\"H\n\nFetchTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12+\n\npartitions\x18\x02 \x03(\x0b\x32\x17.pykraft.FetchPartition\"\xb2\x01\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\x12#\n\x06topics\x18\x07 \x03(\x0b\x32\x13.pykraft.FetchTopic\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\";\n\x10LeaderIdAndEpoch\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"\xac\x02\n\x14\x46\x65tchPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x30\n\x0f\x64iverging_epoch\x18\x07 \x01(\x0b\x32\x17.pykraft.EpochEndOffset\x12\x31\n\x0e\x63urrent_leader\x18\x08 \x01(\x0b\x32\x19.pykraft.LeaderIdAndEpoch\x12\x0f\n\x07records\x18\t \x01(\x0c\"T\n\x10\x46\x65tchTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.pykraft.FetchPartitionResult\"c\n\rFetchResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12)\n\x06topics\x18\x02 \x03(\x0b\x32\x19.pykraft.FetchTopicResult\"Z\n\x14ListOffsetsPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05\x12\x11\n\ttimestamp\x18\x03 \x01(\x03\"T\n\x10ListOffsetsTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.pykraft.ListOffsetsPartition\"l\n\x12ListOffsetsRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x02 \x01(\x05\x12)\n\x06topics\x18\x03 \x03(\x0b\x32\x19.pykraft.ListOffsetsTopic\"\xa7\x01\n\x1aListOffsetsPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\"`\n\x16ListOffsetsTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.pykraft.ListOffsetsPartitionResult\"o\n\x13ListOffsetsResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12/\n\x06topics\x18\x02 \x03(\x0b\x32\x1f.pykraft.ListOffsetsTopicResult\"!\n\x0fMetadataRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\"F\n\x0e\x42rokerEndpoint\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x0c\n\x04rack\x18\x04 \x01(\t\"\xb0\x01\n\x11PartitionMetadata\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x03(\x05\x12\x0b\n\x03isr\x18\x06 \x03(\x05\x12\x18\n\x10offline_replicas\x18\x07 \x03(\x05\"\x9e\x01\n\rTopicMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\x12&\n\nerror_code\x18\x03 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12.\n\npartitions\x18\x05 \x03(\x0b\x32\x1a.pykraft.PartitionMetadata\"\xb8\x01\n\x10MetadataResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x12(\n\x07\x62rokers\x18\x04 \x03(\x0b\x32\x17.pykraft.BrokerEndpoint\x12&\n\x06topics\x18\x05 \x03(\x0b\x32\x16.pykraft.TopicMetadata\"~\n\x15InitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\"n\n\x16InitProducerIdResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x32\xb7\x07\n\rBrokerService\x12<\n\x07Produce\x12\x17.pykraft.ProduceRequest\x1a\x18.pykraft.ProduceResponse\x12\x36\n\x05\x46\x65tch\x12\x15.pykraft.FetchRequest\x1a\x16.pykraft.FetchResponse\x12H\n\x0bListOffsets\x12\x1b.pykraft.ListOffsetsRequest\x1a\x1c.pykraft.ListOffsetsResponse\x12?\n\x08Metadata\x12\x18.pykraft.MetadataRequest\x1a\x19.pykraft.MetadataResponse\x12Q\n\x0eInitProducerId\x12\x1e.pykraft.InitProducerIdRequest\x1a\x1f.pykraft.InitProducerIdResponse\x12T\n\x0f\x46indCoordinator\x12\x1f.pykraft.FindCoordinatorRequest\x1a .pykraft.FindCoordinatorResponse\x12i\n\x16\x43onsumerGroupHeartbeat\x12&.pykraft.ConsumerGroupHeartbeatRequest\x1a\'.pykraft.ConsumerGroupHeartbeatResponse\x12K\n\x0cOffsetCommit\x12\x1c.pykraft.OffsetCommitRequest\x1a\x1d.pykraft.OffsetCommitResponse\x12H\n\x0bOffsetFetch\x12\x1b.pykraft.OffsetFetchRequest\x1a\x1c.pykraft.OffsetFetchResponse\x12\x45\n\nListGroups\x12\x1a.pykraft.ListGroupsRequest\x1a\x1b.pykraft.ListGroupsResponse\x12\x66\n\x15\x43onsumerGroupDescribe\x12%.pykraft.ConsumerGroupDescribeRequest\x1a&.pykraft.ConsumerGroupDescribeResponse\x12K\n\x0c\x44\x65leteGroups\x12\x1c.pykraft.DeleteGroupsRequest\x1a\x1d.pykraft.DeleteGroupsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1apykraft/proto/broker.proto\x12\x07pykraft\x1a\x1apykraft/proto/common.proto\x1a\x19pykraft/proto/group.proto\"6\n\x10ProducePartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0f\n\x07records\x18\x02 \x01(\x0c\"L\n\x0cProduceTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12-\n\npartitions\x18\x02 \x03(\x0b\x32\x19.pykraft.ProducePartition\"Y\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12%\n\x06topics\x18\x03 \x03(\x0b\x32\x15.pykraft.ProduceTopic\"\xe8\x01\n\x16ProducePartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x04 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x31\n\x0e\x63urrent_leader\x18\x07 \x01(\x0b\x32\x19.pykraft.LeaderIdAndEpoch\"X\n\x12ProduceTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x33\n\npartitions\x18\x02 \x03(\x0b\x32\x1f.pykraft.ProducePartitionResult\"g\n\x0fProduceResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12+\n\x06topics\x18\x02 \x03(\x0b\x32\x1b.pykraft.ProduceTopicResult\"\xaa\x01\n\x0e\x46\x65tchPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\"H\n\nFetchTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12+\n\npartitions\x18\x02 \x03(\x0b\x32\x17.pykraft.FetchPartition\"\xd4\x01\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\x12#\n\x06topics\x18\x07 \x03(\x0b\x32\x13.pykraft.FetchTopic\x12\x14\n\x07rack_id\x18\x08 \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_rack_id\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\";\n\x10LeaderIdAndEpoch\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"\xec\x02\n\x14\x46\x65tchPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x30\n\x0f\x64iverging_epoch\x18\x07 \x01(\x0b\x32\x17.pykraft.EpochEndOffset\x12\x31\n\x0e\x63urrent_leader\x18\x08 \x01(\x0b\x32\x19.pykraft.LeaderIdAndEpoch\x12\x0f\n\x07records\x18\t \x01(\x0c\x12#\n\x16preferred_read_replica\x18\n \x01(\x05H\x00\x88\x01\x01\x42\x19\n\x17_preferred_read_replica\"T\n\x10\x46\x65tchTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.pykraft.FetchPartitionResult\"c\n\rFetchResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12)\n\x06topics\x18\x02 \x03(\x0b\x32\x19.pykraft.FetchTopicResult\"Z\n\x14ListOffsetsPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05\x12\x11\n\ttimestamp\x18\x03 \x01(\x03\"T\n\x10ListOffsetsTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.pykraft.ListOffsetsPartition\"l\n\x12ListOffsetsRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x02 \x01(\x05\x12)\n\x06topics\x18\x03 \x03(\x0b\x32\x19.pykraft.ListOffsetsTopic\"\xa7\x01\n\x1aListOffsetsPartitionResult\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\"`\n\x16ListOffsetsTopicResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.pykraft.ListOffsetsPartitionResult\"o\n\x13ListOffsetsResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12/\n\x06topics\x18\x02 \x03(\x0b\x32\x1f.pykraft.ListOffsetsTopicResult\"!\n\x0fMetadataRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\"F\n\x0e\x42rokerEndpoint\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x0c\n\x04rack\x18\x04 \x01(\t\"\xb0\x01\n\x11PartitionMetadata\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12&\n\nerror_code\x18\x02 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x03(\x05\x12\x0b\n\x03isr\x18\x06 \x03(\x05\x12\x18\n\x10offline_replicas\x18\x07 \x03(\x05\"\x9e\x01\n\rTopicMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\x12&\n\nerror_code\x18\x03 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12.\n\npartitions\x18\x05 \x03(\x0b\x32\x1a.pykraft.PartitionMetadata\"\xb8\x01\n\x10MetadataResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x12(\n\x07\x62rokers\x18\x04 \x03(\x0b\x32\x17.pykraft.BrokerEndpoint\x12&\n\x06topics\x18\x05 \x03(\x0b\x32\x16.pykraft.TopicMetadata\"\x19\n\x17\x44\x65scribeCountersRequest\"\x83\x01\n\x07\x43ounter\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x06labels\x18\x02 \x03(\x0b\x32\x1c.pykraft.Counter.LabelsEntry\x12\r\n\x05value\x18\x03 \x01(\x03\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x18\x44\x65scribeCountersResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\"\n\x08\x63ounters\x18\x02 \x03(\x0b\x32\x10.pykraft.Counter\"~\n\x15InitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\"n\n\x16InitProducerIdResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x32\x90\x08\n\rBrokerService\x12<\n\x07Produce\x12\x17.pykraft.ProduceRequest\x1a\x18.pykraft.ProduceResponse\x12\x36\n\x05\x46\x65tch\x12\x15.pykraft.FetchRequest\x1a\x16.pykraft.FetchResponse\x12H\n\x0bListOffsets\x12\x1b.pykraft.ListOffsetsRequest\x1a\x1c.pykraft.ListOffsetsResponse\x12?\n\x08Metadata\x12\x18.pykraft.MetadataRequest\x1a\x19.pykraft.MetadataResponse\x12Q\n\x0eInitProducerId\x12\x1e.pykraft.InitProducerIdRequest\x1a\x1f.pykraft.InitProducerIdResponse\x12W\n\x10\x44\x65scribeCounters\x12 .pykraft.DescribeCountersRequest\x1a!.pykraft.DescribeCountersResponse\x12T\n\x0f\x46indCoordinator\x12\x1f.pykraft.FindCoordinatorRequest\x1a .pykraft.FindCoordinatorResponse\x12i\n\x16\x43onsumerGroupHeartbeat\x12&.pykraft.ConsumerGroupHeartbeatRequest\x1a\'.pykraft.ConsumerGroupHeartbeatResponse\x12K\n\x0cOffsetCommit\x12\x1c.pykraft.OffsetCommitRequest\x1a\x1d.pykraft.OffsetCommitResponse\x12H\n\x0bOffsetFetch\x12\x1b.pykraft.OffsetFetchRequest\x1a\x1c.pykraft.OffsetFetchResponse\x12\x45\n\nListGroups\x12\x1a.pykraft.ListGroupsRequest\x1a\x1b.pykraft.ListGroupsResponse\x12\x66\n\x15\x43onsumerGroupDescribe\x12%.pykraft.ConsumerGroupDescribeRequest\x1a&.pykraft.ConsumerGroupDescribeResponse\x12K\n\x0c\x44\x65leteGroups\x12\x1c.pykraft.DeleteGroupsRequest\x1a\x1d.pykraft.DeleteGroupsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pykraft.proto.broker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_COUNTER_LABELSENTRY']._loaded_options = None
+  _globals['_COUNTER_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_PRODUCEPARTITION']._serialized_start=94
   _globals['_PRODUCEPARTITION']._serialized_end=148
   _globals['_PRODUCETOPIC']._serialized_start=150
@@ -50,43 +52,51 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FETCHTOPIC']._serialized_start=922
   _globals['_FETCHTOPIC']._serialized_end=994
   _globals['_FETCHREQUEST']._serialized_start=997
-  _globals['_FETCHREQUEST']._serialized_end=1175
-  _globals['_EPOCHENDOFFSET']._serialized_start=1177
-  _globals['_EPOCHENDOFFSET']._serialized_end=1228
-  _globals['_LEADERIDANDEPOCH']._serialized_start=1230
-  _globals['_LEADERIDANDEPOCH']._serialized_end=1289
-  _globals['_FETCHPARTITIONRESULT']._serialized_start=1292
-  _globals['_FETCHPARTITIONRESULT']._serialized_end=1592
-  _globals['_FETCHTOPICRESULT']._serialized_start=1594
-  _globals['_FETCHTOPICRESULT']._serialized_end=1678
-  _globals['_FETCHRESPONSE']._serialized_start=1680
-  _globals['_FETCHRESPONSE']._serialized_end=1779
-  _globals['_LISTOFFSETSPARTITION']._serialized_start=1781
-  _globals['_LISTOFFSETSPARTITION']._serialized_end=1871
-  _globals['_LISTOFFSETSTOPIC']._serialized_start=1873
-  _globals['_LISTOFFSETSTOPIC']._serialized_end=1957
-  _globals['_LISTOFFSETSREQUEST']._serialized_start=1959
-  _globals['_LISTOFFSETSREQUEST']._serialized_end=2067
-  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_start=2070
-  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_end=2237
-  _globals['_LISTOFFSETSTOPICRESULT']._serialized_start=2239
-  _globals['_LISTOFFSETSTOPICRESULT']._serialized_end=2335
-  _globals['_LISTOFFSETSRESPONSE']._serialized_start=2337
-  _globals['_LISTOFFSETSRESPONSE']._serialized_end=2448
-  _globals['_METADATAREQUEST']._serialized_start=2450
-  _globals['_METADATAREQUEST']._serialized_end=2483
-  _globals['_BROKERENDPOINT']._serialized_start=2485
-  _globals['_BROKERENDPOINT']._serialized_end=2555
-  _globals['_PARTITIONMETADATA']._serialized_start=2558
-  _globals['_PARTITIONMETADATA']._serialized_end=2734
-  _globals['_TOPICMETADATA']._serialized_start=2737
-  _globals['_TOPICMETADATA']._serialized_end=2895
-  _globals['_METADATARESPONSE']._serialized_start=2898
-  _globals['_METADATARESPONSE']._serialized_end=3082
-  _globals['_INITPRODUCERIDREQUEST']._serialized_start=3084
-  _globals['_INITPRODUCERIDREQUEST']._serialized_end=3210
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_start=3212
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_end=3322
-  _globals['_BROKERSERVICE']._serialized_start=3325
-  _globals['_BROKERSERVICE']._serialized_end=4276
+  _globals['_FETCHREQUEST']._serialized_end=1209
+  _globals['_EPOCHENDOFFSET']._serialized_start=1211
+  _globals['_EPOCHENDOFFSET']._serialized_end=1262
+  _globals['_LEADERIDANDEPOCH']._serialized_start=1264
+  _globals['_LEADERIDANDEPOCH']._serialized_end=1323
+  _globals['_FETCHPARTITIONRESULT']._serialized_start=1326
+  _globals['_FETCHPARTITIONRESULT']._serialized_end=1690
+  _globals['_FETCHTOPICRESULT']._serialized_start=1692
+  _globals['_FETCHTOPICRESULT']._serialized_end=1776
+  _globals['_FETCHRESPONSE']._serialized_start=1778
+  _globals['_FETCHRESPONSE']._serialized_end=1877
+  _globals['_LISTOFFSETSPARTITION']._serialized_start=1879
+  _globals['_LISTOFFSETSPARTITION']._serialized_end=1969
+  _globals['_LISTOFFSETSTOPIC']._serialized_start=1971
+  _globals['_LISTOFFSETSTOPIC']._serialized_end=2055
+  _globals['_LISTOFFSETSREQUEST']._serialized_start=2057
+  _globals['_LISTOFFSETSREQUEST']._serialized_end=2165
+  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_start=2168
+  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_end=2335
+  _globals['_LISTOFFSETSTOPICRESULT']._serialized_start=2337
+  _globals['_LISTOFFSETSTOPICRESULT']._serialized_end=2433
+  _globals['_LISTOFFSETSRESPONSE']._serialized_start=2435
+  _globals['_LISTOFFSETSRESPONSE']._serialized_end=2546
+  _globals['_METADATAREQUEST']._serialized_start=2548
+  _globals['_METADATAREQUEST']._serialized_end=2581
+  _globals['_BROKERENDPOINT']._serialized_start=2583
+  _globals['_BROKERENDPOINT']._serialized_end=2653
+  _globals['_PARTITIONMETADATA']._serialized_start=2656
+  _globals['_PARTITIONMETADATA']._serialized_end=2832
+  _globals['_TOPICMETADATA']._serialized_start=2835
+  _globals['_TOPICMETADATA']._serialized_end=2993
+  _globals['_METADATARESPONSE']._serialized_start=2996
+  _globals['_METADATARESPONSE']._serialized_end=3180
+  _globals['_DESCRIBECOUNTERSREQUEST']._serialized_start=3182
+  _globals['_DESCRIBECOUNTERSREQUEST']._serialized_end=3207
+  _globals['_COUNTER']._serialized_start=3210
+  _globals['_COUNTER']._serialized_end=3341
+  _globals['_COUNTER_LABELSENTRY']._serialized_start=3296
+  _globals['_COUNTER_LABELSENTRY']._serialized_end=3341
+  _globals['_DESCRIBECOUNTERSRESPONSE']._serialized_start=3343
+  _globals['_DESCRIBECOUNTERSRESPONSE']._serialized_end=3446
+  _globals['_INITPRODUCERIDREQUEST']._serialized_start=3448
+  _globals['_INITPRODUCERIDREQUEST']._serialized_end=3574
+  _globals['_INITPRODUCERIDRESPONSE']._serialized_start=3576
+  _globals['_INITPRODUCERIDRESPONSE']._serialized_end=3686
+  _globals['_BROKERSERVICE']._serialized_start=3689
+  _globals['_BROKERSERVICE']._serialized_end=4729
 # @@protoc_insertion_point(module_scope)

@@ -60,6 +60,11 @@ class BrokerServiceStub:
                 request_serializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.DescribeCounters = channel.unary_unary(
+                '/pykraft.BrokerService/DescribeCounters',
+                request_serializer=pykraft_dot_proto_dot_broker__pb2.DescribeCountersRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_broker__pb2.DescribeCountersResponse.FromString,
+                _registered_method=True)
         self.FindCoordinator = channel.unary_unary(
                 '/pykraft.BrokerService/FindCoordinator',
                 request_serializer=pykraft_dot_proto_dot_group__pb2.FindCoordinatorRequest.SerializeToString,
@@ -127,6 +132,13 @@ class BrokerServiceServicer:
     def InitProducerId(self, request, context):
         """A producer id and epoch for an idempotent producer (Kafka's InitProducerId without a
         transactional id): any broker answers, from a block of ids the controller gave it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeCounters(self, request, context):
+        """What this broker counted since it started (requests by kind, bytes sent to consumers).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -203,6 +215,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'DescribeCounters': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeCounters,
+                    request_deserializer=pykraft_dot_proto_dot_broker__pb2.DescribeCountersRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_broker__pb2.DescribeCountersResponse.SerializeToString,
             ),
             'FindCoordinator': grpc.unary_unary_rpc_method_handler(
                     servicer.FindCoordinator,
@@ -375,6 +392,33 @@ class BrokerService:
             '/pykraft.BrokerService/InitProducerId',
             pykraft_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
             pykraft_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeCounters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.BrokerService/DescribeCounters',
+            pykraft_dot_proto_dot_broker__pb2.DescribeCountersRequest.SerializeToString,
+            pykraft_dot_proto_dot_broker__pb2.DescribeCountersResponse.FromString,
             options,
             channel_credentials,
             insecure,

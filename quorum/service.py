@@ -8,7 +8,15 @@ import grpc
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
 from pykraft.quorum import describe, voter_changes
-from pykraft.quorum.controller import cluster, configs, elections, producer_ids, reads, topics
+from pykraft.quorum.controller import (
+    cluster,
+    configs,
+    elections,
+    producer_ids,
+    reads,
+    reassignment,
+    topics,
+)
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
@@ -86,6 +94,37 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
             admin_pb2.ElectLeadersResponse,
             self._timeout(request.timeout_ms),
         )
+
+    def AlterPartitionReassignments(
+        self,
+        request: admin_pb2.AlterPartitionReassignmentsRequest,
+        context: grpc.ServicerContext,
+    ) -> admin_pb2.AlterPartitionReassignmentsResponse:
+        return self._controller.write(
+            lambda ctx: reassignment.alter_partition_reassignments(ctx.image, request),
+            admin_pb2.AlterPartitionReassignmentsResponse,
+            self._timeout(request.timeout_ms),
+        )
+
+    def ListPartitionReassignments(
+        self, request: admin_pb2.ListPartitionReassignmentsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ListPartitionReassignmentsResponse:
+        return self._controller.read(
+            lambda ctx: reassignment.list_partition_reassignments(ctx.image, request),
+            admin_pb2.ListPartitionReassignmentsResponse,
+            self._timeout_ms,
+        )
+
+    def UnregisterBroker(
+        self, request: admin_pb2.UnregisterBrokerRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.UnregisterBrokerResponse:
+        def decide(ctx: DecideContext) -> ControllerResult[admin_pb2.UnregisterBrokerResponse]:
+            result = cluster.unregister_broker(ctx.image, request)
+            if result.records:
+                ctx.heartbeats.remove(request.broker_id)
+            return result
+
+        return self._controller.write(decide, admin_pb2.UnregisterBrokerResponse, self._timeout_ms)
 
     def DescribeCluster(
         self, request: admin_pb2.DescribeClusterRequest, context: grpc.ServicerContext

@@ -234,7 +234,10 @@ def stop(node: str, data_dir: Path) -> None:
 
 
 @_node_command(
-    "start", "Start a stopped node again, with its data and arguments; wait until ready."
+    "start",
+    "Start a stopped node again, with its data and arguments; wait until ready. A controller "
+    "started while fewer than a majority run returns once it listens, saying how many more "
+    "voters the quorum waits for.",
 )
 @click.option(
     "--timeout-s",
@@ -243,6 +246,13 @@ def stop(node: str, data_dir: Path) -> None:
     show_default=True,
 )
 def start(node: str, data_dir: Path, timeout_s: float) -> None:
-    cluster = processes.restart(dev_cluster.load(data_dir), node, data_dir, timeout_s)
+    cluster, awaited = processes.restart(dev_cluster.load(data_dir), node, data_dir, timeout_s)
     started = cluster.node(node)
     click.echo(f"started {node} (pid {started.pid}, log: {started.log_path})")
+    if awaited:
+        voters = len(cluster.by_role("controller"))
+        stopped = [n.name for n in cluster.by_role("controller") if not processes.is_running(n)]
+        click.echo(
+            f"{node} listens on {started.address}; the quorum waits for {awaited} more voter"
+            f"{'s' if awaited > 1 else ''} of {voters} (start {' or '.join(stopped)})"
+        )

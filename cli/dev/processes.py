@@ -7,15 +7,18 @@ a pid counts as the node only while `/proc/<pid>/cmdline` still names the node's
 and the process is not a zombie, so a recycled pid is never signalled (Linux only).
 
 Readiness is what a client needs: a controller is ready once the quorum leader counts it as a
-live voter; a broker once the active controller reports it unfenced under a registration newer
-than any it had before this start (a restarted broker must not pass on its old incarnation's
-standing) and it answers Metadata listing itself.
+live voter (or, while fewer than a majority of controllers run, once it listens: no quorum can
+form before more of them start, which is how a full restart begins); a broker once the active
+controller reports it unfenced under a registration newer than any it had before this start (a
+restarted broker must not pass on its old incarnation's standing) and it answers Metadata
+listing itself.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -228,15 +231,50 @@ def start_all(
     return cluster
 
 
-def restart(cluster: DevCluster, name: str, data_dir: Path, timeout_s: float) -> DevCluster:
-    """Starts one stopped node again with its data and arguments, and waits until it is ready."""
+def listening(node: Node) -> bool:
+    """Whether the node accepts TCP connections on its address."""
+    host, _, port = node.address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_MS / 1000):
+            return True
+    except OSError:
+        return False
+
+
+def voters_awaited(cluster: DevCluster) -> int:
+    """How many more controllers must run before a majority of the voters does (0 once one
+    does): until then no quorum can form, whatever the running ones wait for."""
+    controllers = cluster.by_role("controller")
+    running = sum(is_running(n) for n in controllers)
+    return max(len(controllers) // 2 + 1 - running, 0)
+
+
+def restart(
+    cluster: DevCluster, name: str, data_dir: Path, timeout_s: float
+) -> tuple[DevCluster, int]:
+    """Starts one stopped node again with its data and arguments, and waits until it is ready;
+    the cluster and how many more voters the quorum waits for. A controller started while too
+    few run for a majority is ready once it listens (the quorum waits for the others)."""
     node = cluster.node(name)
     if is_running(node):
         raise DevClusterError(f"{name} is already running (pid {node.pid})")
     epochs_before = broker_epochs(cluster)
     cluster = _start(cluster, [node], data_dir, lambda _: None)
-    wait_ready(cluster, [cluster.node(name)], epochs_before, timeout_s)
-    return cluster
+    started = cluster.node(name)
+    awaited = voters_awaited(cluster)
+    if node.role == "controller" and awaited:
+
+        def up() -> bool:
+            _check_alive([started])
+            return listening(started)
+
+        if not wait_until(up, timeout_s):
+            raise DevClusterError(
+                f"{name} not listening within {timeout_s:g}s; see {started.log_path}"
+            )
+        return cluster, awaited
+    wait_ready(cluster, [started], epochs_before, timeout_s)
+    return cluster, 0
 
 
 def _start(

@@ -6,6 +6,9 @@ field of a built config is valid.
 
 One setting is not Kafka's: `fetch_buffer_bytes_max`, the prefetch buffer's limit (the
 consumer's default: `fetch_max_bytes`).
+`client_rack` (Kafka's client.rack; "" for none) goes with each Fetch, so leaders may name a
+replica in that rack to read from instead (KIP-392); such a preferred read replica is used for
+at most `metadata_max_age_ms` before the leader is asked again (`read_replica`).
 `isolation_level="read_committed"` is accepted and sent to brokers, but pykraft has no
 transactions yet: every record is committed (the last stable offset is the high-water mark),
 so both levels read the same records until transactions exist.
@@ -47,6 +50,8 @@ class ConsumerConfig:
     auto_commit_interval_ms: int = 5000
     max_poll_interval_ms: int = 300000
     group_remote_assignor: str | None = None
+    client_rack: str = ""
+    metadata_max_age_ms: int = 300000
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in AUTO_OFFSET_RESETS:
@@ -65,8 +70,9 @@ class ConsumerConfig:
                 raise ValueError(f"{name} must be an integer of at least {low}, not {value!r}.")
         if not isinstance(self.check_crcs, bool):
             raise ValueError(f"check_crcs must be True or False, not {self.check_crcs!r}.")
-        if not isinstance(self.client_id, str):
-            raise ValueError(f"client_id must be a string, not {self.client_id!r}.")
+        for name in ("client_id", "client_rack"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, not {getattr(self, name)!r}.")
         self._check_group()
 
     def _check_group(self) -> None:
@@ -106,4 +112,5 @@ _INTEGER_MINIMUMS: Final = (
     ("retry_backoff_ms", 0),
     ("auto_commit_interval_ms", 0),
     ("max_poll_interval_ms", 1),
+    ("metadata_max_age_ms", 0),
 )

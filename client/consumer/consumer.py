@@ -102,13 +102,17 @@ class Consumer(Shutdown, OffsetQueries):
         auto_commit_interval_ms: int = 5000,
         max_poll_interval_ms: int = 300000,
         group_remote_assignor: str | None = None,
+        client_rack: str = "",
+        metadata_max_age_ms: int = 300000,
     ) -> None:
         """Kafka's consumer configs with `_` for `.`. The group settings need `group_id`:
         `group_instance_id` makes a static member (its partitions wait for it across a
         restart within the session timeout), `group_remote_assignor` names the coordinator's
         assignor ("uniform" or "range"; None: the broker's default), and
         `max_poll_interval_ms` is how long the application may go without poll before the
-        consumer leaves the group (and its rebalance timeout)."""
+        consumer leaves the group (and its rebalance timeout). With `client_rack` the consumer
+        reads each partition from a replica in that rack when the leader names one (KIP-392),
+        asking the leader again every `metadata_max_age_ms`."""
         bootstrap = parse_bootstrap(bootstrap_servers)
         self._config = config = ConsumerConfig(
             auto_offset_reset=auto_offset_reset,
@@ -132,6 +136,8 @@ class Consumer(Shutdown, OffsetQueries):
             auto_commit_interval_ms=auto_commit_interval_ms,
             max_poll_interval_ms=max_poll_interval_ms,
             group_remote_assignor=group_remote_assignor,
+            client_rack=client_rack,
+            metadata_max_age_ms=metadata_max_age_ms,
         )
         self.client_id = client_id
         self._pool = ConnectionPool(retry_backoff_ms=retry_backoff_ms)

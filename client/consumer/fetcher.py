@@ -6,9 +6,11 @@ One thread per consumer. Each round it
 2. refreshes metadata if an error asked for it (ClusterMetadata backs off);
 3. reports partitions whose topic the metadata now says is deleted;
 4. sends ListOffsets for partitions waiting for a reset (auto_offset_reset, seek_to_*);
-5. sends a Fetch to each leader broker that has none in flight, for the partitions that have
+5. sends a Fetch to each broker that has none in flight, for the partitions that have
    a position, are neither paused, nor already being fetched, nor backing off, nor holding an
-   error for the user, sized to what the buffer has room for.
+   error for the user, sized to what the buffer has room for. A partition is fetched from its
+   leader, or from the replica the leader named for the consumer's `client_rack`
+   (`read_replica`, KIP-392).
 
 So there is at most one Fetch in flight per broker, and a partition is in at most one; a
 partition sought while its Fetch waits on the broker is fetched again once that Fetch answers
@@ -24,6 +26,8 @@ thread decodes them. Errors, as Kafka's consumer treats them:
   quietly, as Kafka's consumer does for an assignment.
 - OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE and every non-retriable error: queued after the data
   fetched before it, for poll to handle (reset by policy) or raise.
+- Any error from a named read replica (or no answer): back to the leader after
+  retry_backoff_ms, the position kept (`read_replica`); never raised, never a reset.
 - A `diverging_epoch` answer (the leader's log parts from what was fetched: truncated by an
   unclean election; each Fetch sends the epoch of the last batch fetched) is queued the same
   way, and the consumer's thread settles it before handing out more (see `truncation`).
@@ -47,6 +51,7 @@ from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
+from pykraft.client.consumer.read_replica import fetch_address, on_named
 from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
 from pykraft.client.errors import (
     CorruptMessageError,
@@ -72,12 +77,13 @@ _IDLE_WAIT_MS_MAX: Final = 1000
 class _Sent:
     """A partition in a request: its state, the generation it was sent under, and what was
     asked: the fetch offset (Fetch) or the timestamp to look up (ListOffsets), and for a Fetch
-    the epoch of the last batch fetched."""
+    the epoch of the last batch fetched and whether it went to a named read replica."""
 
     state: PartitionState
     generation: int
     at: int
     epoch: int | None = None
+    to_read_replica: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,10 +241,16 @@ class Fetcher:
             if leader is None:
                 self._metadata.request_update()
                 continue
-            if leader.address in self._fetching_addresses:
+            address = fetch_address(state, leader, self._metadata, now_ms)
+            if address in self._fetching_addresses:
                 continue
-            asked = _Sent(state, state.generation, state.fetch_offset, state.fetch_epoch)
-            by_address[leader.address][state.tp] = asked
+            by_address[address][state.tp] = _Sent(
+                state,
+                state.generation,
+                state.fetch_offset,
+                state.fetch_epoch,
+                to_read_replica=state.read_replica is not None,
+            )
         planned: dict[str, _Planned] = {}
         # The starved partition's broker first, then the least recently asked: when the buffer
         # has room for some Fetches only, long polls to brokers with nothing new must not keep
@@ -344,6 +356,7 @@ class Fetcher:
             max_bytes=bytes_max,
             isolation_level=self._config.isolation_level_id,
             topics=[broker_pb2.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            rack_id=self._config.client_rack or None,
         )
         self._pool.get(address).call_async(
             "Fetch",
@@ -405,7 +418,20 @@ class Fetcher:
                     self._retry(sent.state, error, now_ms)
                 elif answer.error_code != common_pb2.NONE:
                     message = answer.error_message or f"fetching {tp} at offset {sent.at}"
-                    self._on_error(sent.state, error_for(answer.error_code, message), now_ms)
+                    error = error_for(answer.error_code, message)
+                    if sent.to_read_replica:
+                        self._retry(sent.state, error, now_ms)  # the leader's turn again
+                    else:
+                        self._on_error(sent.state, error, now_ms)
+                elif answer.HasField("preferred_read_replica"):
+                    on_named(
+                        sent.state,
+                        answer.preferred_read_replica,
+                        self._metadata,
+                        now_ms=now_ms,
+                        lease_ms=self._config.metadata_max_age_ms,
+                        retry_backoff_ms=self._config.retry_backoff_ms,
+                    )
                 elif answer.HasField("diverging_epoch"):
                     diverging = answer.diverging_epoch
                     fetch = CompletedFetch.diverged(
@@ -444,6 +470,9 @@ class Fetcher:
             self._retry(state, error, now_ms)
 
     def _retry(self, state: PartitionState, error: KafkaError, now_ms: int) -> None:
+        """Fetches `state` again after retry_backoff_ms, from its leader (a named read replica
+        is forgotten after any failure, as Kafka's consumer does)."""
+        state.read_replica = None
         if wants_metadata(error):
             self._metadata.request_update()
         state.retry_at_ms = now_ms + self._config.retry_backoff_ms

@@ -39,6 +39,15 @@ from pykraft.client.types import TopicPartition
 RESET_TIMESTAMPS: Final = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
 
 
+@dataclass(frozen=True, slots=True)
+class ReadReplica:
+    """A replica a partition's leader named to read from instead of itself (KIP-392), and
+    when the consumer stops trusting it and asks the leader again (`read_replica`)."""
+
+    broker_id: int
+    expires_at_ms: int
+
+
 @dataclass(eq=False, slots=True)
 class PartitionState:
     """One assigned partition. `position` None means "to be looked up": by `reset_timestamp`
@@ -59,6 +68,8 @@ class PartitionState:
     fetch_in_flight: bool = False
     reset_in_flight: bool = False
     retry_at_ms: int = 0
+    # Where the fetcher reads the partition from, when not its leader (fetcher's bookkeeping).
+    read_replica: ReadReplica | None = None
     topic_seen: bool = False  # the metadata named a leader since the partition was assigned
     gone_reported: bool = False  # UnknownTopicOrPartitionError queued for its deletion
     fetches: deque[CompletedFetch] = field(default_factory=deque)

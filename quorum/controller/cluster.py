@@ -22,8 +22,13 @@ from typing import Final
 from uuid import UUID
 
 from pykraft.metadata_log.image import BrokerRegistration, MetadataImage
-from pykraft.metadata_log.records import Endpoint, Record, RegisterBrokerRecord
-from pykraft.proto import common_pb2, controller_pb2
+from pykraft.metadata_log.records import (
+    Endpoint,
+    Record,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from pykraft.proto import admin_pb2, common_pb2, controller_pb2
 from pykraft.quorum.controller.guards import check_broker_epoch, parse_uuid
 from pykraft.quorum.controller.heartbeats import HeartbeatTracker
 from pykraft.quorum.controller.leadership import (
@@ -207,3 +212,42 @@ def fence_expired_brokers(
     """Fences the brokers whose session expired (those still registered and unfenced), in one
     batch, moving their leaderships to live ISR members."""
     return ControllerResult(tuple(records_to_fence_brokers(image, list(expired_ids))), None)
+
+
+def _unregister_error(image: MetadataImage, broker_id: int) -> ApiError | None:
+    broker = image.cluster.broker(broker_id)
+    if broker is None:
+        return ApiError(common_pb2.BROKER_ID_NOT_REGISTERED, f"no broker {broker_id} is registered")
+    if not broker.fenced:
+        return ApiError(
+            common_pb2.INVALID_REQUEST,
+            f"broker {broker_id} is running: stop it before unregistering",
+        )
+    hosted = sorted(
+        f"{topic.name}-{partition_id}"
+        for topic in image.topics.by_id.values()
+        for partition_id, partition in topic.partitions.items()
+        if broker_id in partition.replicas
+    )
+    if hosted:
+        return ApiError(
+            common_pb2.INVALID_REQUEST,
+            f"broker {broker_id} still hosts {len(hosted)} replicas (first: {hosted[:5]}); "
+            "reassign them away first",
+        )
+    return None
+
+
+def unregister_broker(
+    image: MetadataImage, request: admin_pb2.UnregisterBrokerRequest
+) -> ControllerResult[admin_pb2.UnregisterBrokerResponse]:
+    """Kafka's UnregisterBroker, the last step of decommissioning: forgets a stopped (fenced)
+    broker that hosts no replica, so no data can depend on it. BROKER_ID_NOT_REGISTERED for an
+    unknown id, INVALID_REQUEST for a broker still running or hosting replicas."""
+    error = _unregister_error(image, request.broker_id)
+    if error is not None:
+        return ControllerResult((), admin_pb2.UnregisterBrokerResponse(header=error_header(error)))
+    broker = image.cluster.broker(request.broker_id)
+    assert broker is not None
+    record = UnregisterBrokerRecord(request.broker_id, broker.broker_epoch)
+    return ControllerResult((record,), admin_pb2.UnregisterBrokerResponse(header=ok_header()))

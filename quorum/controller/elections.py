@@ -56,7 +56,8 @@ def preferred_election(
     return PartitionChangeRecord(topic.topic_id, partition_id, leader=preferred)
 
 
-def _can_lead(image: MetadataImage) -> Callable[[int], bool]:
+def leaders_allowed(image: MetadataImage) -> Callable[[int], bool]:
+    """Whether a broker may lead: registered, unfenced and not shutting down."""
     return set(image.cluster.unfenced_broker_ids()).__contains__
 
 
@@ -91,7 +92,7 @@ def elect_leaders(
             common_pb2.INVALID_REQUEST, f"unsupported election type {request.election_type}"
         )
         return ControllerResult((), admin_pb2.ElectLeadersResponse(header=error_header(error)))
-    can_lead = _can_lead(image)
+    can_lead = leaders_allowed(image)
     records = RecordBuffer()
     response = admin_pb2.ElectLeadersResponse(header=ok_header())
     try:
@@ -119,7 +120,7 @@ def balance_partition_leaders(
     """The automatic rebalance: preferred elections for the first `elections_max` partitions
     (topic name, then partition order) whose preferred replica can lead but does not."""
     assert elections_max > 0
-    can_lead = _can_lead(image)
+    can_lead = leaders_allowed(image)
     records: list[PartitionChangeRecord] = []
     for topic, partition_id, partition in partitions_in_order(image):
         outcome = preferred_election(topic, partition_id, partition, can_lead)

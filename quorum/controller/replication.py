@@ -20,6 +20,7 @@ from pykraft.metadata_log.image import MetadataImage, PartitionRegistration, Top
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import common_pb2, controller_pb2
 from pykraft.quorum.controller.guards import check_broker_epoch, parse_uuid
+from pykraft.quorum.controller.reassignment import complete_reassignment
 from pykraft.quorum.controller.result import ControllerResult, OperationTooLarge, RecordBuffer
 from pykraft.server_common.errors import ApiError, error_header, fill_error, ok_header
 
@@ -109,6 +110,7 @@ def _isr_change(
     if new_isr == partition.isr:
         return partition, None
     change = PartitionChangeRecord(topic.topic_id, item.partition, isr=new_isr)
+    change = complete_reassignment(image, change, partition)
     return partition.merge(change), change
 
 

@@ -28,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.chaos.netns import TestNetwork
 from tests.integration.cluster import full_isr, registrations
 from tests.integration.controllers import Quorum
 from tests.integration.processes import BrokerProcess, NodeProcess, wait_for
+from tests.netns import TestNetwork
 
 PROCESS_KINDS = (
     "kill-broker",

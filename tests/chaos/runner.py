@@ -31,10 +31,10 @@ from pykraft.client import AdminClient, Consumer, KafkaError, TopicPartition
 from pykraft.proto.record_batch import decode_batch, iter_batches
 from tests.chaos import checker, history, timeline
 from tests.chaos.nemesis import FAULT_KINDS, PARTITION_KINDS, Cluster, Nemesis, schedule
-from tests.chaos.netns import TestNetwork, unavailable_reason
 from tests.integration.cluster import BROKER_IDS, create_topic, make_broker, start_brokers
 from tests.integration.controllers import make_quorum
 from tests.integration.processes import BrokerProcess, wait_for
+from tests.netns import TestNetwork, unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "chaos"

@@ -184,6 +184,14 @@ def _elect_leaders(draw: st.DrawFn, facts: Facts) -> Message:
     return draw(message_of(admin_pb2.ElectLeadersRequest.DESCRIPTOR, _ADMIN_NAMES(facts)))
 
 
+def _reassignments(facts: Facts) -> st.SearchStrategy[Message]:
+    """Reassignments onto brokers that are not registered (or cancels, with none in
+    progress): every partition is refused and nothing moves."""
+    overrides = {**_ADMIN_NAMES(facts), "partition": st.integers(-1, 4)}
+    overrides["replicas"] = st.integers(1000, 2000)
+    return message_of(admin_pb2.AlterPartitionReassignmentsRequest.DESCRIPTOR, overrides)
+
+
 def _ADMIN_NAMES(facts: Facts) -> dict[str, Any]:
     topic_names = names(*facts.topics, "__consumer_offsets")
     return {
@@ -436,6 +444,14 @@ def fuzzers(facts: Facts) -> dict[str, Fuzz]:
         "AdminService.RemoveRaftVoter": Fuzz(
             message_of(admin_pb2.RemoveRaftVoterRequest.DESCRIPTOR, _NO_VOTER), _always
         ),
+        "AdminService.AlterPartitionReassignments": Fuzz(_reassignments(facts), _always),
+        "AdminService.ListPartitionReassignments": _read(
+            admin_pb2.ListPartitionReassignmentsRequest.DESCRIPTOR, {"topics": admin["topic"]}
+        ),
+        # Every broker of the fuzzed cluster runs, so each is refused (stop it first).
+        "AdminService.UnregisterBroker": Fuzz(
+            message_of(admin_pb2.UnregisterBrokerRequest.DESCRIPTOR, {}), _always
+        ),
         "ControllerService.RegisterBroker": Fuzz(_register_broker(facts), _always),
         "ControllerService.BrokerHeartbeat": Fuzz(
             epoch_fuzz(controller_pb2.BrokerHeartbeatRequest.DESCRIPTOR, facts), _always
@@ -451,6 +467,9 @@ def fuzzers(facts: Facts) -> dict[str, Fuzz]:
         "BrokerService.Fetch": _read(broker_pb2.FetchRequest.DESCRIPTOR, broker),
         "BrokerService.ListOffsets": _read(broker_pb2.ListOffsetsRequest.DESCRIPTOR, broker),
         "BrokerService.Metadata": _read(broker_pb2.MetadataRequest.DESCRIPTOR, broker),
+        "BrokerService.DescribeCounters": _read(
+            broker_pb2.DescribeCountersRequest.DESCRIPTOR, broker
+        ),
         # Without a transactional id it is valid and hands out an id (the warm-up took a block)
         "BrokerService.InitProducerId": Fuzz(
             message_of(broker_pb2.InitProducerIdRequest.DESCRIPTOR, broker),

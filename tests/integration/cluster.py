@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pykraft.metadata_log.image import PartitionRegistration
-from pykraft.proto import broker_pb2
+from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import Record, build_batch, decode_batch, iter_batches
 from tests.ports import free_port
 
@@ -92,6 +92,27 @@ def create_topic(quorum: Quorum, topic: str, partitions: int, *topic_args: str) 
     )
 
 
+def wait_until_brokers_know(
+    brokers: dict[int, BrokerProcess], topic: str, partitions: int, *, timeout_s: float = 30
+) -> None:
+    """Waits until every live broker's own metadata has `topic` with a leader for each of its
+    `partitions` (the controller's image has it first: a request sent at once may find a
+    broker that has not heard of it yet)."""
+
+    def known(broker: BrokerProcess) -> bool:
+        request = broker_pb2.MetadataRequest(topics=[topic])
+        (found,) = broker.stub().Metadata(request, timeout=10).topics
+        leaders = [p.leader_id for p in found.partitions if p.error_code == common_pb2.NONE]
+        known = found.error_code == common_pb2.NONE and len(leaders) == partitions
+        return known and min(leaders) >= 0
+
+    wait_for(
+        lambda: all(known(b) for b in brokers.values() if b.alive),
+        timeout_s=timeout_s,
+        what=f"every broker knowing {topic}",
+    )
+
+
 @contextmanager
 def running_cluster(
     tmp_path: Path,
@@ -111,6 +132,7 @@ def running_cluster(
                 broker.args += list(broker_args)
             start_brokers(quorum, brokers)
             create_topic(quorum, topic, partitions, *topic_args)
+            wait_until_brokers_know(brokers, topic, partitions)
             yield quorum, brokers
         finally:
             for broker in brokers.values():

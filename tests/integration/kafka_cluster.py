@@ -15,7 +15,13 @@ from pathlib import Path
 
 from tests.ports import free_port
 
-from .cluster import BROKER_IDS, create_topic, make_broker, start_brokers
+from .cluster import (
+    BROKER_IDS,
+    create_topic,
+    make_broker,
+    start_brokers,
+    wait_until_brokers_know,
+)
 from .controllers import Quorum, running_quorum
 from .processes import BrokerProcess
 
@@ -49,14 +55,20 @@ def bootstrap_servers(ports: dict[int, int]) -> str:
 
 @contextmanager
 def running_kafka_cluster(
-    tmp_path: Path, *, topic: str | None = None, partitions: int = 1
+    tmp_path: Path,
+    *,
+    topic: str | None = None,
+    partitions: int = 1,
+    broker_args: tuple[str, ...] = (),
 ) -> Iterator[KafkaCluster]:
-    """Three controllers and three unfenced brokers with Kafka listeners, and `topic` when given
-    (`partitions` partitions, replication factor 3, every replica in its ISR); brokers killed on
-    exit."""
+    """Three controllers and three unfenced brokers with Kafka listeners (and `broker_args`),
+    and `topic` when given (`partitions` partitions, replication factor 3, every replica in its
+    ISR); brokers killed on exit."""
     with running_quorum(tmp_path) as quorum:
         brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
         try:
+            for broker in brokers.values():
+                broker.args += list(broker_args)
             ports = {i: add_kafka_listener(broker) for i, broker in brokers.items()}
             for broker in brokers.values():
                 broker.args += [
@@ -65,6 +77,7 @@ def running_kafka_cluster(
             start_brokers(quorum, brokers)
             if topic is not None:
                 create_topic(quorum, topic, partitions)
+                wait_until_brokers_know(brokers, topic, partitions)
             yield KafkaCluster(quorum, brokers, ports)
         finally:
             for broker in brokers.values():

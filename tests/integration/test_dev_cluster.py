@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,16 @@ pytestmark = pytest.mark.integration
 PYKRAFT = str(Path(sys.executable).parent / "pykraft")
 COMMAND_TIMEOUT_S = 90
 BASE_PORT_ATTEMPTS = 20
+# A controller listens within a few seconds of its start; the old start waited 60 s for a quorum.
+FIRST_CONTROLLER_START_S_MAX = 20
+
+
+def pykraft(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [PYKRAFT, *args], input=stdin, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
+    )
+    assert result.returncode == 0, f"pykraft {' '.join(args)}: {result.stderr}"
+    return result
 
 
 def dev(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -93,3 +104,40 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
     dev("down", data_dir=data_dir)
     final = dev_cluster.load(data_dir)
     assert not any(dev_processes.is_running(n) for n in final.nodes)
+
+
+def test_full_restart_node_by_node(data_dir: Path) -> None:
+    """The README's full restart: every node stopped, then started one command at a time. The
+    first controller cannot have a quorum yet, so its start returns once it listens and says how
+    many more voters the quorum waits for instead of waiting for a quorum that cannot exist;
+    the record produced before the restart is read after it."""
+    base = free_base_port(data_dir)
+    dev("up", "--controllers", "3", "--brokers", "1", "--base-port", str(base), data_dir=data_dir)
+    cluster = dev_cluster.load(data_dir)
+    controllers, brokers = cluster.bootstrap_controllers, cluster.bootstrap_servers
+    pykraft(
+        "topics", "create", "--topic", "kept", "--partitions", "1", "--replication-factor", "1",
+        "--bootstrap-controller", controllers,
+    )  # fmt: skip
+    pykraft(
+        "produce", "--topic", "kept", "--acks", "all", "--bootstrap-server", brokers,
+        stdin="before the restart\n",
+    )  # fmt: skip
+    dev("down", data_dir=data_dir)
+
+    started = time.monotonic()
+    first = dev("start", "controller-1", "--timeout-s", "60", data_dir=data_dir)
+    assert time.monotonic() - started < FIRST_CONTROLLER_START_S_MAX, first.stdout
+    assert "the quorum waits for 1 more voter of 3" in first.stdout
+    second = dev("start", "controller-2", data_dir=data_dir)
+    assert "waits for" not in second.stdout
+    dev("start", "controller-3", data_dir=data_dir)
+    dev("start", "broker-1", data_dir=data_dir)
+
+    shown = status(data_dir)
+    assert shown["leader_id"] in (1, 2, 3) and all(n["alive"] for n in shown["nodes"])
+    consumed = pykraft(
+        "consume", "--topic", "kept", "--from-beginning", "--max-messages", "1",
+        "--timeout-ms", "20000", "--bootstrap-server", brokers,
+    )  # fmt: skip
+    assert consumed.stdout == "before the restart\n"

@@ -11,9 +11,12 @@ starts over with a full fetch.
 
 Isolation: without transactions read_committed reads what read_uncommitted does; the last
 stable offset is the high-water mark and the aborted transactions are an empty list
-(read_committed) or null (read_uncommitted), as Kafka sends them. No preferred read replica
-(-1). Replicas fetch over pykraft's gRPC protocol, so a fetch naming a replica id (>= 0) gets
-NOT_LEADER_OR_FOLLOWER for each partition, Kafka's answer to a replica it does not know.
+(read_committed) or null (read_uncommitted), as Kafka sends them. Fetch from followers (KIP-392):
+a v11+ fetch carries the consumer's rack (client.rack, maybe empty), so, as in Kafka, any
+in-sync replica serves it and the leader may answer a preferred read replica; older versions
+read from leaders only (-1). Replicas fetch over pykraft's gRPC protocol, so a fetch naming a
+replica id (>= 0) gets NOT_LEADER_OR_FOLLOWER for each partition, Kafka's answer to a replica it
+does not know.
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ def _to_proto(request: Any) -> broker_pb2.FetchRequest:
         max_wait_ms=millis(request.max_wait),
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
+        rack_id=field_or(request, "rack_id", None),
     )
     _to_proto_topics(proto.topics, request, _asked)
     return proto
@@ -164,7 +168,9 @@ def _partition(
         error_code=result.error_code,
         **values_unless_failed(result, "high_watermark", "last_stable_offset", "log_start_offset"),
         aborted_transactions=aborted,
-        preferred_read_replica=NO_VALUE,
+        preferred_read_replica=(
+            result.preferred_read_replica if result.HasField("preferred_read_replica") else NO_VALUE
+        ),
         records=records,
         **optional,
     )

@@ -4,6 +4,7 @@ call the request handlers the way BrokerService does (the `harness` fixture is i
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +41,28 @@ ASSIGNMENTS = [(1,), (1, 2), (2, 1)]
 
 
 class Harness:
-    """Broker 1's replica manager, hosting `topic` (ORDERS_ID) with ASSIGNMENTS."""
+    """Broker 1's replica manager, hosting `topic` (ORDERS_ID) with `assignments`."""
 
-    def __init__(self, tmp_path: Path, *, topic: str = "orders") -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        topic: str = "orders",
+        assignments: Sequence[tuple[int, ...]] = ASSIGNMENTS,
+        replica_selector_class: str = "",
+    ) -> None:
         self.topic = topic
         self.serving = True
-        config = broker_config(tmp_path / "a", tmp_path / "b")
+        config = broker_config(
+            tmp_path / "a",
+            tmp_path / "b",
+            rack="rack-1",  # as the image registers it
+            replica_selector_class=replica_selector_class,
+        )
         self.manager = ReplicaManager(config, lambda now_ms: self.serving)
         base = cluster_image()
         self.manager.on_metadata(None, base, now_ms=0)
-        delta, self.image = advance(base, topic_records(topic, ORDERS_ID, ASSIGNMENTS))
+        delta, self.image = advance(base, topic_records(topic, ORDERS_ID, assignments))
         self.manager.on_metadata(delta, self.image, now_ms=0)
 
     def change(self, *records: object) -> None:
@@ -76,9 +89,16 @@ class Harness:
         min_bytes: int = 0,
         bytes_max: int = 1 << 20,
         replica_id: int = -1,
+        rack: str | None = None,
     ) -> dict[int, broker_pb2.FetchPartitionResult]:
+        """A Fetch of `offsets` by partition; a consumer's carries `rack` unless None (KIP-392:
+        it follows preferred read replicas)."""
         request = broker_pb2.FetchRequest(
-            replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=bytes_max
+            replica_id=replica_id,
+            max_wait_ms=wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=bytes_max,
+            rack_id=rack,
         )
         topic = request.topics.add(topic="orders")
         for partition, offset in offsets.items():

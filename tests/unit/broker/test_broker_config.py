@@ -37,6 +37,7 @@ def test_flags_override_the_file_and_defaults_are_kafkas(tmp_path: Path) -> None
     assert config.node_id == 7
     assert config.rack == ""
     assert config.replica_lag_time_max_ms == 30_000
+    assert config.replica_selector_class == ""  # consumers read from leaders
     assert config.topic_defaults == {"min.insync.replicas": "2"}
 
 
@@ -62,6 +63,7 @@ def test_lists_are_split() -> None:
         ({"controller.quorum.bootstrap.servers": "c:99999"}, "is not of the form host:port"),
         ({"min.insync.replicas": 0}, "min.insync.replicas"),
         ({"test.drop.produce.responses.every": -1}, "test.drop.produce.responses.every"),
+        ({"replica.selector.class": "RackAware"}, "replica.selector.class: 'RackAware' is none"),
     ],
 )
 def test_errors_say_what_is_wrong(change: dict[str, Any], message: str) -> None:
@@ -157,3 +159,9 @@ def test_a_bare_host_port_is_the_grpc_listener_alone() -> None:
     config = config_from_mapping(BASE)
     assert config.kafka_listener == ""
     assert config.advertised_endpoints() == (("PLAINTEXT", "127.0.0.1", 9191),)
+
+
+def test_the_rack_aware_replica_selector_takes_kafkas_class_name() -> None:
+    name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    config = config_from_mapping({**BASE, "broker.rack": "r1", "replica.selector.class": name})
+    assert (config.rack, config.replica_selector_class) == ("r1", name)

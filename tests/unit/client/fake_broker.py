@@ -6,7 +6,9 @@ own 127.0.0.1 port, answering NOT_LEADER_OR_FOLLOWER for partitions it does not 
 FENCED_LEADER_EPOCH for a stale leader epoch. Tests script errors per partition
 (`produce_errors`, `fetch_script`), move leaders (`move_leader`), delete topics
 (`delete_topic`), damage stored batches (`corrupt`) and cut a log as an unclean election does
-(`truncate`, then `move_leader`).
+(`truncate`, then `move_leader`). A partition may have an in-sync follower (`read_replicas`,
+KIP-392): its leader names it to every consumer that sends a rack, with no records, and it
+serves those consumers the same log.
 
 Batches are stamped with the partition's leader epoch when stored, and a Fetch that names a
 `last_fetched_epoch` is checked against them as the real broker does (KIP-320): if the leader's
@@ -73,6 +75,9 @@ class FakeCluster:
         # Every partition a Fetch asked for: (broker, tp, fetch_offset, request max_bytes).
         self.fetch_log: list[tuple[int, TopicPartition, int, int]] = []
         self.fetch_isolation_levels: set[int] = set()
+        self.fetch_racks: list[str | None] = []  # every Fetch's rack_id (None: not sent)
+        # tp -> the follower its leader names to consumers with a rack (always in sync here).
+        self.read_replicas: dict[TopicPartition, int] = {}
         # Every diverging_epoch a Fetch answered: (tp, last_fetched_epoch, (epoch, end_offset)).
         self.diverging_answers: list[tuple[TopicPartition, int, tuple[int, int]]] = []
         self.fetches_in_flight: dict[int, int] = defaultdict(int)  # broker -> Fetches served now
@@ -253,6 +258,7 @@ class FakeBroker:
                     tp = TopicPartition(topic.topic, p.partition)
                     cluster.fetch_log.append((self.node_id, tp, p.fetch_offset, request.max_bytes))
             cluster.fetch_isolation_levels.add(request.isolation_level)
+            cluster.fetch_racks.append(request.rack_id if request.HasField("rack_id") else None)
             try:
                 response = self._fetch_once(request)
                 while not _has_records(response) and not cluster.stopped:
@@ -272,8 +278,19 @@ class FakeBroker:
             results = []
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition)
-                code = self.cluster.leader_error(self.node_id, tp, p.current_leader_epoch)
+                code = self._replica_error(request, tp, p.current_leader_epoch)
                 end = self.cluster.end_offset(tp) if code == common_pb2.NONE else -1
+                replica = self.cluster.read_replicas.get(tp)
+                if (
+                    code == common_pb2.NONE
+                    and request.rack_id
+                    and replica not in (None, self.node_id)
+                ):
+                    named = pb.FetchPartitionResult(
+                        partition=p.partition, high_watermark=end, preferred_read_replica=replica
+                    )
+                    results.append(named)
+                    continue
                 if code == common_pb2.NONE and self.cluster.fetch_script[tp]:
                     code = self.cluster.fetch_script[tp].pop(0)
                 diverging = None
@@ -315,6 +332,18 @@ class FakeBroker:
                 )
             topics.append(pb.FetchTopicResult(topic=topic.topic, partitions=results))
         return pb.FetchResponse(topics=topics)
+
+    def _replica_error(self, request: pb.FetchRequest, tp: TopicPartition, epoch: int) -> int:
+        """`leader_error`, except that a partition's read replica serves consumers that send a
+        rack (an empty one too: they follow preferred read replicas)."""
+        replica = self.cluster.read_replicas.get(tp)
+        if (
+            request.HasField("rack_id")
+            and replica == self.node_id
+            and tp in self.cluster.partitions
+        ):
+            return common_pb2.NONE
+        return self.cluster.leader_error(self.node_id, tp, epoch)
 
     def _read(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
         out = bytearray()
@@ -363,6 +392,10 @@ class FakeBroker:
                     return r.offset, r.timestamp
         return -1, -1
 
+    def _in_sync(self, tp: TopicPartition, leader: int) -> list[int]:
+        replica = self.cluster.read_replicas.get(tp)
+        return [leader] if replica in (None, leader) else [leader, replica]
+
     def metadata(self, request: pb.MetadataRequest) -> pb.MetadataResponse:
         cluster = self.cluster
         with cluster.lock:
@@ -378,8 +411,8 @@ class FakeBroker:
                         partition=tp.partition,
                         leader_id=leader,
                         leader_epoch=cluster.epochs[tp],
-                        replicas=[leader],
-                        isr=[leader],
+                        replicas=self._in_sync(tp, leader),
+                        isr=self._in_sync(tp, leader),
                     )
                     for tp, leader in sorted(cluster.partitions.items())
                     if tp.topic == name
@@ -394,7 +427,10 @@ class FakeBroker:
 
 def _has_records(response: pb.FetchResponse) -> bool:
     return any(
-        p.records or p.error_code or p.HasField("diverging_epoch")
+        p.records
+        or p.error_code
+        or p.HasField("diverging_epoch")
+        or p.HasField("preferred_read_replica")
         for t in response.topics
         for p in t.partitions
     )

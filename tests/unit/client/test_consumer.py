@@ -180,6 +180,8 @@ def test_a_moved_leader_is_found_after_not_leader_or_fenced_epoch() -> None:
         ({"request_timeout_ms": True}, "request_timeout_ms must be an integer"),
         ({"check_crcs": "yes"}, "check_crcs must be True or False"),
         ({"client_id": 7}, "client_id must be a string"),
+        ({"client_rack": None}, "client_rack must be a string"),
+        ({"metadata_max_age_ms": -1}, "metadata_max_age_ms must be an integer of at least 0"),
     ],
 )
 def test_bad_config_values_raise_value_error(kwargs: dict[str, object], message: str) -> None:

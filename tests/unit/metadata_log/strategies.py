@@ -55,7 +55,16 @@ RECORDS_BY_CLASS: dict[type[Record], st.SearchStrategy[Record]] = {
     ),
     TopicRecord: st.builds(TopicRecord, TEXT, st.uuids()),
     PartitionRecord: st.builds(
-        PartitionRecord, st.uuids(), INT32, INT_TUPLES, INT_TUPLES, INT32, INT32, INT32
+        PartitionRecord,
+        st.uuids(),
+        INT32,
+        INT_TUPLES,
+        INT_TUPLES,
+        INT32,
+        INT32,
+        INT32,
+        INT_TUPLES,
+        INT_TUPLES,
     ),
     PartitionChangeRecord: st.builds(
         PartitionChangeRecord,
@@ -63,6 +72,8 @@ RECORDS_BY_CLASS: dict[type[Record], st.SearchStrategy[Record]] = {
         INT32,
         st.none() | INT_TUPLES,
         st.none() | INT32,
+        st.none() | INT_TUPLES,
+        st.none() | INT_TUPLES,
         st.none() | INT_TUPLES,
     ),
     ConfigRecord: st.builds(

@@ -134,7 +134,7 @@ def test_every_truncation_is_corrupt(record: Record) -> None:
         (b"\x01\x00" + b"\xff" * 10 + b"\x01\x00", "longer than 10 bytes"),
         (b"\x01\x00\x80\x00\x00", "non-canonical varint"),
         (b"\x01\x00" + b"\xff" * 9 + b"\x7f\x00", "exceeds 64 bits"),
-        (b"\x03\x00" + bytes(16) + b"\x00\x7f", "tuple of 127 items"),
+        (b"\x03\x01" + bytes(16) + b"\x00\x7f", "tuple of 127 items"),
         (b"\x02\x00\x05ab", "truncated"),
     ],
 )

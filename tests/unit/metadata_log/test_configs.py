@@ -42,6 +42,8 @@ KAFKA_TOPIC_DEFAULTS = {
     "segment.jitter.ms": "0",
     "segment.ms": "604800000",
     "unclean.leader.election.enable": "false",
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
 }
 KAFKA_BROKER_DEFAULTS = {
     "num.partitions": "1",
@@ -56,6 +58,8 @@ KAFKA_BROKER_DEFAULTS = {
     "log.cleanup.policy": "delete",
     "compression.type": "producer",
     "message.max.bytes": "1048588",
+    "leader.replication.throttled.rate": LONG_MAX,
+    "follower.replication.throttled.rate": LONG_MAX,
 }
 
 

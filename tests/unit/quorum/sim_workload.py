@@ -66,7 +66,8 @@ class RequestMaker:
 class Workload:
     """Draws requests from `rng`: brokers registering and heartbeating (so sessions expire and
     brokers get fenced when they stop), topics created, grown, configured and deleted, producer
-    ids, reads and metadata fetches."""
+    ids, reads and metadata fetches, partitions reassigned (and cancelled), leaders bringing
+    every replica into the ISR (which completes a reassignment) and brokers unregistered."""
 
     def __init__(self, rng: random.Random, config: ControllerConfig) -> None:
         self._rng = rng
@@ -84,7 +85,7 @@ class Workload:
         kinds = (
             self._register, self._heartbeat, self._heartbeat, self._heartbeat, self._create,
             self._delete, self._grow, self._alter_configs, self._producer_ids, self._describe,
-            self._fetch, self._elect,
+            self._fetch, self._elect, self._reassign, self._expand_isr, self._unregister,
         )  # fmt: skip
         self._rng.choice(kinds)(image)
         assert self._maker.made is not None
@@ -175,6 +176,52 @@ class Workload:
     def _elect(self, image: MetadataImage) -> None:
         request = admin_pb2.ElectLeadersRequest(election_type=admin_pb2.ELECTION_TYPE_PREFERRED)
         self._admin.ElectLeaders(request, _NO_CONTEXT)
+
+    def _some_partition(self, image: MetadataImage) -> tuple[str, int]:
+        topic = self._rng.choice(TOPIC_NAMES)
+        found = image.topics.get_by_name(topic)
+        return topic, self._rng.choice(sorted(found.partitions)) if found is not None else 0
+
+    def _reassign(self, image: MetadataImage) -> None:
+        topic, partition = self._some_partition(image)
+        cancel = self._rng.random() < 0.2
+        replicas = [] if cancel else self._rng.sample(BROKER_IDS, self._rng.randint(1, 3))
+        item = admin_pb2.ReassignablePartition(topic=topic, partition=partition, replicas=replicas)
+        request = admin_pb2.AlterPartitionReassignmentsRequest(partitions=[item])
+        self._admin.AlterPartitionReassignments(request, _NO_CONTEXT)
+
+    def _expand_isr(self, image: MetadataImage) -> None:
+        """The leader of some partition asks for every replica in its ISR, as it would once
+        they all caught up."""
+        topic, partition_id = self._some_partition(image)
+        found = image.topics.get_by_name(topic)
+        partition = found.partitions.get(partition_id) if found is not None else None
+        if found is None or partition is None or partition.leader < 0:
+            self._describe(image)
+            return
+        leader = image.cluster.brokers.get(partition.leader)
+        epoch_of = {b: r.broker_epoch for b, r in image.cluster.brokers.items()}
+        item = controller_pb2.AlterPartitionItem(
+            partition=partition_id,
+            leader_epoch=partition.leader_epoch,
+            partition_epoch=partition.partition_epoch,
+            new_isr_with_epochs=[
+                controller_pb2.BrokerState(broker_id=b, broker_epoch=epoch_of.get(b, -1))
+                for b in partition.replicas
+            ],
+        )
+        request = controller_pb2.AlterPartitionRequest(
+            broker_id=partition.leader,
+            broker_epoch=leader.broker_epoch if leader is not None else -1,
+            topics=[
+                controller_pb2.AlterPartitionTopic(topic_id=str(found.topic_id), partitions=[item])
+            ],
+        )
+        self._controller.AlterPartition(request, _NO_CONTEXT)
+
+    def _unregister(self, image: MetadataImage) -> None:
+        request = admin_pb2.UnregisterBrokerRequest(broker_id=self._rng.choice(BROKER_IDS))
+        self._admin.UnregisterBroker(request, _NO_CONTEXT)
 
     def _uuid(self) -> uuid.UUID:
         return uuid.UUID(int=self._rng.getrandbits(128))

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from pykraft.broker.kafka.apis.fetch import APIS
 from pykraft.broker.kafka.entities import build
+from pykraft.broker.replica_selector import RACK_AWARE_SELECTOR
 from pykraft.metadata_log.records import PartitionChangeRecord
 
 from ..images import ORDERS_ID
@@ -33,6 +34,7 @@ def _request(
     wait_ms: int = 0,
     min_bytes: int = 0,
     bytes_max: int = 1 << 20,
+    rack: str = "",
     **partition_fields: int,
 ) -> Any:
     types = request_types(1, version)
@@ -53,7 +55,7 @@ def _request(
         session_id=session[0],
         session_epoch=session[1],
         forgotten_topics_data=(),
-        rack_id="",
+        rack_id=rack,
     )
 
 
@@ -138,6 +140,7 @@ def test_fetches_are_sessionless(
 
 def test_errors_per_partition(harness: Harness, tmp_path: Path) -> None:
     harness.produce(0, [b"a"])
+    harness.change(PartitionChangeRecord(ORDERS_ID, 2, isr=(2,)))  # broker 1 out of its ISR
     request = _request(12, {0: 5, 2: 0, 9: 0})
     results = _partitions(call(FETCH, services(harness.manager, tmp_path), 12, request))
     assert results[0].error_code == ErrorCode.offset_out_of_range
@@ -179,3 +182,25 @@ def test_replicas_fetch_over_grpc_not_here(harness: Harness, tmp_path: Path) -> 
     result = _partitions(call(FETCH, services(harness.manager, tmp_path), 12, request))[0]
     assert result.error_code == ErrorCode.not_leader_or_follower
     assert result.records == b""
+
+
+def test_from_v11_followers_serve_and_leaders_name_the_consumers_rack_replica(
+    tmp_path: Path,
+) -> None:
+    """KIP-392: a v11+ fetch carries the consumer's rack; an in-sync follower serves it, and a
+    leader with RackAwareReplicaSelector names the follower in that rack, with no records."""
+    harness = Harness(tmp_path, replica_selector_class=RACK_AWARE_SELECTOR)
+    try:
+        harness.produce(1, [b"a"])
+        harness.fetch({1: 1}, replica_id=2)  # broker 2 follows orders-1 and holds offset 0
+        answers = services(harness.manager, tmp_path)
+        named = _partitions(call(FETCH, answers, 11, _request(11, {1: 0}, rack="rack-2")))[1]
+        assert (named.error_code, named.preferred_read_replica) == (ErrorCode.none, 2)
+        assert named.records == b"" and named.high_watermark == 1
+        served = _partitions(call(FETCH, answers, 11, _request(11, {1: 0}, rack="rack-1")))[1]
+        assert served.preferred_read_replica == -1
+        assert record_values(served.records) == [(0, b"a")]
+        followed = _partitions(call(FETCH, answers, 11, _request(11, {2: 0})))[2]
+        assert followed.error_code == ErrorCode.none  # broker 1 follows orders-2, in its ISR
+    finally:
+        harness.manager.close()

@@ -1,8 +1,12 @@
 """A test network: each node in its own network namespace, joined by veth pairs to one bridge.
 
-Addresses come from a private test subnet that exists only on that bridge (10.77.0.0/24): the
-bridge (and so the test process, the clients and the workload in the root namespace) is
-10.77.0.1, node i is 10.77.0.(10 + i). Nothing is routed beyond the bridge.
+Each suite names its own network (`prefix` for namespace, link and bridge names, `subnet` for
+addresses), so suites never remove each other's: the chaos suite's is `pkc-` on 10.77.0.0/24,
+the multi-host deployment test's `pkd-` on 10.78.0.0/24. Addresses exist only on that bridge:
+the bridge (and so the test process in the root namespace) is SUBNET.1, node i is
+SUBNET.(10 + i). Nothing is routed beyond the bridge. `resolve` gives every namespace its own
+/etc/hosts (`ip netns exec` mounts /etc/netns/NS/hosts over it), so nodes can be configured by
+host name as on real hosts.
 
 Partitions cut node-to-node traffic with blackhole routes: in each namespace on one side, `ip
 route add blackhole ADDR/32` for every address on the other side. Both directions are cut, and
@@ -16,13 +20,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
-SUBNET = "10.77.0"
-BRIDGE = "pkc-br0"
-PREFIX = "pkc-"
-HOST_ADDRESS = f"{SUBNET}.1"
+CHAOS_SUBNET = "10.77.0"
+CHAOS_PREFIX = "pkc-"
+NETNS_ETC = Path("/etc/netns")
 
 
 def _ip(*args: str, namespace: str | None = None, check: bool = True) -> str:
@@ -43,7 +47,7 @@ def unavailable_reason() -> str | None:
         return "not running as root (network namespaces need CAP_NET_ADMIN)"
     if shutil.which("ip") is None:
         return "the `ip` command (iproute2) is not installed"
-    probe = f"{PREFIX}probe-{os.getpid()}"
+    probe = f"{CHAOS_PREFIX}probe-{os.getpid()}"
     done = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if done.returncode != 0:
         return f"`ip netns add` failed: {done.stderr.strip()}"
@@ -56,12 +60,18 @@ class TestNetwork:
     """Namespaces for `nodes` (names like "c1", "b2"), created by `create`, removed by `destroy`."""
 
     nodes: list[str]
+    prefix: str = CHAOS_PREFIX
+    subnet: str = CHAOS_SUBNET
     addresses: dict[str, str] = field(default_factory=dict)
     cuts: set[tuple[str, str]] = field(default_factory=set)
     links_down: set[str] = field(default_factory=set)
 
+    @property
+    def bridge(self) -> str:
+        return f"{self.prefix}br0"
+
     def namespace(self, node: str) -> str:
-        return f"{PREFIX}{node}"
+        return f"{self.prefix}{node}"
 
     def launcher(self, node: str) -> tuple[str, ...]:
         return ("ip", "netns", "exec", self.namespace(node))
@@ -76,16 +86,16 @@ class TestNetwork:
             raise
 
     def _create(self) -> None:
-        _ip("link", "add", BRIDGE, "type", "bridge")
-        _ip("addr", "add", f"{HOST_ADDRESS}/24", "dev", BRIDGE)
-        _ip("link", "set", BRIDGE, "up")
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
         for index, node in enumerate(self.nodes, start=1):
             namespace = self.namespace(node)
-            address = f"{SUBNET}.{10 + index}"
-            veth = f"{PREFIX}v{index}"
+            address = f"{self.subnet}.{10 + index}"
+            veth = f"{self.prefix}v{index}"
             _ip("netns", "add", namespace)
             _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace)
-            _ip("link", "set", veth, "master", BRIDGE)
+            _ip("link", "set", veth, "master", self.bridge)
             _ip("link", "set", veth, "up")
             _ip("addr", "add", f"{address}/24", "dev", "eth0", namespace=namespace)
             _ip("link", "set", "eth0", "up", namespace=namespace)
@@ -100,20 +110,30 @@ class TestNetwork:
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
         for line in listed.stdout.splitlines():
             name = line.split()[0] if line.split() else ""
-            if name.startswith(PREFIX):
+            if name.startswith(self.prefix):
                 _ip("netns", "del", name, check=False)
+                shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
         links = _ip("-o", "link", "show", check=False)
         for line in links.splitlines():
             fields = line.split(":")
             name = fields[1].strip().split("@")[0] if len(fields) > 1 else ""
-            if name.startswith(PREFIX) and name != BRIDGE:
+            if name.startswith(self.prefix) and name != self.bridge:
                 _ip("link", "del", name, check=False)
-        _ip("link", "del", BRIDGE, check=False)
+        _ip("link", "del", self.bridge, check=False)
+
+    def resolve(self, names: Mapping[str, str]) -> None:
+        """Has every namespace resolve each host name of `names` to that node's address."""
+        lines = ["127.0.0.1 localhost", *(f"{self.addresses[n]} {h}" for h, n in names.items())]
+        for node in self.nodes:
+            directory = NETNS_ETC / self.namespace(node)
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "hosts").write_text("\n".join(lines) + "\n")
 
     def destroy(self) -> None:
         for node in self.nodes:
             _ip("netns", "del", self.namespace(node), check=False)
-        _ip("link", "del", BRIDGE, check=False)
+            shutil.rmtree(NETNS_ETC / self.namespace(node), ignore_errors=True)
+        _ip("link", "del", self.bridge, check=False)
         self.addresses.clear()
         self.cuts.clear()
 
