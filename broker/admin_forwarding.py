@@ -27,6 +27,8 @@ FORWARDED: dict[str, type[Message]] = {
     "DescribeCluster": admin_pb2.DescribeClusterResponse,
     "DescribeQuorum": admin_pb2.DescribeQuorumResponse,
     "ElectLeaders": admin_pb2.ElectLeadersResponse,
+    "AddRaftVoter": admin_pb2.AddRaftVoterResponse,
+    "RemoveRaftVoter": admin_pb2.RemoveRaftVoterResponse,
     "AlterPartitionReassignments": admin_pb2.AlterPartitionReassignmentsResponse,
     "ListPartitionReassignments": admin_pb2.ListPartitionReassignmentsResponse,
     "UnregisterBroker": admin_pb2.UnregisterBrokerResponse,

@@ -71,6 +71,14 @@ class ControllerCaller:
             self._next_bootstrap += 1
             return address
 
+    def learn_controllers(self, addresses: Sequence[str]) -> None:
+        """Looks for the active controller among `addresses` (the quorum's current voters, as
+        a heartbeat names them) from now on, instead of the configured bootstrap servers: a
+        controller added at runtime is found, a removed one is no longer tried."""
+        if addresses:
+            with self._lock:
+                self._bootstrap = list(addresses)
+
     def _redirect(self, address: str | None) -> None:
         with self._lock:
             self._active = address or None
@@ -236,6 +244,7 @@ class ControllerChannel:
             log.warning("heartbeat refused: %s", response.header.error_message)
             return
         self._last_heartbeat_ok_ms = sent_ms
+        self._caller.learn_controllers(response.controller_listeners)
         self._fenced = response.is_fenced
         self._follow_lifecycle(response)
 

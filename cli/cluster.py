@@ -1,5 +1,6 @@
 """`pykraft cluster`, `pykraft quorum` and `pykraft leaders`: the cluster's controllers and
-brokers, Kafka's kafka-metadata-quorum describe and kafka-leader-election."""
+brokers, Kafka's kafka-metadata-quorum (describe, add-controller, remove-controller) and
+kafka-leader-election."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def cluster_unregister(session: Session, broker_id: int) -> None:
 
 @click.group()
 def quorum() -> None:
-    """Show the controllers' Raft quorum."""
+    """Show the controllers' Raft quorum and change its voters (KIP-853)."""
 
 
 @quorum.command("describe")
@@ -46,6 +47,33 @@ def quorum_describe(session: Session) -> None:
     with session.admin() as admin:
         described = admin.describe_quorum()
     session.emit(described, formatting.quorum_json, formatting.quorum_table)
+
+
+@quorum.command("add-controller")
+@admin_command
+@click.option("--controller-id", type=click.IntRange(min=0), required=True, help="Its node.id.")
+@click.option("--raft-address", required=True, help="Its Raft listener, host:port.")
+@click.option("--listener", required=True, help="Its gRPC listener, host:port.")
+def quorum_add_controller(
+    session: Session, controller_id: int, raft_address: str, listener: str
+) -> None:
+    """Make a controller a voter, then start it (see the README's "Replacing a controller")."""
+    with session.admin() as admin:
+        admin.add_controller(controller_id, raft_address, listener)
+    added = {"id": controller_id, "raft_address": raft_address, "listener": listener}
+    session.emit(added, dict, lambda a: f"Added controller {controller_id} as a voter.")
+
+
+@quorum.command("remove-controller")
+@admin_command
+@click.option("--controller-id", type=click.IntRange(min=0), required=True, help="Its node.id.")
+@click.option("--raft-address", required=True, help="Its Raft listener (must match), host:port.")
+def quorum_remove_controller(session: Session, controller_id: int, raft_address: str) -> None:
+    """Remove a voter; stop that controller afterwards and delete its data directory."""
+    with session.admin() as admin:
+        admin.remove_controller(controller_id, raft_address)
+    removed = {"id": controller_id}
+    session.emit(removed, dict, lambda r: f"Removed controller {controller_id} from the voters.")
 
 
 @click.group()

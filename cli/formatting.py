@@ -180,6 +180,7 @@ def quorum_json(quorum: QuorumDescription) -> JsonObject:
             }
             for v in quorum.voters
         ],
+        "observers": list(quorum.observers),
     }
 
 

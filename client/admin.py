@@ -251,6 +251,31 @@ class AdminClient(ConsumerGroupAdmin):
             observers=list(response.observers),
         )
 
+    def add_controller(self, node_id: int, raft_address: str, listener: str) -> None:
+        """Makes controller `node_id` a voter of the quorum (KIP-853's AddRaftVoter); start it
+        afterwards with the current voters and itself in `controller.quorum.voters`. Raises
+        RequestTimedOutError while another voter change is uncommitted (retry),
+        InvalidRequestError when the id or an address is already a voter's."""
+        request = admin_pb2.AddRaftVoterRequest(
+            voter_id=node_id,
+            raft_address=raft_address,
+            listener=listener,
+            timeout_ms=self._router.attempt_timeout_ms,
+        )
+        self._router.call("AddRaftVoter", request, admin_pb2.AddRaftVoterResponse)
+
+    def remove_controller(self, node_id: int, raft_address: str) -> None:
+        """Removes voter `node_id`, whose Raft listener is `raft_address` (a check, as Kafka's
+        directory id), from the quorum (KIP-853's RemoveRaftVoter); stop that controller
+        afterwards. Removing the leader moves the leadership first (the call follows it).
+        Raises InvalidRequestError when `node_id` is no voter, the only one, or elsewhere."""
+        request = admin_pb2.RemoveRaftVoterRequest(
+            voter_id=node_id,
+            raft_address=raft_address,
+            timeout_ms=self._router.attempt_timeout_ms,
+        )
+        self._router.call("RemoveRaftVoter", request, admin_pb2.RemoveRaftVoterResponse)
+
     def elect_leaders(
         self, partitions: Mapping[str, Sequence[int]] | None = None
     ) -> list[ElectionResult]:

@@ -427,6 +427,40 @@ class ElectLeadersResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[ElectLeadersResult]
     def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., results: _Optional[_Iterable[_Union[ElectLeadersResult, _Mapping]]] = ...) -> None: ...
 
+class AddRaftVoterRequest(_message.Message):
+    __slots__ = ("voter_id", "raft_address", "listener", "timeout_ms")
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LISTENER_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    voter_id: int
+    raft_address: str
+    listener: str
+    timeout_ms: int
+    def __init__(self, voter_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., listener: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AddRaftVoterResponse(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.ResponseHeader
+    def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class RemoveRaftVoterRequest(_message.Message):
+    __slots__ = ("voter_id", "raft_address", "timeout_ms")
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    voter_id: int
+    raft_address: str
+    timeout_ms: int
+    def __init__(self, voter_id: _Optional[int] = ..., raft_address: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class RemoveRaftVoterResponse(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: _common_pb2.ResponseHeader
+    def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ...) -> None: ...
+
 class ReassignablePartition(_message.Message):
     __slots__ = ("topic", "partition", "replicas")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

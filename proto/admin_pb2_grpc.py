@@ -79,6 +79,16 @@ class AdminServiceStub:
                 request_serializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AddRaftVoter = channel.unary_unary(
+                '/pykraft.AdminService/AddRaftVoter',
+                request_serializer=pykraft_dot_proto_dot_admin__pb2.AddRaftVoterRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_admin__pb2.AddRaftVoterResponse.FromString,
+                _registered_method=True)
+        self.RemoveRaftVoter = channel.unary_unary(
+                '/pykraft.AdminService/RemoveRaftVoter',
+                request_serializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
+                _registered_method=True)
         self.AlterPartitionReassignments = channel.unary_unary(
                 '/pykraft.AdminService/AlterPartitionReassignments',
                 request_serializer=pykraft_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
@@ -153,6 +163,19 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddRaftVoter(self, request, context):
+        """KIP-853: change the controller quorum's voters, one change at a time, on the active controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AlterPartitionReassignments(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -218,6 +241,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AddRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddRaftVoter,
+                    request_deserializer=pykraft_dot_proto_dot_admin__pb2.AddRaftVoterRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_admin__pb2.AddRaftVoterResponse.SerializeToString,
+            ),
+            'RemoveRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRaftVoter,
+                    request_deserializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.SerializeToString,
             ),
             'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartitionReassignments,
@@ -478,6 +511,60 @@ class AdminService:
             '/pykraft.AdminService/ElectLeaders',
             pykraft_dot_proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             pykraft_dot_proto_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.AdminService/AddRaftVoter',
+            pykraft_dot_proto_dot_admin__pb2.AddRaftVoterRequest.SerializeToString,
+            pykraft_dot_proto_dot_admin__pb2.AddRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.AdminService/RemoveRaftVoter',
+            pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
+            pykraft_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -68,16 +68,18 @@ class OfflineReplicas(_message.Message):
     def __init__(self, topic_id: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
-    __slots__ = ("header", "is_caught_up", "is_fenced", "should_shut_down")
+    __slots__ = ("header", "is_caught_up", "is_fenced", "should_shut_down", "controller_listeners")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     IS_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
     IS_FENCED_FIELD_NUMBER: _ClassVar[int]
     SHOULD_SHUT_DOWN_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_LISTENERS_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.ResponseHeader
     is_caught_up: bool
     is_fenced: bool
     should_shut_down: bool
-    def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., should_shut_down: _Optional[bool] = ...) -> None: ...
+    controller_listeners: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., should_shut_down: _Optional[bool] = ..., controller_listeners: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BrokerState(_message.Message):
     __slots__ = ("broker_id", "broker_epoch")

@@ -81,6 +81,7 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
     raft_config = RaftConfig(
         node_id=config.node_id,
         voters=config.voters,
+        listeners=config.controller_listeners,
         data_dir=config.data_dir / "raft",
         compaction_min_entries=config.raft_compaction_min_entries,
     )

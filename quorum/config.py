@@ -4,6 +4,11 @@ Keys use Kafka's names where Kafka has one (`node.id`, `controller.quorum.voters
 `broker.session.timeout.ms`); `controller.quorum.voters` is in Kafka's `id@host:port,...` form and
 names the Raft listeners; `controller.listeners` names each controller's gRPC listener in the same
 form, so any controller can redirect a client to the active one.
+
+Both are what a controller uses on its first start only: afterwards the voter set changes through
+the Raft log (`pykraft quorum add-controller` / `remove-controller`) and the controller starts
+from the set it persisted (`quorum/raft/voters.py`). A controller joining a running quorum names
+the current voters and itself (so, briefly, an even number of them).
 """
 
 from __future__ import annotations
@@ -52,8 +57,6 @@ class ControllerConfig:
             raise ConfigError(
                 "controller.quorum.voters and controller.listeners must name the same node ids"
             )
-        if len(self.voters) % 2 == 0:
-            raise ConfigError(f"a quorum needs an odd number of voters, got {len(self.voters)}")
         if (
             self.broker_session_timeout_ms <= 0
             or self.metadata_tail_records_max <= 0

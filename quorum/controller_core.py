@@ -66,7 +66,7 @@ from pykraft.quorum.events import (
 )
 from pykraft.quorum.metadata_fetch import fetch_response
 from pykraft.quorum.raft.api import RaftStatus
-from pykraft.quorum.replies import error_response, not_controller
+from pykraft.quorum.replies import controller_listeners, error_response, not_controller
 from pykraft.quorum.roles import Role, RoleState
 from pykraft.quorum.state_machine import Applied, MetadataStateMachine
 
@@ -366,7 +366,8 @@ class ControllerCore:
 
     def _not_controller(self, response_cls: type[Message], reason: str = "") -> Message:
         leader_id = self._raft.leader_id if self._raft is not None else None
-        return not_controller(response_cls, self.config, leader_id, reason)
+        listeners = controller_listeners(self.config, self._raft)
+        return not_controller(response_cls, self.config.node_id, listeners, leader_id, reason)
 
 
 def _replayed(image: MetadataImage, records: tuple[Record, ...], epoch: int) -> MetadataImage:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pykraft.metadata_log.image import BrokerRegistration
 from pykraft.proto import admin_pb2
 from pykraft.quorum.events import ReadContext
+from pykraft.quorum.replies import controller_listeners
 
 
 def describe_cluster(context: ReadContext) -> admin_pb2.DescribeClusterResponse:
     response = admin_pb2.DescribeClusterResponse(
         cluster_id=context.config.cluster_id, controller_id=context.active_controller_id
     )
-    for node_id, address in sorted(context.config.controller_listeners.items()):
+    listeners = controller_listeners(context.config, context.raft)
+    for node_id, address in sorted(listeners.items()):
         response.controllers.add(
             id=node_id, address=address, is_active=node_id == context.active_controller_id
         )
@@ -35,6 +37,7 @@ def broker_state(broker: BrokerRegistration) -> str:
 
 def describe_quorum(context: ReadContext) -> admin_pb2.DescribeQuorumResponse:
     raft = context.raft
+    listeners = controller_listeners(context.config, raft)
     response = admin_pb2.DescribeQuorumResponse(
         leader_id=context.active_controller_id,
         leader_epoch=raft.term,
@@ -47,7 +50,7 @@ def describe_quorum(context: ReadContext) -> admin_pb2.DescribeQuorumResponse:
         reachable = is_self or voter.connected
         response.voters.add(
             id=voter.node_id,
-            address=context.config.controller_listeners.get(voter.node_id, voter.address),
+            address=listeners.get(voter.node_id) or voter.address,
             log_end_offset=-1 if match is None else match,
             lag=-1 if match is None else max(0, raft.log_end_index - match),
             status="Leader" if is_self else ("Follower" if reachable else "Unreachable"),

@@ -16,6 +16,7 @@ queue or clock of its own, so the simulation test drives the same code.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import queue
@@ -51,6 +52,7 @@ from pykraft.quorum.raft import (
     PySyncObjRaftLog,
     RaftConfig,
     RaftLog,
+    RaftStatus,
 )
 from pykraft.quorum.replies import error_response
 
@@ -60,6 +62,14 @@ M = TypeVar("M", bound=Message)
 
 POLL_IDLE_MS = 50
 EVENTS_PER_POLL_MAX = 256
+VOTER_CHANGE_RETRY_MS = 5  # how often a waiting leadership handover looks at the followers again
+VOTER_CHANGES_QUEUED_MAX = 4  # voter changes go one at a time; more waiting is a confused operator
+
+# Runs on the controller thread: starts one voter change on the log, which calls back once,
+# and returns True; or returns False when it cannot start yet (a leadership handover waiting for
+# a follower to match the log's end), to be tried again each turn until its deadline.
+VoterChange = Callable[[PySyncObjRaftLog, AppendCallback], bool]
+_QueuedVoterChange = tuple[VoterChange, Future[AppendError | None], int]  # ..., deadline_ms
 
 
 class ControllerLoop:
@@ -136,7 +146,10 @@ class QuorumController:
         self._requests: queue.Queue[Request] = queue.Queue(maxsize=config.events_queue_max)
         self._waiting: dict[int, Future[Message | None]] = {}
         self._request_ids = itertools.count()
-        self._raft: RaftLog | None = None
+        self._raft: PySyncObjRaftLog | None = None
+        self._voter_changes: queue.Queue[_QueuedVoterChange]
+        self._voter_changes = queue.Queue(maxsize=VOTER_CHANGES_QUEUED_MAX)
+        self._voter_changes_waiting: list[_QueuedVoterChange] = []  # controller thread only
         self._stopping = threading.Event()
         self._started = threading.Event()
         self._failure: BaseException | None = None
@@ -207,6 +220,23 @@ class QuorumController:
             park_ms=wait_ms,
         )
 
+    def raft_status(self) -> RaftStatus | None:
+        """The Raft state as of the last poll (None before the log is open)."""
+        return None if self._raft is None else self._raft.status()
+
+    def change_voters(self, change: VoterChange, timeout_ms: int) -> AppendError | None:
+        """Runs `change` on the controller thread and waits for its outcome: None once the
+        change committed, else why not. Raises TimeoutError after `timeout_ms` (the change may
+        still commit)."""
+        future: Future[AppendError | None] = Future()
+        try:
+            self._voter_changes.put_nowait((change, future, _monotonic_ms() + timeout_ms))
+        except queue.Full:
+            return AppendError.QUEUE_FULL
+        if self._raft is not None:
+            self._raft.wakeup()
+        return future.result(timeout=timeout_ms / 1000)
+
     def _submit(
         self,
         make: Callable[[int, int], Request],
@@ -266,19 +296,44 @@ class QuorumController:
         try:
             while not self._stopping.is_set():
                 loop.turn(self._poll_timeout_ms(loop.wake_at_ms), _monotonic_ms, self._next_request)
+                self._start_voter_changes(raft)
         except BaseException as error:
             self._failure = error
             log.exception("controller thread failed; the node stops serving")
             raise
         finally:
+            self._fail_voter_changes()
             loop.stop("controller is shutting down", self._queued(), _monotonic_ms())
 
+    def _start_voter_changes(self, raft: PySyncObjRaftLog) -> None:
+        """Starts the queued changes; one that cannot start yet waits (DENIED at its deadline)."""
+        while not self._voter_changes.empty():
+            self._voter_changes_waiting.append(self._voter_changes.get_nowait())
+        waiting, self._voter_changes_waiting = self._voter_changes_waiting, []
+        for change, future, deadline_ms in waiting:
+            if change(raft, functools.partial(_set_outcome, future)):
+                continue
+            if _monotonic_ms() >= deadline_ms:
+                future.set_result(AppendError.DENIED)
+            else:
+                self._voter_changes_waiting.append((change, future, deadline_ms))
+
+    def _fail_voter_changes(self) -> None:
+        while not self._voter_changes.empty():
+            self._voter_changes_waiting.append(self._voter_changes.get_nowait())
+        for _, future, _ in self._voter_changes_waiting:
+            future.set_result(AppendError.SHUTDOWN)
+        self._voter_changes_waiting.clear()
+
     def _poll_timeout_ms(self, wake_at_ms: int | None) -> int:
-        if not self._requests.empty():
+        if not (self._requests.empty() and self._voter_changes.empty()):
             return 0
-        if wake_at_ms is None:
-            return POLL_IDLE_MS
-        return max(0, min(POLL_IDLE_MS, wake_at_ms - _monotonic_ms()))
+        timeout_ms = POLL_IDLE_MS
+        if wake_at_ms is not None:
+            timeout_ms = max(0, min(timeout_ms, wake_at_ms - _monotonic_ms()))
+        if self._voter_changes_waiting:  # a handover waits for a follower: look again soon
+            timeout_ms = min(timeout_ms, VOTER_CHANGE_RETRY_MS)
+        return timeout_ms
 
     def _next_request(self) -> Request | None:
         try:
@@ -293,6 +348,12 @@ class QuorumController:
                 queued.append(self._requests.get_nowait())
             except queue.Empty:
                 return queued
+
+
+def _set_outcome(
+    future: Future[AppendError | None], _result: object | None, error: AppendError | None
+) -> None:
+    future.set_result(error)
 
 
 def _monotonic_ms() -> int:

@@ -3,25 +3,42 @@ every controller response carries a `ResponseHeader` (or is one)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from pykraft.proto import common_pb2
 from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.raft import RaftStatus
 from pykraft.server_common.errors import ApiError, fill_error
 
 M = TypeVar("M", bound=Message)
 
 
+def controller_listeners(config: ControllerConfig, raft: RaftStatus | None) -> dict[int, str]:
+    """The gRPC listener of every current voter: what the Raft log carried with each voter
+    (added ones included, removed ones gone), else what the config names."""
+    if raft is None or not raft.voters:
+        return dict(config.controller_listeners)
+    return {
+        voter.node_id: voter.listener or config.controller_listeners.get(voter.node_id, "")
+        for voter in raft.voters
+    }
+
+
 def not_controller(
-    response_cls: type[M], config: ControllerConfig, leader_id: int | None, reason: str = ""
+    response_cls: type[M],
+    node_id: int,
+    listeners: Mapping[int, str],
+    leader_id: int | None,
+    reason: str = "",
 ) -> M:
-    """NOT_CONTROLLER from node `config.node_id`, naming the Raft leader (when one is known) so
-    the client can go there."""
+    """NOT_CONTROLLER from node `node_id`, naming the Raft leader and its listener (when one is
+    known) so the client can go there."""
     leader = leader_id if leader_id is not None else -1
-    address = config.controller_listeners.get(leader, "") if leader >= 0 else ""
-    message = f"node {config.node_id} is not the active controller"
+    address = listeners.get(leader, "") if leader >= 0 else ""
+    message = f"node {node_id} is not the active controller"
     if leader >= 0:
         message += f"; the Raft leader is node {leader} at {address}"
     if reason:

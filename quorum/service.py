@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
-from pykraft.quorum import describe
+from pykraft.quorum import describe, voter_changes
 from pykraft.quorum.controller import (
     cluster,
     configs,
@@ -20,6 +20,7 @@ from pykraft.quorum.controller import (
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
+from pykraft.quorum.replies import controller_listeners
 from pykraft.server_common.grpc_server import start_server
 
 
@@ -139,6 +140,18 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
             describe.describe_quorum, admin_pb2.DescribeQuorumResponse, self._timeout_ms
         )
 
+    def AddRaftVoter(
+        self, request: admin_pb2.AddRaftVoterRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.AddRaftVoterResponse:
+        timeout_ms = self._timeout(request.timeout_ms)
+        return voter_changes.add_raft_voter(self._controller, request, timeout_ms)
+
+    def RemoveRaftVoter(
+        self, request: admin_pb2.RemoveRaftVoterRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.RemoveRaftVoterResponse:
+        timeout_ms = self._timeout(request.timeout_ms)
+        return voter_changes.remove_raft_voter(self._controller, request, timeout_ms)
+
 
 class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     def __init__(self, controller: QuorumController) -> None:
@@ -174,9 +187,13 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                 ctx.image, request, ctx.heartbeats, now_ms=ctx.now_ms, next_offset=ctx.next_offset
             )
 
-        return self._controller.write(
+        response = self._controller.write(
             decide, controller_pb2.BrokerHeartbeatResponse, self._timeout_ms
         )
+        status = self._controller.raft_status()
+        listeners = controller_listeners(self._controller.config, status).values()
+        response.controller_listeners.extend(sorted(address for address in listeners if address))
+        return response
 
     def AlterPartition(
         self, request: controller_pb2.AlterPartitionRequest, context: grpc.ServicerContext

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -37,12 +37,17 @@ class StateMachine(Protocol):
 class RaftConfig:
     """Where this voter listens, who the other voters are, and the Raft timing.
 
+    `voters` is the set a first start uses; once the node has run, the set persisted in its
+    data directory (see `voters.py`) takes precedence. `listeners` travels with each voter
+    through membership changes, so any voter can name every other one's gRPC listener.
+
     Raises ValueError on construction when the timing cannot work (pysyncobj would only assert).
     """
 
     node_id: int
     voters: Mapping[int, str]  # node id -> "host:port" of its Raft listener (includes self)
     data_dir: Path  # journal, quorum-state and snapshot files live here
+    listeners: Mapping[int, str] = field(default_factory=dict)  # node id -> gRPC "host:port"
     election_timeout_min_ms: int = 300
     election_timeout_max_ms: int = 600
     append_entries_period_ms: int = 50
@@ -83,6 +88,7 @@ class AppendError(enum.Enum):
     QUEUE_FULL = "queue_full"  # queue_entries_max appends are already waiting to commit
     LEADER_CHANGED = "leader_changed"  # leadership moved before the entry could be placed
     DISCARDED = "discarded"  # the entry was appended but overwritten by a newer leader's log
+    DENIED = "denied"  # a voter change while another is uncommitted, or one that changes nothing
     SHUTDOWN = "shutdown"  # the log was closed before the outcome was known
 
 
@@ -95,6 +101,7 @@ class VoterProgress:
     address: str
     match_index: int | None  # highest index known replicated there; None unless we lead
     connected: bool
+    listener: str = ""  # its gRPC listener, when known
 
 
 @dataclass(frozen=True)

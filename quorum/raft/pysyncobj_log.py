@@ -21,6 +21,10 @@ pysyncobj replicates and elects well but does not make anything durable before i
 - No forwarding. pysyncobj forwards a follower's command to the leader; here a follower's
   append fails with NOT_LEADER, and the transport refuses to forward a command queued before
   this node lost the leadership.
+- Voter changes. Dynamic membership is on: `add_voter`/`remove_voter` append pysyncobj's
+  membership entries (one change at a time; each voter's node id and gRPC listener travel with
+  it as attributes of its pysyncobj node), and the set each poll ends with is persisted
+  (`voters.py`) so a restart uses it rather than the configured one.
 - Fail-stop. pysyncobj logs and ignores a snapshot that cannot be written (retrying every
   tick) or loaded (going on without the state); here the failure is kept, nothing more is sent,
   and `poll()` raises.
@@ -41,6 +45,7 @@ from typing import Any
 import pysyncobj.syncobj as pysyncobj_syncobj
 from prometheus_client import Histogram
 from pysyncobj import _RAFT_STATE, FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, replicated
+from pysyncobj.node import TCPNode
 from pysyncobj.serializer import Serializer
 from pysyncobj.transport import TCPTransport
 
@@ -60,6 +65,7 @@ from pykraft.quorum.raft.snapshot_file import (
     sync_snapshot_file,
     write_snapshot_file,
 )
+from pykraft.quorum.raft.voters import Voter, with_persisted_voters, write_voters
 from pykraft.server_common.durable_files import make_directory_durably
 
 # pysyncobj drops a connection that received nothing for this long; links between followers
@@ -73,6 +79,7 @@ _ERRORS: dict[int, AppendError | None] = {
     FAIL_REASON.NOT_LEADER: AppendError.NOT_LEADER,
     FAIL_REASON.LEADER_CHANGED: AppendError.LEADER_CHANGED,
     FAIL_REASON.DISCARDED: AppendError.DISCARDED,
+    FAIL_REASON.REQUEST_DENIED: AppendError.DENIED,  # voter changes only
 }
 
 _Outcome = tuple[AppendCallback, object | None, AppendError | None]
@@ -247,10 +254,10 @@ class _PySyncObjNode(SyncObj):  # type: ignore[misc]
 
     def __init__(self, config: RaftConfig, storage: _Storage) -> None:
         self._pykraft_storage = storage
-        address = config.voters[config.node_id]
-        others = [other for node_id, other in config.voters.items() if node_id != config.node_id]
+        nodes = {node_id: _node_of(config, node_id) for node_id in config.voters}
+        others = [node for node_id, node in nodes.items() if node_id != config.node_id]
         super().__init__(
-            address,
+            nodes[config.node_id],
             others,
             conf=_pysyncobj_conf(config, storage),
             transportClass=functools.partial(_DurableTransport, storage=storage),
@@ -261,6 +268,20 @@ class _PySyncObjNode(SyncObj):  # type: ignore[misc]
         return self._pykraft_storage.state_machine.apply(payload)
 
 
+def _node_of(config: RaftConfig, node_id: int) -> Any:
+    """pysyncobj's node for a voter; its attributes are pickled into membership entries and
+    snapshots, which is how every voter learns the others' node ids and gRPC listeners."""
+    return _tcp_node(Voter(node_id, config.voters[node_id], config.listeners.get(node_id, "")))
+
+
+def _tcp_node(voter: Voter) -> Any:
+    return TCPNode(voter.address, node_id=voter.node_id, listener=voter.listener)
+
+
+def _voter_of(node: Any) -> Voter:
+    return Voter(getattr(node, "node_id", -1), node.address, getattr(node, "listener", ""))
+
+
 def _pysyncobj_conf(config: RaftConfig, storage: _Storage) -> Any:
     address = config.voters[config.node_id]
     return SyncObjConf(
@@ -269,7 +290,7 @@ def _pysyncobj_conf(config: RaftConfig, storage: _Storage) -> Any:
         # node the pipe notifier that wakeup() uses.
         appendEntriesUseBatch=False,
         useFork=False,
-        dynamicMembershipChange=False,
+        dynamicMembershipChange=True,
         # Without a leader, fail at once (NOT_LEADER) instead of queueing for the next leader.
         commandsWaitLeader=False,
         commandsQueueSize=config.queue_entries_max,
@@ -334,9 +355,9 @@ class PySyncObjRaftLog:
         """Opens the files in config.data_dir (cutting a torn journal tail) and binds the Raft
         listener. Raises RaftStorageError for files that cannot be trusted, OSError when the
         listener cannot be bound."""
-        self._config = config
         self._thread_id = threading.get_ident()
         make_directory_durably(config.data_dir)
+        self._config = config = with_persisted_voters(config)
         journal = DurableJournal(config.data_dir)
         self._storage = storage = _Storage(journal, state_machine)
         try:
@@ -351,7 +372,8 @@ class PySyncObjRaftLog:
             self._release_after_failed_start()
             raise
         self._journal = journal
-        self._ids_by_address = {address: node_id for node_id, address in config.voters.items()}
+        self._voters: dict[int, Voter] = {}
+        self._persist_voters()
         self._in_flight: dict[int, AppendCallback] = {}
         self._next_append_id = 0
         self._outcomes: collections.deque[_Outcome] = collections.deque()
@@ -395,8 +417,30 @@ class PySyncObjRaftLog:
             raise RaftStorageError("the Raft storage failed; this node stops") from (
                 self._storage.failure
             )
+        self._persist_voters()
         self._status = self._read_status()
         self._deliver_outcomes()
+
+    def add_voter(self, voter: Voter, callback: AppendCallback) -> None:
+        """Appends the entry that makes `voter` a voter, when this node leads; the callback runs
+        from a later poll() once it committed, or with NOT_LEADER, or DENIED while another
+        change is uncommitted or the voter's address is already one."""
+        self._change_voters(self._node.addNodeToCluster, _tcp_node(voter), callback)
+
+    def remove_voter(self, node_id: int, callback: AppendCallback) -> None:
+        """Appends the entry that removes voter `node_id`, as add_voter. The leader cannot
+        remove itself (DENIED): transfer_leadership() first."""
+        voter = self._voters.get(node_id)
+        node = _tcp_node(voter) if voter is not None else None
+        self._change_voters(self._node.removeNodeFromCluster, node, callback)
+
+    def transfer_leadership(self) -> bool:
+        """Asks the most caught-up connected follower to start an election now (Raft's
+        TimeoutNow). False when this node does not lead or no follower is caught up."""
+        self._check_thread()
+        sent: list[bool] = []
+        self._node.transferLeadership(callback=lambda _, error: sent.append(error == 0))
+        return sent == [True]
 
     def wakeup(self) -> None:
         """Makes a poll() that waits, now or next, return soon. Thread-safe."""
@@ -433,6 +477,35 @@ class PySyncObjRaftLog:
             self._storage.transport.destroy()  # closes a listening socket that failed to bind
         self._storage.journal._destroy()
 
+    def _change_voters(self, change: Any, node: Any, callback: AppendCallback) -> None:
+        self._check_thread()
+        if self._closed:
+            callback(None, AppendError.SHUTDOWN)
+        elif not self._node._isLeader():
+            self._outcomes.append((callback, None, AppendError.NOT_LEADER))
+        elif node is None:
+            self._outcomes.append((callback, None, AppendError.DENIED))
+        else:
+            append_id = self._next_append_id
+            self._next_append_id += 1
+            self._in_flight[append_id] = callback
+            with contextlib.suppress(BlockingIOError):  # see append()
+                change(
+                    node,
+                    callback=functools.partial(self._on_outcome, append_id, time.perf_counter()),
+                )
+
+    def _current_voters(self) -> dict[int, Voter]:
+        nodes = [self._node.selfNode, *self._node.otherNodes]
+        return {voter.node_id: voter for voter in map(_voter_of, nodes)}
+
+    def _persist_voters(self) -> None:
+        """Writes the voter set when it changed since the last write (see `voters.py`)."""
+        voters = self._current_voters()
+        if voters != self._voters:
+            write_voters(self._config.data_dir, voters)
+            self._voters = voters
+
     def _on_outcome(self, append_id: int, appended_s: float, result: object, reason: int) -> None:
         """pysyncobj's callback for one append, inside a tick: only recorded here (and, for a
         committed one, its time from `append` to commit, in RAFT_COMMIT_LATENCY)."""
@@ -455,19 +528,26 @@ class PySyncObjRaftLog:
         leader = raw["leader"]
         log_end_index = self._journal[-1][1]
         voters = []
-        for node_id, address in sorted(self._config.voters.items()):
+        for node_id, voter in sorted(self._voters.items()):
             if node_id == self._config.node_id:
                 match_index = self._journal.durable_end_index
                 connected = True
             else:
-                match_index = raw.get(f"match_idx_server_{address}")
-                connected = raw.get(f"partner_node_status_server_{address}") == 2
+                match_index = raw.get(f"match_idx_server_{voter.address}")
+                connected = raw.get(f"partner_node_status_server_{voter.address}") == 2
             voters.append(
-                VoterProgress(node_id, address, match_index if is_leader else None, connected)
+                VoterProgress(
+                    node_id,
+                    voter.address,
+                    match_index if is_leader else None,
+                    connected,
+                    voter.listener,
+                )
             )
+        ids_by_address = {voter.address: node_id for node_id, voter in self._voters.items()}
         return RaftStatus(
             node_id=self._config.node_id,
-            leader_id=None if leader is None else self._ids_by_address.get(leader.id),
+            leader_id=None if leader is None else ids_by_address.get(leader.id),
             term=raw["raft_term"],
             is_leader=is_leader,
             commit_index=raw["commit_idx"],

@@ -409,6 +409,13 @@ def _GROUP_OVERRIDES(facts: Facts) -> dict[str, Any]:
     }
 
 
+_NO_VOTER: dict[str, Any] = {
+    "voter_id": st.integers(-(2**31), -1),
+    "raft_address": names(),
+    "listener": names(),
+}
+
+
 def fuzzers(facts: Facts) -> dict[str, Fuzz]:
     """Every RPC's fuzzer; tests/fuzz/test_fuzz_coverage.py fails when one is missing."""
     broker = _BROKER_OVERRIDES(facts)
@@ -430,6 +437,13 @@ def fuzzers(facts: Facts) -> dict[str, Fuzz]:
         "AdminService.DescribeCluster": _read(admin_pb2.DescribeClusterRequest.DESCRIPTOR, {}),
         "AdminService.DescribeQuorum": _read(admin_pb2.DescribeQuorumRequest.DESCRIPTOR, {}),
         "AdminService.ElectLeaders": Fuzz(_elect_leaders(facts), _always),
+        # Refused: a negative id and addresses without a port; a Raft address that is no voter's.
+        "AdminService.AddRaftVoter": Fuzz(
+            message_of(admin_pb2.AddRaftVoterRequest.DESCRIPTOR, _NO_VOTER), _always
+        ),
+        "AdminService.RemoveRaftVoter": Fuzz(
+            message_of(admin_pb2.RemoveRaftVoterRequest.DESCRIPTOR, _NO_VOTER), _always
+        ),
         "AdminService.AlterPartitionReassignments": Fuzz(_reassignments(facts), _always),
         "AdminService.ListPartitionReassignments": _read(
             admin_pb2.ListPartitionReassignmentsRequest.DESCRIPTOR, {"topics": admin["topic"]}

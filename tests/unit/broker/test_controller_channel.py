@@ -139,3 +139,13 @@ def test_controlled_shutdown_waits_for_should_shut_down(setup: Setup) -> None:
         r for r in setup.caller.requests if isinstance(r, controller_pb2.BrokerHeartbeatRequest)
     ]
     assert requests[-1].want_shut_down
+
+
+def test_a_heartbeat_names_the_controllers_looked_for_from_then_on(setup: Setup) -> None:
+    setup.caller.heartbeats[:] = [
+        controller_pb2.BrokerHeartbeatResponse(controller_listeners=["127.0.0.1:4", "127.0.0.1:5"])
+    ]
+    setup.channel.heartbeat()
+    assert [setup.caller._target() for _ in range(4)] == ["127.0.0.1:4", "127.0.0.1:5"] * 2
+    setup.heartbeat(is_caught_up=True, is_fenced=False)  # names none: the last ones stay
+    assert {setup.caller._target() for _ in range(2)} == {"127.0.0.1:4", "127.0.0.1:5"}

@@ -117,6 +117,7 @@ def test_quorum_json_and_table() -> None:
                 "status": "Leader",
             },
         ],
+        "observers": list(QUORUM.observers),
     }
     lines = quorum_table(QUORUM).splitlines()
     assert lines[:6] == [

@@ -27,7 +27,8 @@ TOPIC_NAMES = ("orders", "payments", "clicks")
 
 
 class RequestMaker:
-    """What the services see of the controller: `write`, `read`, `fetch` and `config`."""
+    """What the services see of the controller: `write`, `read`, `fetch`, `raft_status` and
+    `config`."""
 
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
@@ -38,6 +39,10 @@ class RequestMaker:
     def write(self, decide: Decide, response_cls: type[M], timeout_ms: int) -> M:
         self.made = WriteRequest(self.request_id, response_cls, self.now_ms + timeout_ms, decide)
         return response_cls()
+
+    def raft_status(self) -> None:
+        """No Raft status: answers name the configured controllers."""
+        return None
 
     def read(self, read: Read, response_cls: type[M], timeout_ms: int) -> M:
         self.made = ReadRequest(self.request_id, response_cls, self.now_ms + timeout_ms, read)
