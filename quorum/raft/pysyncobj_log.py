@@ -1,4 +1,5 @@
-"""`RaftLog` (see `api.py`) on pysyncobj 0.3.17, the only module that imports pysyncobj.
+"""`RaftLog` (see `api.py`) on pysyncobj 0.3.17; with `pysyncobj_storage.py`, the only modules
+that import pysyncobj.
 
 pysyncobj replicates and elects well but does not make anything durable before it answers
 (its issues #84 and #201). This module closes those gaps without forking it:
@@ -38,16 +39,12 @@ import functools
 import pickle
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pysyncobj.syncobj as pysyncobj_syncobj
 from prometheus_client import Histogram
 from pysyncobj import _RAFT_STATE, FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, replicated
 from pysyncobj.node import TCPNode
-from pysyncobj.serializer import Serializer
-from pysyncobj.transport import TCPTransport
 
 from pykraft.quorum.raft.api import (
     AppendCallback,
@@ -59,11 +56,10 @@ from pykraft.quorum.raft.api import (
 )
 from pykraft.quorum.raft.errors import JournalCorruptError, RaftStorageError
 from pykraft.quorum.raft.journal import JOURNAL_FILE_NAME, DurableJournal
+from pykraft.quorum.raft.pysyncobj_storage import DurableTransport, Storage, building
 from pykraft.quorum.raft.snapshot_file import (
     SNAPSHOT_FILE_NAME,
     read_snapshot_file,
-    sync_snapshot_file,
-    write_snapshot_file,
 )
 from pykraft.quorum.raft.voters import Voter, with_persisted_voters, write_voters
 from pykraft.server_common.durable_files import make_directory_durably
@@ -92,157 +88,6 @@ RAFT_COMMIT_LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 
-# ---- what SyncObj builds for itself -----------------------------------------------------------
-
-_storages_being_built: dict[Path, _Storage] = {}
-_storages_lock = threading.Lock()
-
-
-def _storage_for(file_name: str | None) -> _Storage:
-    """The storage of the RaftLog being built whose data directory holds `file_name`."""
-    directory = Path(file_name or "").parent
-    with _storages_lock:
-        storage = _storages_being_built.get(directory)
-    if storage is None:
-        raise RuntimeError(f"pysyncobj opened {file_name!r}, which is no RaftLog's")
-    return storage
-
-
-@contextlib.contextmanager
-def _building(directory: Path, storage: _Storage) -> Iterator[None]:
-    with _storages_lock:
-        assert directory not in _storages_being_built, f"two RaftLogs on {directory}"
-        _storages_being_built[directory] = storage
-    try:
-        yield
-    finally:
-        with _storages_lock:
-            del _storages_being_built[directory]
-
-
-def _create_journal(journal_file: str | None) -> DurableJournal:
-    """Stands in for `pysyncobj.syncobj.createJournal` (see the module docstring)."""
-    return _storage_for(journal_file).journal
-
-
-class _FileClosingSerializer(Serializer):  # type: ignore[misc]
-    """Stands in for pysyncobj's Serializer, which never closes the snapshot files it sends to
-    followers: it drops them (after the last chunk, on a cancel, on a new snapshot) and leaves
-    the closing, with a ResourceWarning, to the garbage collector. The files are reached
-    through its private attributes, which 0.3.17 (pinned) names as used here."""
-
-    def __init__(self, file_name: str, *args: Any) -> None:
-        super().__init__(file_name, *args)
-        _storage_for(file_name).serializer = self
-
-    def getTransmissionData(self, transmission_id: Any) -> Any:
-        with self._closing_dropped_files():
-            return super().getTransmissionData(transmission_id)
-
-    def cancelTransmisstion(self, transmission_id: Any) -> None:
-        with self._closing_dropped_files():
-            super().cancelTransmisstion(transmission_id)
-
-    def checkSerializing(self) -> Any:
-        with self._closing_dropped_files():
-            return super().checkSerializing()
-
-    def close_files(self) -> None:
-        """Closes every file still open, for when the node is destroyed."""
-        for file in self._sending_files().values():
-            file.close()
-        if self._Serializer__incomingTransmissionFile is not None:
-            self._Serializer__incomingTransmissionFile.close()
-
-    @contextlib.contextmanager
-    def _closing_dropped_files(self) -> Iterator[None]:
-        before = self._sending_files()
-        try:
-            yield
-        finally:
-            still_sending = self._sending_files()
-            for key, file in before.items():
-                if key not in still_sending:
-                    file.close()
-
-    def _sending_files(self) -> dict[int, Any]:
-        transmissions = self._Serializer__transmissions.values()
-        return {id(t["file"]): t["file"] for t in transmissions if "file" in t}
-
-
-pysyncobj_syncobj.createJournal = _create_journal
-pysyncobj_syncobj.Serializer = _FileClosingSerializer
-
-
-# ---- what the pysyncobj hooks share ----------------------------------------------------------
-
-
-class _Storage:
-    """The durable side of one node: journal, snapshot hooks, and the first fatal failure."""
-
-    def __init__(self, journal: DurableJournal, state_machine: StateMachine) -> None:
-        self.journal = journal
-        self.state_machine = state_machine
-        self.failure: BaseException | None = None
-        self.transport: _DurableTransport | None = None
-        self.serializer: _FileClosingSerializer | None = None
-
-    def write_snapshot(self, file_name: str, raft_data: tuple[object, ...]) -> None:
-        """pysyncobj's `serializer` hook: the state plus pysyncobj's (last entry, previous entry,
-        cluster), which only this node reads back or sends to a follower. pysyncobj renames the
-        file into place after this returns."""
-        try:
-            write_snapshot_file(
-                Path(file_name), self.state_machine.snapshot(), pickle.dumps(raft_data)
-            )
-        except BaseException as error:  # pysyncobj would only log it and retry every tick
-            self.failure = error
-            raise
-
-    def read_snapshot(self, file_name: str) -> tuple[object, ...]:
-        """pysyncobj's `deserializer` hook, at start-up and when the leader sent a snapshot
-        (which pysyncobj wrote and renamed without fsync): makes the file durable, checks it,
-        restores the state machine and returns pysyncobj's raft data."""
-        path = Path(file_name)
-        try:
-            sync_snapshot_file(path)
-            state, raft_data = read_snapshot_file(path)
-            entries = tuple(pickle.loads(raft_data))
-            self.state_machine.restore(state)
-        except BaseException as error:  # pysyncobj would log it and go on without the state
-            self.failure = error
-            raise
-        return entries
-
-
-class _DurableTransport(TCPTransport):  # type: ignore[misc]
-    """pysyncobj's TCP transport, flushing the journal before anything is sent."""
-
-    def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, *, storage: _Storage):
-        self._storage = storage
-        storage.transport = self
-        super().__init__(sync_obj, self_node, other_nodes)
-
-    def send(self, node: Any, message: dict[str, Any]) -> bool:
-        if self._storage.failure is not None:
-            return False
-        self._storage.journal.flush()
-        if message["type"] == "apply_command":
-            self._refuse_to_forward(node, message)
-            return False
-        return bool(super().send(node, message))
-
-    def _refuse_to_forward(self, node: Any, message: dict[str, Any]) -> None:
-        """Answers a command pysyncobj would forward to the leader as the leader answers one it
-        cannot take, so the append fails with NOT_LEADER on this node."""
-        if "request_id" in message:
-            refusal = {
-                "type": "apply_command_response",
-                "request_id": message["request_id"],
-                "error": FAIL_REASON.NOT_LEADER,
-            }
-            self._onMessageReceived(node, refusal)
-
 
 class _PySyncObjNode(SyncObj):  # type: ignore[misc]
     """pysyncobj's Raft node with a single replicated method.
@@ -252,7 +97,7 @@ class _PySyncObjNode(SyncObj):  # type: ignore[misc]
     SyncObj treats attributes that exist then as its own, never as replicated state.
     """
 
-    def __init__(self, config: RaftConfig, storage: _Storage) -> None:
+    def __init__(self, config: RaftConfig, storage: Storage) -> None:
         self._pykraft_storage = storage
         nodes = {node_id: _node_of(config, node_id) for node_id in config.voters}
         others = [node for node_id, node in nodes.items() if node_id != config.node_id]
@@ -260,7 +105,7 @@ class _PySyncObjNode(SyncObj):  # type: ignore[misc]
             nodes[config.node_id],
             others,
             conf=_pysyncobj_conf(config, storage),
-            transportClass=functools.partial(_DurableTransport, storage=storage),
+            transportClass=functools.partial(DurableTransport, storage=storage),
         )
 
     @replicated  # type: ignore[untyped-decorator]
@@ -282,7 +127,7 @@ def _voter_of(node: Any) -> Voter:
     return Voter(getattr(node, "node_id", -1), node.address, getattr(node, "listener", ""))
 
 
-def _pysyncobj_conf(config: RaftConfig, storage: _Storage) -> Any:
+def _pysyncobj_conf(config: RaftConfig, storage: Storage) -> Any:
     address = config.voters[config.node_id]
     return SyncObjConf(
         autoTick=False,
@@ -359,10 +204,10 @@ class PySyncObjRaftLog:
         make_directory_durably(config.data_dir)
         self._config = config = with_persisted_voters(config)
         journal = DurableJournal(config.data_dir)
-        self._storage = storage = _Storage(journal, state_machine)
+        self._storage = storage = Storage(journal, state_machine)
         try:
             _check_snapshot_and_journal(journal, config.data_dir / SNAPSHOT_FILE_NAME)
-            with _building((config.data_dir / JOURNAL_FILE_NAME).parent, storage):
+            with building((config.data_dir / JOURNAL_FILE_NAME).parent, storage):
                 self._node = _PySyncObjNode(config, storage)
         except SyncObjException as error:
             self._release_after_failed_start()

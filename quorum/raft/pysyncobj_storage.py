@@ -1,0 +1,180 @@
+"""What SyncObj builds for itself, replaced so that pysyncobj persists before it speaks: the
+journal it opens, the serializer that sends snapshot files, the transport that sends messages
+(`pysyncobj_log.py`'s docstring says why). Part of the pysyncobj gate: only this module and
+`pysyncobj_log.py` import pysyncobj.
+
+`building(directory, storage)` makes `storage` the one SyncObj's hooks find while the RaftLog on
+`directory` is being built; `Storage` then holds that node's journal, snapshot hooks, transport
+and first fatal failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pysyncobj.syncobj as pysyncobj_syncobj
+from pysyncobj import FAIL_REASON
+from pysyncobj.serializer import Serializer
+from pysyncobj.transport import TCPTransport
+
+from pykraft.quorum.raft.api import StateMachine
+from pykraft.quorum.raft.journal import DurableJournal
+from pykraft.quorum.raft.snapshot_file import (
+    read_snapshot_file,
+    sync_snapshot_file,
+    write_snapshot_file,
+)
+
+_storages_being_built: dict[Path, Storage] = {}
+_storages_lock = threading.Lock()
+
+
+def _storage_for(file_name: str | None) -> Storage:
+    """The storage of the RaftLog being built whose data directory holds `file_name`."""
+    directory = Path(file_name or "").parent
+    with _storages_lock:
+        storage = _storages_being_built.get(directory)
+    if storage is None:
+        raise RuntimeError(f"pysyncobj opened {file_name!r}, which is no RaftLog's")
+    return storage
+
+
+@contextlib.contextmanager
+def building(directory: Path, storage: Storage) -> Iterator[None]:
+    with _storages_lock:
+        assert directory not in _storages_being_built, f"two RaftLogs on {directory}"
+        _storages_being_built[directory] = storage
+    try:
+        yield
+    finally:
+        with _storages_lock:
+            del _storages_being_built[directory]
+
+
+def _create_journal(journal_file: str | None) -> DurableJournal:
+    """Stands in for `pysyncobj.syncobj.createJournal` (see the module docstring)."""
+    return _storage_for(journal_file).journal
+
+
+class _FileClosingSerializer(Serializer):  # type: ignore[misc]
+    """Stands in for pysyncobj's Serializer, which never closes the snapshot files it sends to
+    followers: it drops them (after the last chunk, on a cancel, on a new snapshot) and leaves
+    the closing, with a ResourceWarning, to the garbage collector. The files are reached
+    through its private attributes, which 0.3.17 (pinned) names as used here."""
+
+    def __init__(self, file_name: str, *args: Any) -> None:
+        super().__init__(file_name, *args)
+        _storage_for(file_name).serializer = self
+
+    def getTransmissionData(self, transmission_id: Any) -> Any:
+        with self._closing_dropped_files():
+            return super().getTransmissionData(transmission_id)
+
+    def cancelTransmisstion(self, transmission_id: Any) -> None:
+        with self._closing_dropped_files():
+            super().cancelTransmisstion(transmission_id)
+
+    def checkSerializing(self) -> Any:
+        with self._closing_dropped_files():
+            return super().checkSerializing()
+
+    def close_files(self) -> None:
+        """Closes every file still open, for when the node is destroyed."""
+        for file in self._sending_files().values():
+            file.close()
+        if self._Serializer__incomingTransmissionFile is not None:
+            self._Serializer__incomingTransmissionFile.close()
+
+    @contextlib.contextmanager
+    def _closing_dropped_files(self) -> Iterator[None]:
+        before = self._sending_files()
+        try:
+            yield
+        finally:
+            still_sending = self._sending_files()
+            for key, file in before.items():
+                if key not in still_sending:
+                    file.close()
+
+    def _sending_files(self) -> dict[int, Any]:
+        transmissions = self._Serializer__transmissions.values()
+        return {id(t["file"]): t["file"] for t in transmissions if "file" in t}
+
+
+pysyncobj_syncobj.createJournal = _create_journal
+pysyncobj_syncobj.Serializer = _FileClosingSerializer
+
+
+# ---- what the pysyncobj hooks share ----------------------------------------------------------
+
+
+class Storage:
+    """The durable side of one node: journal, snapshot hooks, and the first fatal failure."""
+
+    def __init__(self, journal: DurableJournal, state_machine: StateMachine) -> None:
+        self.journal = journal
+        self.state_machine = state_machine
+        self.failure: BaseException | None = None
+        self.transport: DurableTransport | None = None
+        self.serializer: _FileClosingSerializer | None = None
+
+    def write_snapshot(self, file_name: str, raft_data: tuple[object, ...]) -> None:
+        """pysyncobj's `serializer` hook: the state plus pysyncobj's (last entry, previous entry,
+        cluster), which only this node reads back or sends to a follower. pysyncobj renames the
+        file into place after this returns."""
+        try:
+            write_snapshot_file(
+                Path(file_name), self.state_machine.snapshot(), pickle.dumps(raft_data)
+            )
+        except BaseException as error:  # pysyncobj would only log it and retry every tick
+            self.failure = error
+            raise
+
+    def read_snapshot(self, file_name: str) -> tuple[object, ...]:
+        """pysyncobj's `deserializer` hook, at start-up and when the leader sent a snapshot
+        (which pysyncobj wrote and renamed without fsync): makes the file durable, checks it,
+        restores the state machine and returns pysyncobj's raft data."""
+        path = Path(file_name)
+        try:
+            sync_snapshot_file(path)
+            state, raft_data = read_snapshot_file(path)
+            entries = tuple(pickle.loads(raft_data))
+            self.state_machine.restore(state)
+        except BaseException as error:  # pysyncobj would log it and go on without the state
+            self.failure = error
+            raise
+        return entries
+
+
+class DurableTransport(TCPTransport):  # type: ignore[misc]
+    """pysyncobj's TCP transport, flushing the journal before anything is sent."""
+
+    def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, *, storage: Storage):
+        self._storage = storage
+        storage.transport = self
+        super().__init__(sync_obj, self_node, other_nodes)
+
+    def send(self, node: Any, message: dict[str, Any]) -> bool:
+        if self._storage.failure is not None:
+            return False
+        self._storage.journal.flush()
+        if message["type"] == "apply_command":
+            self._refuse_to_forward(node, message)
+            return False
+        return bool(super().send(node, message))
+
+    def _refuse_to_forward(self, node: Any, message: dict[str, Any]) -> None:
+        """Answers a command pysyncobj would forward to the leader as the leader answers one it
+        cannot take, so the append fails with NOT_LEADER on this node."""
+        if "request_id" in message:
+            refusal = {
+                "type": "apply_command_response",
+                "request_id": message["request_id"],
+                "error": FAIL_REASON.NOT_LEADER,
+            }
+            self._onMessageReceived(node, refusal)
