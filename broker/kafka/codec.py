@@ -10,6 +10,7 @@ cannot be read: Kafka's answer to those is closing the connection.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 from dataclasses import dataclass
@@ -19,10 +20,14 @@ from kio.index import KioIndexError, load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import OutOfBoundValue
 from kio.static.primitive import i32
 
 SIZE: Final = struct.Struct(">i")
 _KEY_AND_VERSION: Final = struct.Struct(">hh")
+# An error message longer than this is cut when it does not fit its version (encode_response).
+ERROR_MESSAGE_BYTES_MAX: Final = 1024
+_ELLIPSIS: Final = "..."
 
 
 class FrameError(Exception):
@@ -82,7 +87,43 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
 
 
 def encode_response(correlation_id: int, body: Any) -> bytes:
-    """The whole response frame, size prefix included, with the header `body`'s class asks for."""
+    """The whole response frame, size prefix included, with the header `body`'s class asks for.
+
+    An error message too long for the version's strings (non-flexible versions hold 32767
+    bytes: a sentence quoting a client's huge name) is cut to ERROR_MESSAGE_BYTES_MAX rather
+    than failing the answer, which would close the connection. Only then is the answer walked:
+    answers that fit cost nothing more."""
+    try:
+        return _encoded_response(correlation_id, body)
+    except OutOfBoundValue:
+        return _encoded_response(correlation_id, _messages_cut(body))
+
+
+def _messages_cut(entity: Any) -> Any:
+    """`entity` with every `error_message` in it cut to ERROR_MESSAGE_BYTES_MAX bytes."""
+    changed: dict[str, Any] = {}
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        if field.name == "error_message" and value is not None:
+            changed[field.name] = _cut(value)
+        elif isinstance(value, tuple):
+            changed[field.name] = tuple(
+                _messages_cut(item) if dataclasses.is_dataclass(item) else item for item in value
+            )
+        elif dataclasses.is_dataclass(value):
+            changed[field.name] = _messages_cut(value)
+    return dataclasses.replace(entity, **changed)
+
+
+def _cut(message: str) -> str:
+    encoded = message.encode()
+    if len(encoded) <= ERROR_MESSAGE_BYTES_MAX:
+        return message
+    kept = encoded[: ERROR_MESSAGE_BYTES_MAX - len(_ELLIPSIS)].decode(errors="ignore")
+    return kept + _ELLIPSIS
+
+
+def _encoded_response(correlation_id: int, body: Any) -> bytes:
     buffer = io.BytesIO()
     buffer.write(SIZE.pack(0))
     header_schema = type(body).__header_schema__
