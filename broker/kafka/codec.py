@@ -5,7 +5,8 @@ version follows the body's: v1 for non-flexible versions, v2 (tagged fields) for
 kio's request class names it (`__header_schema__`). A response is a response header (v0 or v1,
 again per kio's class, which keeps Kafka's quirk that ApiVersions answers always use v0) and the
 body, behind a 4-byte big-endian size. Callers may rely on `FrameError` for every frame that
-cannot be read: Kafka's answer to those is closing the connection.
+cannot be read: Kafka's answer to those is closing the connection. Tagged fields a schema does
+not know are skipped, as Kafka skips them (KIP-482).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import OutOfBoundValue
 from kio.static.primitive import i32
+
+from pykraft.broker.kafka.tagged_fields import without_unknown_tags
 
 SIZE: Final = struct.Struct(">i")
 _KEY_AND_VERSION: Final = struct.Struct(">hh")
@@ -57,7 +60,7 @@ def decode_header(frame: bytes | memoryview, *, flexible: bool) -> tuple[Request
     whose body this listener will not read (an ApiVersions version it does not know)."""
     schema: type[Any] = RequestHeaderV2 if flexible else RequestHeaderV1
     try:
-        header, size = entity_reader(schema)(frame, 0)
+        header, size = _read(schema, frame, 0)
     except Exception as error:  # kio raises several types for truncated or bad bytes
         raise FrameError(f"unreadable request header: {error}") from error
     return (
@@ -71,6 +74,18 @@ def decode_header(frame: bytes | memoryview, *, flexible: bool) -> tuple[Request
     )
 
 
+def _read(schema: type[Any], frame: bytes | memoryview, offset: int) -> tuple[Any, int]:
+    """kio's `schema` entity at `offset` and how many bytes it spans. Tagged fields the schema
+    does not know are skipped, as Kafka's readers skip them: kio refuses them (KeyError), and
+    only then is the entity copied without them and read again (`tagged_fields`)."""
+    try:
+        entity, size = entity_reader(schema)(frame, offset)
+    except KeyError:
+        known_only, size = without_unknown_tags(schema, frame, offset)
+        entity, _ = entity_reader(schema)(known_only, 0)
+    return entity, size
+
+
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """The header and the body entity (kio's request class of the frame's key and version)."""
     key, version = peek_api(frame)
@@ -80,7 +95,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         raise FrameError(f"no schema for API key {key} version {version}") from error
     header, offset = decode_header(frame, flexible=schema.__header_schema__ is RequestHeaderV2)
     try:
-        body, _ = entity_reader(schema)(frame, offset)
+        body, _ = _read(schema, frame, offset)
     except Exception as error:
         raise FrameError(f"unreadable body of API key {key} v{version}: {error}") from error
     return header, body
