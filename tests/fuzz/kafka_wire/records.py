@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import crc32c
+from hypothesis import given
 from hypothesis import strategies as st
 from kio.index import load_payload_module, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -29,7 +30,7 @@ from pykraft.broker.kafka.codec import decode_response
 from pykraft.proto.record_batch import Compression, build_batch, decode_batch, iter_batches
 
 from ..messages import CRC_OFFSET, CRC_START, MAGIC_OFFSET, corrupt_batches, valid_batches
-from .answers import answer_problems
+from .answers import SENT, answer_problems, fuzzing
 from .requests import KafkaRequest
 
 PRODUCE_KEY: Final = 0
@@ -159,3 +160,18 @@ def check_refused_then_valid(partition: Partition, version: int, damaged: bytes)
     marker = partition.produce_marker(version)
     high_watermark, values = partition.fetch_values(start)
     assert (high_watermark, values) == (start + 1, [marker])
+
+
+def fuzz_damaged_batches(
+    partition: Partition, produce_versions: tuple[int, int], examples: int, where: str
+) -> None:
+    """`check_refused_then_valid` for `examples` damaged batches, any Produce version of
+    `produce_versions` (min, max)."""
+
+    @fuzzing(examples)
+    @given(version=st.integers(*produce_versions), damaged=damaged_batches)
+    def produce(version: int, damaged: bytes) -> None:
+        SENT[f"damaged batch, Produce v{version} @{where}"] += 1
+        check_refused_then_valid(partition, version, damaged)
+
+    produce()

@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from pykraft.broker.kafka.server import WORKERS_MAX
 
 from ...integration.kafka_cluster import KafkaCluster, running_kafka_cluster
 from ...integration.processes import NodeProcess
-from .answers import SENT, fuzzing
 from .listener_checks import assert_released, fuzz_bytes, fuzz_pipelined
-from .records import PRODUCE_KEY, Partition, check_refused_then_valid, damaged_batches
+from .records import PRODUCE_KEY, Partition, fuzz_damaged_batches
 from .requests import KafkaRequest, Vocabulary
 from .unit_world import ADVERTISED, SERVED
 from .wire import Connection
@@ -35,9 +32,9 @@ pytestmark = [
 
 TOPIC: Final = "fuzz-records"
 GROUP: Final = "fuzz-group"
-PIPELINED_EXAMPLES: Final = 40
-BYTE_EXAMPLES: Final = 80
-RECORD_EXAMPLES: Final = 20
+PIPELINED_EXAMPLES: Final = 200
+BYTE_EXAMPLES: Final = 300
+RECORD_EXAMPLES: Final = 60
 SOCKETS_SLACK: Final = 16  # the brokers' own connections (controllers, followers) may change
 THREADS_SLACK: Final = WORKERS_MAX + 16  # the listener's handler pool fills up to its bound
 RSS_GROWTH_MAX: Final = 256 * 1024 * 1024
@@ -113,15 +110,7 @@ def test_damaged_batches_are_refused_and_store_nothing(cluster: KafkaCluster) ->
         assert payload is not None, "the leader closed the connection"
         return payload
 
-    partition = Partition(send, TOPIC, 0)
-
-    @fuzzing(RECORD_EXAMPLES)
-    @given(version=st.integers(*SERVED[PRODUCE_KEY]), damaged=damaged_batches)
-    def produce(version: int, damaged: bytes) -> None:
-        SENT[f"damaged batch, Produce v{version} @broker"] += 1
-        check_refused_then_valid(partition, version, damaged)
-
-    produce()
+    fuzz_damaged_batches(Partition(send, TOPIC, 0), SERVED[PRODUCE_KEY], RECORD_EXAMPLES, "broker")
 
 
 def test_pipelined_requests_are_answered_in_order_and_the_connection_serves_on(

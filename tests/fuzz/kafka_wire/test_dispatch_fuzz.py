@@ -17,7 +17,7 @@ from .answers import SENT, answer_problems, api_name, fuzzing
 from .requests import KafkaRequest, requests
 from .unit_world import ADVERTISED, VOCABULARY, UnitWorld, unit_world
 
-EXAMPLES: Final = 8  # per API version; `make test` runs 118 versions
+EXAMPLES: Final = 20  # per API version; `make test` runs 118 versions
 PRODUCE_KEY: Final = 0
 
 # A failing example's repr may be large (a 32 KiB name): hypothesis warns, which is no failure.

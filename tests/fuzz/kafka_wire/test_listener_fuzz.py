@@ -19,8 +19,8 @@ from pykraft.broker.kafka.server import WORKERS_MAX, KafkaListener
 from .listener_checks import assert_released, fuzz_bytes, fuzz_pipelined
 from .unit_world import ADVERTISED, DISPATCHER, SERVED, VOCABULARY, unit_world
 
-PIPELINED_EXAMPLES: Final = 60
-BYTE_EXAMPLES: Final = 150
+PIPELINED_EXAMPLES: Final = 150
+BYTE_EXAMPLES: Final = 300
 FD_SLACK: Final = 8  # descriptors the logs may open meanwhile (segments, indexes)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")

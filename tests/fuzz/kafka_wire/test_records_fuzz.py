@@ -9,11 +9,8 @@ from collections.abc import Iterator
 from typing import Final
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from .answers import SENT, fuzzing
-from .records import PRODUCE_KEY, Partition, check_refused_then_valid, damaged_batches
+from .records import PRODUCE_KEY, Partition, fuzz_damaged_batches
 from .requests import KafkaRequest
 from .unit_world import SERVED, unit_world
 
@@ -36,10 +33,4 @@ def partition(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Partition]:
 
 
 def test_damaged_batches_are_refused_and_store_nothing(partition: Partition) -> None:
-    @fuzzing(EXAMPLES)
-    @given(version=st.integers(*SERVED[PRODUCE_KEY]), damaged=damaged_batches)
-    def send(version: int, damaged: bytes) -> None:
-        SENT[f"damaged batch, Produce v{version} @dispatch"] += 1
-        check_refused_then_valid(partition, version, damaged)
-
-    send()
+    fuzz_damaged_batches(partition, SERVED[PRODUCE_KEY], EXAMPLES, "dispatch")
