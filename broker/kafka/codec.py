@@ -5,8 +5,8 @@ version follows the body's: v1 for non-flexible versions, v2 (tagged fields) for
 kio's request class names it (`__header_schema__`). A response is a response header (v0 or v1,
 again per kio's class, which keeps Kafka's quirk that ApiVersions answers always use v0) and the
 body, behind a 4-byte big-endian size. Callers may rely on `FrameError` for every frame that
-cannot be read: Kafka's answer to those is closing the connection. Tagged fields a schema does
-not know are skipped, as Kafka skips them (KIP-482).
+cannot be read: Kafka's answer to those is closing the connection. What kio refuses and Kafka
+reads (unknown tagged fields, strings that are not UTF-8) is read as Kafka reads it.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from kio.index import KioIndexError, load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import OutOfBoundValue
+from kio.serial.errors import InvalidUnicode, OutOfBoundValue
 from kio.static.primitive import i32
 
-from pykraft.broker.kafka.tagged_fields import without_unknown_tags
+from pykraft.broker.kafka.lenient_read import readable_copy
 
 SIZE: Final = struct.Struct(">i")
 _KEY_AND_VERSION: Final = struct.Struct(">hh")
@@ -75,15 +75,15 @@ def decode_header(frame: bytes | memoryview, *, flexible: bool) -> tuple[Request
 
 
 def _read(schema: type[Any], frame: bytes | memoryview, offset: int) -> tuple[Any, int]:
-    """kio's `schema` entity at `offset` and how many bytes it spans. Tagged fields the schema
-    does not know are skipped, as Kafka's readers skip them: kio refuses them (KeyError), and
-    only then is the entity copied without them and read again (`tagged_fields`)."""
+    """kio's `schema` entity at `offset` and how many bytes it spans. What kio refuses and
+    Kafka reads (a tag the schema does not know, a string that is not UTF-8) is read as Kafka
+    reads it: only then is the entity copied in a form kio reads (`lenient_read`)."""
     try:
-        entity, size = entity_reader(schema)(frame, offset)
-    except KeyError:
-        known_only, size = without_unknown_tags(schema, frame, offset)
-        entity, _ = entity_reader(schema)(known_only, 0)
-    return entity, size
+        return entity_reader(schema)(frame, offset)
+    except (KeyError, InvalidUnicode):
+        readable, size = readable_copy(schema, frame, offset)
+        entity, _ = entity_reader(schema)(readable, 0)
+        return entity, size
 
 
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:

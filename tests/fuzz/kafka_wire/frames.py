@@ -8,7 +8,8 @@ then ended by the client, and what must follow the Metadata answer:
   socket.request.max.bytes, an API key it does not serve, a version it does not serve of any API
   but ApiVersions: Kafka closes the connection for each).
 - ANSWERED: the answers of `then` (ApiVersions with a version it does not know gets
-  UNSUPPORTED_VERSION in the v0 body; a null or NUL-laden client id is still a request), in order.
+  UNSUPPORTED_VERSION in the v0 body; a null, NUL-laden or not UTF-8 client id and unknown
+  tagged fields still make a request), in order.
 - EITHER: the listener may answer what it could read (each answer must then be well formed for
   the key, version and correlation id the frame's header names) and must close at the end.
 """
@@ -35,6 +36,7 @@ from .requests import KafkaRequest, Vocabulary, requests, some_unknown_tags, unk
 from .wire import Connection, probe
 
 GARBAGE_BYTES_MAX: Final = 64
+CLIENT_IDS: Final = (None, b"", b"\x00", b"a\x00b", b"\x00" * 300, b"caf\xe9", b"\xff\xfe\xfd")
 _HEADER_V1: Final = struct.Struct(">hhi")  # key, version, correlation id; then the client id
 _CORRELATION_AT: Final = 4
 
@@ -145,10 +147,10 @@ def _unserved_version(
 
 
 def _client_ids(draw: st.DrawFn, served: dict[int, tuple[int, int]], vocab: Vocabulary) -> Case:
-    """ApiVersions v0-2 (header v1) with a null, empty or NUL-laden client id, or a client id
-    whose length says more than the frame holds."""
+    """ApiVersions v0-2 (header v1) with a null, empty, NUL-laden or not UTF-8 client id (Kafka
+    reads it with replacement characters), or one whose length says more than the frame holds."""
     version, correlation_id = draw(st.integers(0, 2)), draw(st.integers(0, 2**31 - 1))
-    client_id = draw(st.sampled_from((None, b"", b"\x00", b"a\x00b", b"\x00" * 300)))
+    client_id = draw(st.sampled_from(CLIENT_IDS))
     header = _header_v1(API_VERSIONS_KEY, version, correlation_id, client_id)
     lie = draw(st.sampled_from((0, 0, 1, 100)))
     if lie and client_id is not None:

@@ -1,11 +1,18 @@
-"""Skipping the tagged fields a request's schema does not know (KIP-482).
+"""Reading the requests kio refuses and Kafka reads.
 
-Flexible versions end every entity with tagged fields, and Kafka's readers skip a tag they do
-not know: that is how a newer client adds a field an older broker ignores. kio's reader refuses
-one instead (KeyError). `without_unknown_tags` copies an entity's bytes, walking its kio class,
-and leaves out every tag the class does not have, in the entity and in the entities it nests;
-kio then reads the copy. The codec calls it only after kio refused a frame, so frames without
-unknown tags cost nothing more. A known tag's bytes are copied as they are.
+Two things kio's reader refuses that Kafka's generated readers accept:
+
+- tagged fields the schema does not know (KeyError): flexible versions end every entity with
+  tagged fields, and Kafka skips a tag it does not know (KIP-482: that is how a newer client
+  adds a field an older broker ignores);
+- strings that are not UTF-8 (InvalidUnicode): Kafka decodes them as Java does, each malformed
+  sequence becoming U+FFFD, and answers the request (a client id, or a name no topic has).
+
+`readable_copy` copies an entity's bytes, walking its kio class: it leaves out every tag the
+class does not have, in the entity and in the entities it nests, and writes every string again
+with its malformed sequences replaced; kio then reads the copy. The codec calls it only after
+kio refused a frame, so frames kio reads cost nothing more. A known tag's bytes are copied as
+they are.
 """
 
 from __future__ import annotations
@@ -44,13 +51,15 @@ _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
 _VARINT_BYTES_MAX: Final = 5  # an unsigned varint of Kafka's int32 range
 _NULL_MARKER: Final = -1  # a nullable entity's int8 marker for null (KIP-893)
+_LEGACY_STRING_BYTES_MAX: Final = 32_767  # an int16 length
 
 
-def without_unknown_tags(
+def readable_copy(
     entity_type: type[Any], frame: bytes | memoryview, offset: int
 ) -> tuple[bytes, int]:
-    """The bytes of the `entity_type` entity at `offset` in `frame`, less the tags its schema
-    does not know, and how many bytes of `frame` it spans. ValueError when they do not parse."""
+    """The bytes of the `entity_type` entity at `offset` in `frame` as kio reads them (the
+    module docstring), and how many bytes of `frame` it spans. ValueError when they do not
+    parse."""
     copy = _Copy(memoryview(frame), offset)
     copy.entity(entity_type)
     return bytes(copy.out), copy.position - offset
@@ -98,13 +107,30 @@ class _Copy:
     def primitive(self, kafka_type: str, *, compact: bool) -> None:
         if kafka_type in _FIXED_BYTES:
             self.take(_FIXED_BYTES[kafka_type])
-            return
+        elif kafka_type == "string":
+            self.string(compact=compact)
+        else:  # bytes, records
+            length = self.uvarint() - 1 if compact else self.fixed(_INT32)
+            if length > 0:
+                self.take(length)
+
+    def string(self, *, compact: bool) -> None:
+        """Copies a string, its malformed UTF-8 sequences replaced (and its length with them)."""
         if compact:
-            length = self.uvarint() - 1
+            length = self.read_uvarint()[0] - 1
         else:
-            length = self.fixed(_INT16) if kafka_type == "string" else self.fixed(_INT32)
-        if length > 0:
-            self.take(length)
+            (length,) = _INT16.unpack(self.read(_INT16.size))
+        if length < 0:  # null
+            self.out += _uvarint(0) if compact else _INT16.pack(length)
+            return
+        data = self.read(length).decode(errors="replace").encode()
+        if compact:
+            self.out += _uvarint(len(data) + 1)
+        elif len(data) > _LEGACY_STRING_BYTES_MAX:
+            raise ValueError(f"a string of {length} bytes grew to {len(data)} once made UTF-8")
+        else:
+            self.out += _INT16.pack(len(data))
+        self.out += data
 
     def tags(self, known: set[int]) -> None:
         """Reads a tagged-field section; writes it again with the known tags only."""
