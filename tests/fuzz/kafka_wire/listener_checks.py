@@ -1,11 +1,12 @@
 """The checks both listener fuzzers make, against a listener in this process or a broker's:
 pipelined requests answered in order on a connection that stays usable, bad bytes answered or
-closed cleanly (`frames.py`), and the resources a listener holds coming back once its
-connections are gone."""
+closed cleanly (`frames.py`), and the sockets a listener holds let go once its connections are
+gone."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 from hypothesis import given
@@ -77,6 +78,18 @@ def fuzz_bytes(
             check_case(connection, case)
 
     send()
+
+
+def open_sockets(pid: int) -> int:
+    """How many sockets process `pid` holds open (its log files may come and go: segments roll,
+    so only sockets tell whether closed connections were let go)."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += str(fd.readlink()).startswith("socket:")
+        except OSError:  # closed meanwhile
+            continue
+    return count
 
 
 def assert_released(count: Callable[[], int], baseline: int, slack: int, what: str) -> None:

@@ -5,8 +5,9 @@ Why from kio's classes: they are generated from Kafka's JSON schemas, so every f
 version is reached, and a version the listener starts to advertise is fuzzed with no code here.
 Each field's value follows its Kafka type: numbers at and near their type's bounds, strings empty,
 huge, non-ASCII or naming what exists (`Vocabulary`), arrays null (where the schema allows it),
-empty or long, records valid, corrupt or random bytes; what exists and what is valid is drawn
-more often than the rest, so requests reach past the first check. Every `timedelta_i32` of a
+empty or long, records valid, corrupt or random bytes. Half the requests are tame instead:
+every value one a server may accept (names that exist, small numbers, valid batches), so they
+get past the first check and reach what lies behind it (`_Fields`). Every `timedelta_i32` of a
 request is a wait or a timeout, drawn short (`WAITS_MS`): a served request then answers within
 moments, and one that does not is the server's hang, not the fuzzer's patience. A session
 timeout may also be the least a classic group accepts (which JoinGroup v0 also waits).
@@ -55,7 +56,7 @@ TIMEDELTA_I64_MS: Final = (-1, 0, 1, 86_400_000, 2**31, 2**40)
 TAGS_MAX: Final = 3
 TAG_BYTES_MAX: Final = 32
 UNKNOWN_TAG_MIN: Final = 100  # requests' own tags are small numbers (0-3)
-# The values a field takes that a server accepts, where they are few (`_integers`).
+# The values a field takes that a server accepts, where they are few (`_Fields.integers`).
 ACCEPTED: Final = {"acks": (-1, 0, 1)}
 # Strings a server may accept where the type says nothing more: no member id yet, a protocol
 # type and an assignor, a config name, a rack.

@@ -19,7 +19,7 @@ from pykraft.broker.kafka.server import WORKERS_MAX
 
 from ...integration.kafka_cluster import KafkaCluster, running_kafka_cluster
 from ...integration.processes import NodeProcess
-from .listener_checks import assert_released, fuzz_bytes, fuzz_pipelined
+from .listener_checks import assert_released, fuzz_bytes, fuzz_pipelined, open_sockets
 from .records import PRODUCE_KEY, Partition, fuzz_damaged_batches
 from .requests import KafkaRequest, Vocabulary
 from .unit_world import ADVERTISED, SERVED
@@ -51,20 +51,14 @@ class Usage:
 def usage(node: NodeProcess) -> Usage:
     """What `node`'s process holds, from /proc."""
     assert node.process is not None
-    proc = Path(f"/proc/{node.process.pid}")
-    sockets = sum(1 for fd in (proc / "fd").iterdir() if _readlink(fd).startswith("socket:"))
+    pid = node.process.pid
     status = dict(
-        line.split(":", 1) for line in (proc / "status").read_text().splitlines() if ":" in line
+        line.split(":", 1)
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if ":" in line
     )
     rss_kib = int(status["VmRSS"].split()[0])
-    return Usage(sockets, int(status["Threads"]), rss_kib * 1024)
-
-
-def _readlink(path: Path) -> str:
-    try:
-        return str(path.readlink())
-    except OSError:  # closed meanwhile
-        return ""
+    return Usage(open_sockets(pid), int(status["Threads"]), rss_kib * 1024)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""Tagged fields a request's schema does not know are skipped, as Kafka's readers skip them
-(KIP-482); kio refused them and the listener closed the connection (found by the Kafka fuzzer).
-"""
+"""Requests kio refuses and Kafka reads (found by the Kafka fuzzer; the listener closed the
+connection): tagged fields a schema does not know are skipped (KIP-482), and strings that are
+not UTF-8 are read with replacement characters, as Kafka's readers do."""
 
 from __future__ import annotations
 
@@ -68,3 +68,13 @@ def test_a_header_with_unknown_tags_alone_is_read_with_where_its_body_starts() -
 def test_frames_with_unknown_tags_that_do_not_parse_still_raise_frame_error(frame: bytes) -> None:
     with pytest.raises(FrameError):
         decode_request(frame)
+
+
+def test_strings_that_are_not_utf8_are_read_with_replacement_characters() -> None:
+    """Kafka's readers decode strings as Java does, each malformed sequence becoming U+FFFD;
+    kio refused them and the listener closed the connection (found by the Kafka fuzzer)."""
+    header = struct.pack(">hhih", 3, 12, 9, 4) + b"caf\xe9" + b"\x00"
+    topic = TOPIC_ID.bytes + b"\x07ord\xffrs" + b"\x00"
+    header_read, body = decode_request(header + b"\x02" + topic + b"\x00\x01\x00")
+    assert header_read.client_id == "caf\ufffd"
+    assert [t.name for t in body.topics] == ["ord\ufffdrs"]
