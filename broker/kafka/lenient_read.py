@@ -18,6 +18,7 @@ they are.
 from __future__ import annotations
 
 import dataclasses
+import io
 import struct
 from typing import Any, Final
 
@@ -28,6 +29,8 @@ from kio.serial._introspect import (
     get_field_tag,
     is_optional,
 )
+from kio.serial.writers import write_unsigned_varint
+from kio.static.primitive import uvarint
 
 _FIXED_BYTES: Final = {
     "bool": 1,
@@ -62,14 +65,16 @@ def readable_copy(
     parse."""
     copy = _Copy(memoryview(frame), offset)
     copy.entity(entity_type)
-    return bytes(copy.out), copy.position - offset
+    return copy.out.getvalue(), copy.position - offset
 
 
 class _Copy:
+    """A cursor over the frame's bytes (`position`), and the copy written so far (`out`)."""
+
     def __init__(self, data: memoryview, position: int) -> None:
         self.data = data
         self.position = position
-        self.out = bytearray()
+        self.out = io.BytesIO()
 
     def entity(self, entity_type: type[Any]) -> None:
         header = entity_type.__name__ == "RequestHeader"
@@ -121,16 +126,19 @@ class _Copy:
         else:
             (length,) = _INT16.unpack(self.read(_INT16.size))
         if length < 0:  # null
-            self.out += _uvarint(0) if compact else _INT16.pack(length)
+            if compact:
+                write_unsigned_varint(self.out, uvarint(0))
+            else:
+                self.out.write(_INT16.pack(length))
             return
         data = self.read(length).decode(errors="replace").encode()
         if compact:
-            self.out += _uvarint(len(data) + 1)
+            write_unsigned_varint(self.out, uvarint(len(data) + 1))
         elif len(data) > _LEGACY_STRING_BYTES_MAX:
             raise ValueError(f"a string of {length} bytes grew to {len(data)} once made UTF-8")
         else:
-            self.out += _INT16.pack(len(data))
-        self.out += data
+            self.out.write(_INT16.pack(len(data)))
+        self.out.write(data)
 
     def tags(self, known: set[int]) -> None:
         """Reads a tagged-field section; writes it again with the known tags only."""
@@ -142,19 +150,19 @@ class _Copy:
             data = self.read(size)
             if tag in known:
                 kept.append(tag_bytes + size_bytes + data)
-        self.out += _uvarint(len(kept))
+        write_unsigned_varint(self.out, uvarint(len(kept)))
         for item in kept:
-            self.out += item
+            self.out.write(item)
 
     def fixed(self, layout: struct.Struct) -> int:
         raw = self.read(layout.size)
-        self.out += raw
+        self.out.write(raw)
         value: int = layout.unpack(raw)[0]
         return value
 
     def uvarint(self) -> int:
         value, raw = self.read_uvarint()
-        self.out += raw
+        self.out.write(raw)
         return value
 
     def read_uvarint(self) -> tuple[int, bytes]:
@@ -167,7 +175,7 @@ class _Copy:
         raise ValueError(f"a varint longer than {_VARINT_BYTES_MAX} bytes")
 
     def take(self, count: int) -> None:
-        self.out += self.read(count)
+        self.out.write(self.read(count))
 
     def read(self, count: int) -> bytes:
         end = self.position + count
@@ -176,12 +184,3 @@ class _Copy:
         raw = bytes(self.data[self.position : end])
         self.position = end
         return raw
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

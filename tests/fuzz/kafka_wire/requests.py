@@ -96,12 +96,17 @@ class KafkaRequest:
             client_id=self.client_id,
         )
         head = _encoded(header_type, header)
-        body = _encoded(type(self.body), self.body)
         if type(self.body).__flexible__:
             head = _with_tags(head, self.header_tags)
-            body = _with_tags(body, self.body_tags)
-        payload = head + body
+        payload = head + self.body_bytes(tagged=True)
         return SIZE.pack(len(payload)) + payload
+
+    def body_bytes(self, *, tagged: bool = False) -> bytes:
+        """The body as kio writes it; `tagged`: with the unknown tags `frame` adds to it."""
+        body = _encoded(type(self.body), self.body)
+        if tagged and type(self.body).__flexible__:
+            return _with_tags(body, self.body_tags)
+        return body
 
 
 def _encoded(entity_type: type[Any], entity: Any) -> bytes:
