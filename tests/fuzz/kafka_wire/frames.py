@@ -234,11 +234,15 @@ def _check_api_versions(payload: bytes, correlation_id: int, version: int) -> No
 
 def _check_any(case: Case, answers: list[bytes]) -> None:
     """Answers to frames whose header the case cannot predict: each must be well formed for
-    the first frame's key, version and correlation id (random frames after it rarely parse)."""
+    the first frame's key, version and correlation id (random frames after it rarely parse);
+    an ApiVersions version the listener does not serve is answered in the v0 body."""
     if not answers:
         return
     frame = case.data[SIZE.size :]
     key, version = peek_api(frame)
     (correlation_id,) = SIZE.unpack_from(frame, _CORRELATION_AT)
+    if key == API_VERSIONS_KEY and not 0 <= version <= VERSION_MAX:
+        _check_api_versions(answers[0], correlation_id, -1)
+        return
     found = answer_problems((key, version), correlation_id, answers[0])
     assert not found, f"{case.kind}: {found}"

@@ -17,8 +17,10 @@ import pytest
 
 from pykraft.broker.kafka.server import WORKERS_MAX, KafkaListener
 
+from .frames import Case, Expect, check_case
 from .listener_checks import assert_released, fuzz_bytes, fuzz_pipelined, open_sockets
 from .unit_world import ADVERTISED, DISPATCHER, SERVED, VOCABULARY, unit_world
+from .wire import Connection
 
 PIPELINED_EXAMPLES: Final = 150
 BYTE_EXAMPLES: Final = 300
@@ -63,3 +65,15 @@ def test_pipelined_requests_are_answered_in_order_and_the_connection_serves_on(
 
 def test_bad_bytes_get_an_answer_or_a_clean_close(listener: KafkaListener) -> None:
     fuzz_bytes(("127.0.0.1", listener.port), SERVED, VOCABULARY, BYTE_EXAMPLES, "in-process")
+
+
+def test_a_byte_flip_into_an_unknown_api_versions_version_is_checked_as_its_v0_answer(
+    listener: KafkaListener,
+) -> None:
+    """Found by a long run (seed 203): the flip made ApiVersions v-32768, which the listener
+    rightly answers in the v0 body; the check looked for a response class of that version."""
+    case = Case(
+        "flipped-byte", b"\x00\x00\x00\n\x00\x12\x80\x00\x00\x00\x00\x00\xff\xff", Expect.EITHER
+    )
+    with Connection(("127.0.0.1", listener.port)) as connection:
+        check_case(connection, case)
