@@ -6,7 +6,8 @@ kio's request class names it (`__header_schema__`). A response is a response hea
 again per kio's class, which keeps Kafka's quirk that ApiVersions answers always use v0) and the
 body, behind a 4-byte big-endian size. Callers may rely on `FrameError` for every frame that
 cannot be read: Kafka's answer to those is closing the connection. What kio refuses and Kafka
-reads (unknown tagged fields, strings that are not UTF-8) is read as Kafka reads it.
+reads (unknown tagged fields, strings that are not UTF-8) is read as Kafka reads it, and what kio
+reads and Kafka refuses (a null array the schema does not allow) is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from kio.index import KioIndexError, load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
 from kio.serial.errors import InvalidUnicode, OutOfBoundValue
 from kio.static.primitive import i32
 
@@ -31,6 +39,7 @@ _KEY_AND_VERSION: Final = struct.Struct(">hh")
 # An error message longer than this is cut when it does not fit its version (encode_response).
 ERROR_MESSAGE_BYTES_MAX: Final = 1024
 _ELLIPSIS: Final = "..."
+_PLANS: dict[type[Any], tuple[tuple[str, bool, bool], ...]] = {}  # _arrays_and_entities
 
 
 class FrameError(Exception):
@@ -98,7 +107,40 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         body, _ = _read(schema, frame, offset)
     except Exception as error:
         raise FrameError(f"unreadable body of API key {key} v{version}: {error}") from error
+    if (path := _null_array(body)) is not None:
+        raise FrameError(f"API key {key} v{version}: {path} is null, which its schema forbids")
     return header, body
+
+
+def _null_array(entity: Any) -> str | None:
+    """Where `entity` holds None for an array its schema says is never null (kio reads a null
+    length as None for any array; Kafka's readers refuse the request), or None."""
+    for name, nullable, nested in _arrays_and_entities(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return name
+        elif nested:
+            for item in value if isinstance(value, tuple) else (value,):
+                if (path := _null_array(item)) is not None:
+                    return f"{name}.{path}"
+    return None
+
+
+def _arrays_and_entities(entity_type: type[Any]) -> tuple[tuple[str, bool, bool], ...]:
+    """(name, may be null, holds entities) of each array or entity field of `entity_type`;
+    a tagged field may be null (absent). Kept per class (kio's classes: a bounded set)."""
+    plan = _PLANS.get(entity_type)
+    if plan is None:
+        found = []
+        for field in dataclasses.fields(entity_type):
+            kind = classify_field(field)
+            nested = isinstance(kind, EntityField | EntityTupleField)
+            if kind.is_array or nested:
+                nullable = is_optional(field) or get_field_tag(field) is not None
+                found.append((field.name, nullable, nested))
+        plan = _PLANS[entity_type] = tuple(found)
+    return plan
 
 
 def encode_response(correlation_id: int, body: Any) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import struct
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
@@ -124,3 +125,29 @@ def test_an_error_message_too_long_for_a_legacy_string_is_cut_not_fatal(text: st
     assert (answer.error_code, answer.node_id, answer.port) == (body.error_code, -1, -1)
     assert answer.error_message.startswith("no coordinator for ")
     assert len(answer.error_message.encode()) <= ERROR_MESSAGE_BYTES_MAX
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        struct.pack(">hhih", 2, 1, 5, 1) + b"c" + struct.pack(">ii", -1, -1),
+        struct.pack(">hhih", 0, 3, 5, 1)
+        + b"c"
+        + struct.pack(">hhii", -1, 1, 100, 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">i", -1),
+    ],
+    ids=["top-level", "nested"],
+)
+def test_a_null_array_the_schema_does_not_allow_raises_frame_error(frame: bytes) -> None:
+    """kio reads a null (-1) length as None for any array, and a handler then failed on it
+    (found by the Kafka fuzzer: ListOffsets' topics); Kafka refuses such a request as
+    unreadable, and so does the codec, naming the field."""
+    with pytest.raises(FrameError, match="null"):
+        decode_request(frame)
+
+
+def test_a_null_array_the_schema_allows_is_read_as_none() -> None:
+    frame = struct.pack(">hhih", 3, 4, 5, 1) + b"c" + struct.pack(">ib", -1, 0)
+    assert decode_request(frame)[1] == MetadataV4(topics=None, allow_auto_topic_creation=False)
