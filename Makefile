@@ -7,7 +7,7 @@ PACKAGES := proto server_common quorum broker metadata_log client spark mirror c
 TYPECHECK_TREE := build/typecheck/pykraft
 
 .PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
-	chaos chaos-tools kafka-tools
+	chaos chaos-tools kafka-tools kafka-fuzz
 
 # Creates .venv and installs pykraft (editable) with its development tools.
 $(STAMP): pyproject.toml setup.py
@@ -49,6 +49,19 @@ SECONDS ?= 600
 SEEDS ?= 1
 chaos: $(STAMP) chaos-tools
 	$(BIN)/python -m tests.chaos.runner --seconds $(SECONDS) --seeds $(SEEDS)
+
+# Long runs of the Kafka protocol fuzzer (tests/fuzz/kafka_wire, whose short run is part of
+# `make test`): `make kafka-fuzz EXAMPLES=20 SEEDS=5` runs it with EXAMPLES times its examples for
+# SEEDS seeds from PYKRAFT_SEED (or a random one); each run prints its seed, PYKRAFT_SEED=N replays
+# it. It starts a cluster: run it under `flock /tmp/pykraft-cluster.lock` where clusters share the
+# machine.
+EXAMPLES ?= 20
+kafka-fuzz: $(STAMP)
+	@first=$${PYKRAFT_SEED:-$$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}; \
+	for seed in $$(seq $$first $$((first + $(SEEDS) - 1))); do \
+		PYKRAFT_SEED=$$seed PYKRAFT_KAFKA_FUZZ_EXAMPLES=$(EXAMPLES) \
+			$(BIN)/python -m pytest -q -p no:cacheprovider tests/fuzz/kafka_wire || exit 1; \
+	done
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m 'not integration'

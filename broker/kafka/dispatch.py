@@ -3,7 +3,8 @@
 `decode` runs on the listener's event loop and decides whether a frame is served at all: like
 Kafka, an unknown API key, an unsupported version (of any API but ApiVersions) or unreadable bytes
 raise FrameError, and the listener closes the connection. An ApiVersions version this broker does
-not know is answered without reading its body (UNSUPPORTED_VERSION with the ranges, v0 body).
+not know, above or below its range, is answered without reading its body (UNSUPPORTED_VERSION
+with the ranges, v0 body), as Kafka does for any version it does not support.
 `answer` runs on a worker thread: the handler may block. A Fetch is answered zero copy: its
 records stay in the segment files as ranges (`fetch_frame`) for the listener's sendfile.
 """
@@ -19,7 +20,6 @@ from pykraft.broker.kafka.api import Api, KafkaServices, RequestContext
 from pykraft.broker.kafka.apis import fetch
 from pykraft.broker.kafka.apis.api_versions import (
     API_VERSIONS_KEY,
-    VERSION_MAX,
     api_versions_api,
     unsupported_version_response,
 )
@@ -66,7 +66,7 @@ class Dispatcher:
         if api is None:
             raise FrameError(f"unknown API key {key}")
         if not api.version_min <= version <= api.version_max:
-            if key != API_VERSIONS_KEY or version < VERSION_MAX:
+            if key != API_VERSIONS_KEY:
                 raise FrameError(f"API key {key} version {version} is not supported")
             flexible = version >= _API_VERSIONS_FLEXIBLE_MIN
             header, _ = decode_header(frame, flexible=flexible)

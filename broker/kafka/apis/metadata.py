@@ -6,7 +6,8 @@ broker list differs: every unfenced broker that registered a Kafka listener, at 
 The controller id is this broker: Kafka clients send admin requests to it, and brokers forward
 them to the active controller. `allow_auto_topic_creation` is ignored: pykraft does not create
 topics on Metadata (Kafka 4's default). v0 asks for all topics with an empty list, v1+ with null
-(an empty list is no topic); v10+ may name a topic by id alone.
+(an empty list is no topic); v12+ may name a topic by id alone (in v10-11, whose answers
+cannot carry a null name, Kafka refuses that: INVALID_REQUEST, the name answered as "").
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pykraft.metadata_log import MetadataImage
 from pykraft.proto import broker_pb2
 
 METADATA_KEY: Final = 3
+# v10-11 carry topic ids but answer no null name: a topic named by id alone is refused there.
+_TOPIC_IDS_VERSION_MIN: Final = 12
 
 
 def _brokers(module: Any, image: MetadataImage) -> tuple[Any, ...]:
@@ -47,21 +50,25 @@ def _brokers(module: Any, image: MetadataImage) -> tuple[Any, ...]:
 
 def _requested(
     request: Any, version: int, image: MetadataImage
-) -> tuple[list[str] | None, list[uuid.UUID]]:
-    """The topic names to describe (None: all), and the topic ids asked for that are unknown."""
+) -> tuple[list[str] | None, list[uuid.UUID], list[uuid.UUID | None]]:
+    """The topic names to describe (None: all), the topic ids asked for that are unknown, and
+    before v12 the ids of topics named by id alone, which Kafka refuses there."""
     if request.topics is None or (version == 0 and not request.topics):
-        return None, []
+        return None, [], []
     names: list[str] = []
     unknown_ids: list[uuid.UUID] = []
+    nameless: list[uuid.UUID | None] = []
     for topic in request.topics:
         topic_id = getattr(topic, "topic_id", None)
         if topic.name is not None:
             names.append(str(topic.name))
+        elif version < _TOPIC_IDS_VERSION_MIN:
+            nameless.append(topic_id)
         elif topic_id is not None and (found := image.topics.get(topic_id)) is not None:
             names.append(found.name)
         elif topic_id is not None:
             unknown_ids.append(topic_id)
-    return names, unknown_ids
+    return names, unknown_ids, nameless
 
 
 def _partition(module: Any, item: broker_pb2.PartitionMetadata) -> Any:
@@ -92,8 +99,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     """The Metadata response of `ctx.api_version` (the handler of the module docstring)."""
     module = response_module(METADATA_KEY, ctx.api_version)
     image = ctx.services.manager.image
-    names, unknown_ids = _requested(request, ctx.api_version, image)
+    names, unknown_ids, nameless = _requested(request, ctx.api_version, image)
     topics = [_topic(module, ErrorCode.unknown_topic_id, None, i, ()) for i in unknown_ids]
+    topics += [_topic(module, ErrorCode.invalid_request, "", i, ()) for i in nameless]
     if names is None or names:
         cluster_id = ctx.services.config.cluster_id
         answer = handle_metadata(image, broker_pb2.MetadataRequest(topics=names), cluster_id)

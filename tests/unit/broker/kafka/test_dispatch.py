@@ -12,6 +12,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersions
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
@@ -44,12 +45,24 @@ def test_api_versions_lists_every_served_api_with_its_range() -> None:
     assert ranges == [(3, 0, 12), (18, 0, 3)]
 
 
-def test_an_unknown_api_versions_version_gets_unsupported_version_in_the_v0_body() -> None:
+@pytest.mark.parametrize(
+    ("version", "header_type"),
+    [(99, RequestHeader), (-1, RequestHeaderV1)],
+    ids=["above", "negative"],
+)
+def test_an_unknown_api_versions_version_gets_unsupported_version_in_the_v0_body(
+    version: int, header_type: type[Any]
+) -> None:
+    """Kafka answers any ApiVersions version it does not serve, below its range too (found by
+    the fuzzer: a negative one closed the connection); the header is v2 from v3 on, else v1."""
     buffer = io.BytesIO()
-    header = RequestHeader(
-        request_api_key=i16(18), request_api_version=i16(99), correlation_id=i32(8), client_id="c"
+    header = header_type(
+        request_api_key=i16(18),
+        request_api_version=i16(version),
+        correlation_id=i32(8),
+        client_id="c",
     )
-    entity_writer(RequestHeader)(buffer, header)
+    entity_writer(header_type)(buffer, header)
     buffer.write(b"\x03new\x02\x01\x00")  # a body from the future, never read
     payload = buffer.getvalue()
     answer = _answer(SIZE.pack(len(payload)) + payload)

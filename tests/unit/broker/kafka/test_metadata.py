@@ -105,3 +105,17 @@ def test_unknown_names_and_ids_are_errors_and_an_empty_list_is_no_topic() -> Non
     }
     assert _ask(4, topics=()).topics == ()
     assert [t.name for t in _ask(0, topics=("orders",)).topics] == ["orders"]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_before_v12_a_topic_named_by_id_alone_is_an_invalid_request(version: int) -> None:
+    """v10-11 carry topic ids but not null names in their answers; Kafka refuses ids there
+    (INVALID_REQUEST, the name answered as ""). An unknown id made the answer unwritable and
+    closed the connection (found by the Kafka fuzzer)."""
+    body = _ask(version, topics=("orders",), topic_ids=(uuid.UUID(int=99), ORDERS_ID))
+    answers = sorted((t.name, t.error_code) for t in body.topics)
+    assert answers == [
+        ("", ErrorCode.invalid_request),
+        ("", ErrorCode.invalid_request),
+        ("orders", ErrorCode.none),
+    ]
