@@ -72,6 +72,9 @@ class ReplicaManager:
         self._broker_id = config.node_id
         self._may_serve = may_serve
         self._image = MetadataImage.EMPTY
+        # The unfenced brokers' racks of one cluster image, for rack-aware fetches: rebuilt only
+        # when the image's cluster changes, not per partition per fetch.
+        self._racks: tuple[object, dict[int, str]] = (None, {})
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._log_dirs = LogDirs(config.log_dirs, on_failure=self._take_offline)
         # Replicas of this broker whose log directory failed: their registration and why.
@@ -314,6 +317,17 @@ class ReplicaManager:
             )
         return partition
 
+    def _unfenced_racks(self) -> dict[int, str]:
+        cluster = self._image.cluster
+        built_for, racks = self._racks
+        if built_for is not cluster:
+            racks = {
+                broker_id: cluster.brokers[broker_id].rack or ""
+                for broker_id in cluster.unfenced_broker_ids()
+            }
+            self._racks = (cluster, racks)
+        return racks
+
     def preferred_read_replica(
         self, partition: Partition, client_rack: str, fetch_offset: int, now_ms: int
     ) -> int | None:
@@ -323,11 +337,7 @@ class ReplicaManager:
         selector = self._config.replica_selector_class
         if selector != replica_selector.RACK_AWARE_SELECTOR or not client_rack:
             return None
-        cluster = self._image.cluster
-        racks = {
-            broker_id: cluster.brokers[broker_id].rack or ""
-            for broker_id in cluster.unfenced_broker_ids()
-        }
+        racks = self._unfenced_racks()
         leader = replica_selector.ReplicaView(
             self._broker_id, self._config.rack, partition.log_end_offset, 0
         )
