@@ -1,0 +1,35 @@
+"""Which implementation of the client's and codec's hot loops runs: compiled or pure Python.
+
+The compiled modules (Cython, built by setup.py's EXTENSIONS during the install) each replace a
+pure-Python function kept beside them, with identical results (property tests compare the two).
+`load` returns the compiled module, or None when PYKRAFT_NO_EXTENSIONS is set to anything but
+"" or "0", or when the module was not built (setup.py warned then): callers fall back to their
+Python function. The choice is made once, at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import Final
+
+DISABLED: Final = os.environ.get("PYKRAFT_NO_EXTENSIONS", "") not in ("", "0")
+
+# Every compiled module; tests check each one loads where the install built them.
+COMPILED_MODULES: Final = (
+    "pykraft.proto.record_batch._codec",
+    "pykraft.client.producer._murmur2",
+    "pykraft.client.consumer._consumer_records",
+)
+
+
+def load(module: str) -> ModuleType | None:
+    """The compiled module, or None when disabled or not built."""
+    assert module in COMPILED_MODULES, module
+    if DISABLED:
+        return None
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
