@@ -8,9 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pykraft.client.consumer import _consumer_records, fetch_buffer
-from pykraft.client.producer import _murmur2, partitioner
-from pykraft.proto.record_batch import _codec, build, decode
+from pykraft.client.consumer import fetch_buffer
+from pykraft.client.producer import partitioner
+from pykraft.proto.extensions import compiled
+from pykraft.proto.record_batch import build, decode
+
+_codec = compiled("pykraft.proto.record_batch._codec")
+_murmur2 = compiled("pykraft.client.producer._murmur2")
+_consumer_records = compiled("pykraft.client.consumer._consumer_records")
 
 # (module, attribute, compiled, pure)
 _SWITCHES = (
@@ -28,11 +33,11 @@ NAMES = {True: "compiled", False: "python"}
 
 
 @contextmanager
-def implementation(compiled: bool) -> Iterator[None]:
+def implementation(native: bool) -> Iterator[None]:
     """Runs the block on the compiled loops (True) or on the pure-Python ones (False)."""
     saved = [getattr(module, name) for module, name, _, _ in _SWITCHES]
-    for module, name, native, pure in _SWITCHES:
-        setattr(module, name, native if compiled else pure)
+    for module, name, compiled_loop, pure in _SWITCHES:
+        setattr(module, name, compiled_loop if native else pure)
     try:
         yield
     finally:

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.implementations import NAMES, implementation  # noqa: E402
 from pykraft.client.consumer import fetch_buffer  # noqa: E402
+from pykraft.client.types import ConsumerRecord  # noqa: E402
 from pykraft.proto.record_batch import (  # noqa: E402
     BatchBuilder,
     Compression,
@@ -75,7 +76,7 @@ def build(codec: Compression, values: list[bytes], now_ms: int) -> bytes:
     return builder.build()
 
 
-def consume(batch: bytes) -> list[object]:
+def consume(batch: bytes) -> list[ConsumerRecord]:
     """What a consumer does per batch: decode it and build its ConsumerRecords."""
     records = decode_batch(batch)
     return fetch_buffer.consumer_records("topic", 0, TimestampType.CREATE_TIME, records, 0)

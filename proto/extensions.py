@@ -26,10 +26,17 @@ COMPILED_MODULES: Final = (
 
 def load(module: str) -> ModuleType | None:
     """The compiled module, or None when disabled or not built."""
-    assert module in COMPILED_MODULES, module
     if DISABLED:
         return None
     try:
-        return importlib.import_module(module)
+        return compiled(module)
     except ImportError:
         return None
+
+
+def compiled(module: str) -> ModuleType:
+    """The compiled module whatever PYKRAFT_NO_EXTENSIONS says (tests and benchmarks compare it
+    with its Python twin); ImportError when it was not built. Untyped: callers annotate what
+    they take from it, as the Python twin's signature says."""
+    assert module in COMPILED_MODULES, module
+    return importlib.import_module(module)

@@ -7,9 +7,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pykraft.client.consumer import _consumer_records, fetch_buffer
+from pykraft.client.consumer import fetch_buffer
 from pykraft.client.types import ConsumerRecord
+from pykraft.proto import extensions
 from pykraft.proto.record_batch import BatchBuilder, Compression, TimestampType, decode_batch
+
+_consumer_records = extensions.compiled("pykraft.client.consumer._consumer_records")
 
 headers = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3)
 rows = st.lists(

@@ -1,3 +1,0 @@
-"""Types of the compiled murmur2 (_murmur2.pyx); partitioner.murmur2_python is its twin."""
-
-def murmur2(data: bytes) -> int: ...
