@@ -73,6 +73,11 @@ class DefaultPartitioner:
     def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
         if key is not None:
             return partition_for_key(key, num_partitions)
+        # One dict read, atomic in CPython, without the lock: the per-record fast path. A
+        # concurrent on_new_batch may make it the previous choice, as it would a moment earlier.
+        current = self._sticky.get(topic)
+        if current is not None and current < num_partitions:
+            return current
         with self._lock:
             current = self._sticky.get(topic)
             if current is None or current >= num_partitions:

@@ -146,6 +146,8 @@ class BatchBuilder:
     def estimated_size_bytes(self) -> int:
         """An upper bound on len(build()), cheap enough to call after every append: exact when
         uncompressed, else the codec's worst-case expansion of the encoded records."""
+        if self._compression is Compression.NONE:  # the common case, without a call
+            return HEADER_SIZE + len(self._records)
         return HEADER_SIZE + compressed_size_bound(self._compression, len(self._records))
 
     def record_count(self) -> int:
