@@ -31,5 +31,6 @@ def consumer_records(str topic, partition, timestamp_type, list records, positio
         set_item(row, 5, get_slot(record, _RECORD_SLOTS[2]))
         set_item(row, 6, get_slot(record, _RECORD_SLOTS[3]))
         set_item(row, 7, tuple([(h.key, h.value) for h in headers]) if headers else ())
+        untrack(row)
         out.append(row)
     return out

@@ -260,6 +260,7 @@ def decode_records(
         set_slot(record, _RECORD_SLOTS[2], key)
         set_slot(record, _RECORD_SLOTS[3], value)
         set_slot(record, _RECORD_SLOTS[4], headers)
+        untrack(record)
         records.append(record)
     if reader.pos != reader.size:
         raise BatchError(
