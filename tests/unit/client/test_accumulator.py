@@ -37,7 +37,7 @@ def test_records_fill_a_batch_up_to_batch_size_then_open_another() -> None:
         acc.append(TP, 1000, None, b"%d" % i + b"x" * 40, (), max_block_ms=0)
     ready, _ = acc.ready(monotonic_ms())
     assert ready == [TP], "a full batch is ready before linger_ms"
-    batches = acc.drain([TP])
+    batches = acc.drain([TP], lambda _: True)
     first = decode_batch(batches[0].builder.build())
     assert 1 < len(first) < 10
     assert len(batches[0].builder.build()) <= 300
@@ -65,7 +65,7 @@ def test_flush_makes_lingering_batches_ready_and_waits_for_them() -> None:
     while acc.ready(monotonic_ms())[0] != [TP]:
         assert time.monotonic() < deadline, "flush never made the batch ready"
         time.sleep(0.001)
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     batch.complete(5, -1)
     acc.deallocate(batch)
     flusher.join(5)
@@ -88,7 +88,7 @@ def test_a_blocked_append_goes_through_once_space_is_freed() -> None:
     size = record_size_bytes(None, b"x" * 100, ())
     acc = accumulator(buffer_memory=size + 10)
     acc.append(TP, 1000, None, b"x" * 100, (), max_block_ms=0)
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     results: list[object] = []
     appender = threading.Thread(
         target=lambda: results.append(acc.append(TP, 1, None, b"y" * 100, (), max_block_ms=5000))
@@ -126,7 +126,7 @@ def test_a_record_the_builder_refuses_leaves_no_trace() -> None:
     assert acc.used_bytes() == 0
     assert not acc.has_pending()
     acc.append(TP, 1000, None, b"ok", (), max_block_ms=0)
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     assert [r.value for r in decode_batch(batch.builder.build())] == [b"ok"]
 
 
@@ -139,5 +139,5 @@ def test_an_expired_batch_takes_no_more_records() -> None:
     future = acc.append(TP, 1000, None, b"new", (), max_block_ms=0)
     assert future is not None and not future.done()
     assert acc.used_bytes() == record_size_bytes(None, b"new", ())
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     assert batch is not expired

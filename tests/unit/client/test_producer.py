@@ -377,3 +377,23 @@ def test_requests_stay_within_max_request_size() -> None:
             future.result(WAIT_S)
         # Four ~480-byte batches: at most two fit in one request.
         assert cluster.requests[(1, "Produce")] >= 2
+
+
+def test_pipelined_batches_survive_a_failure_in_their_midst_once_each_and_in_order() -> None:
+    """Several batches of one partition in flight (Produce answers wait, as acks=all does); one
+    fails retriably, so the broker refuses those sent behind it OUT_OF_ORDER_SEQUENCE_NUMBER:
+    they go again in order, and the partition holds every record once, in send order."""
+    with running({"t": 1}) as cluster:
+        cluster.produce_answer_delay_s = 0.02
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, batch_size=100, linger_ms=0, retry_backoff_ms=5
+        ) as producer:
+            values = [b"v%04d" % i for i in range(300)]
+            futures = [producer.send("t", v, partition=0) for v in values[:100]]
+            wait_for(lambda: cluster.produces_in_flight_max > 1)
+            cluster.produce_errors[T0] = [common_pb2.NOT_ENOUGH_REPLICAS]
+            futures += [producer.send("t", v, partition=0) for v in values[100:]]
+            offsets = [f.result(WAIT_S).offset for f in futures]
+        assert cluster.values(T0) == values
+        assert offsets == list(range(len(values)))
+        assert cluster.producer_ids_given == 1, "no batch failed for good"
