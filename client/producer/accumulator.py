@@ -81,6 +81,17 @@ class ProducerBatch:
         self.result.set(-1, -1, error)
 
 
+@dataclass(frozen=True)
+class DeliveryCounts:
+    """Records whose batches are done, counted per batch (Kafka's record-send-total and
+    record-error-total), and the last error that failed one: what a caller tracking a large
+    run reads instead of a callback per record."""
+
+    records_delivered: int
+    records_failed: int
+    last_error: BaseException | None
+
+
 class RecordAccumulator:
     """Thread-safe; producer threads append, one sender thread drains."""
 
@@ -107,6 +118,7 @@ class RecordAccumulator:
         self._used_bytes = 0
         self._incomplete: set[ProducerBatch] = set()
         self._flushes_in_progress = 0
+        self._delivery_counts = DeliveryCounts(0, 0, None)
         self._closing = False
         self._lock = threading.Lock()
         self._space_freed = threading.Condition(self._lock)
@@ -263,10 +275,29 @@ class RecordAccumulator:
             if batch not in self._incomplete:
                 return
             self._incomplete.discard(batch)
+            self._count_delivery(batch)
             self._used_bytes -= batch.reserved_bytes
             assert self._used_bytes >= 0, "buffer accounting went negative"
             self._space_freed.notify_all()
             self._all_done.notify_all()
+
+    def _count_delivery(self, batch: ProducerBatch) -> None:
+        """Holding the lock: a done batch's records count as delivered or failed."""
+        assert batch.done, "a batch is deallocated once its futures are resolved"
+        counts, records = self._delivery_counts, batch.builder.record_count()
+        error = batch.result.error
+        if error is None:
+            self._delivery_counts = DeliveryCounts(
+                counts.records_delivered + records, counts.records_failed, counts.last_error
+            )
+        else:
+            self._delivery_counts = DeliveryCounts(
+                counts.records_delivered, counts.records_failed + records, error
+            )
+
+    def delivery_counts(self) -> DeliveryCounts:
+        with self._lock:
+            return self._delivery_counts
 
     def flush(self, timeout_s: float | None) -> bool:
         """Makes every batch ready now and waits until all appended so far are done."""

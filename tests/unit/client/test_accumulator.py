@@ -96,6 +96,7 @@ def test_a_blocked_append_goes_through_once_space_is_freed() -> None:
     appender.start()
     appender.join(0.05)
     assert appender.is_alive(), "the append blocks while the buffer is full"
+    batch.complete(0, -1)
     acc.deallocate(batch)
     appender.join(5)
     assert results and results[0] is not None
@@ -141,3 +142,20 @@ def test_an_expired_batch_takes_no_more_records() -> None:
     assert acc.used_bytes() == record_size_bytes(None, b"new", ())
     (batch,) = acc.drain([TP], lambda _: True)
     assert batch is not expired
+
+
+def test_delivery_counts_count_each_done_batch_once_with_the_last_error() -> None:
+    acc = accumulator(batch_size=100)
+    for value in (b"a" * 40, b"b" * 40, b"c" * 40):
+        acc.append(TP, 1000, None, value, (), max_block_ms=0)
+    first, second = (acc.drain([TP], lambda _: True)[0] for _ in range(2))
+    first.complete(0, -1)
+    acc.deallocate(first)
+    acc.deallocate(first)  # a second deallocate counts nothing
+    error = RuntimeError("refused")
+    second.fail(error)
+    acc.deallocate(second)
+    counts = acc.delivery_counts()
+    delivered, failed = first.builder.record_count(), second.builder.record_count()
+    assert (counts.records_delivered, counts.records_failed) == (delivered, failed)
+    assert counts.last_error is error
