@@ -116,6 +116,24 @@ def test_non_retriable_errors_fail_the_future_with_the_typed_error() -> None:
         assert len(reports) == 1 and isinstance(reports[0][1], MessageTooLargeError)
 
 
+def test_delivery_counts_tell_delivered_and_failed_records_after_flush() -> None:
+    with running({"t": 1}) as cluster:
+        with Producer(bootstrap_servers=cluster.bootstrap, linger_ms=0) as producer:
+            for i in range(10):
+                producer.send("t", b"v%d" % i)
+            producer.flush(WAIT_S)
+            counts = producer.delivery_counts()
+            assert (counts.records_delivered, counts.records_failed) == (10, 0)
+            assert counts.last_error is None
+            cluster.produce_errors[T0] = [common_pb2.MESSAGE_TOO_LARGE]
+            with pytest.raises(MessageTooLargeError):
+                producer.send("t", b"refused").result(WAIT_S)
+            producer.flush(WAIT_S)
+            counts = producer.delivery_counts()
+        assert (counts.records_delivered, counts.records_failed) == (10, 1)
+        assert isinstance(counts.last_error, MessageTooLargeError)
+
+
 def test_delivery_timeout_fails_records_that_never_succeed() -> None:
     with running({"t": 1}) as cluster:
         cluster.produce_errors[T0] = [common_pb2.NOT_ENOUGH_REPLICAS] * 10_000
