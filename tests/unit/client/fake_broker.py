@@ -267,28 +267,31 @@ class FakeBroker:
 
     def _produce_locked(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         """Holding the lock: appends what the request carries and builds the answer."""
-        cluster = self.cluster
-        topics = []
-        for topic in request.topics:
-            results = []
-            for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
-                code = cluster.leader_error(self.node_id, tp)
-                if code == common_pb2.NONE and cluster.produce_errors[tp]:
-                    code = cluster.produce_errors[tp].pop(0)
-                base = -1
-                if code == common_pb2.NONE:
-                    code, base = cluster.idempotent_store(tp, p.records)
-                results.append(
-                    pb.ProducePartitionResult(
-                        partition=p.partition,
-                        error_code=code,  # type: ignore[arg-type]
-                        base_offset=base,
-                        log_append_time_ms=-1,
-                    )
-                )
-            topics.append(pb.ProduceTopicResult(topic=topic.topic, partitions=results))
+        topics = [
+            pb.ProduceTopicResult(
+                topic=topic.topic,
+                partitions=[self._produce_partition(topic.topic, p) for p in topic.partitions],
+            )
+            for topic in request.topics
+        ]
         return pb.ProduceResponse(topics=topics)
+
+    def _produce_partition(self, topic: str, p: pb.ProducePartition) -> pb.ProducePartitionResult:
+        """Holding the lock: one partition's append: a scripted error, or the store's answer."""
+        cluster = self.cluster
+        tp = TopicPartition(topic, p.partition)
+        code = cluster.leader_error(self.node_id, tp)
+        if code == common_pb2.NONE and cluster.produce_errors[tp]:
+            code = cluster.produce_errors[tp].pop(0)
+        base = -1
+        if code == common_pb2.NONE:
+            code, base = cluster.idempotent_store(tp, p.records)
+        return pb.ProducePartitionResult(
+            partition=p.partition,
+            error_code=code,  # type: ignore[arg-type]
+            base_offset=base,
+            log_append_time_ms=-1,
+        )
 
     def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
         cluster = self.cluster
