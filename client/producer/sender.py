@@ -315,11 +315,14 @@ class Sender:
             self._accumulator.deallocate(batch)
             return
         retriable = error.retriable
+        backoff_ms = self._config.retry_backoff_ms
         if isinstance(error, OutOfOrderSequenceNumberError):
             # Refused whole because an earlier batch failed or was overtaken, or stamped with
-            # an id since given up: it goes again, in order (under the new id, if any).
+            # an id since given up: it goes again, in order (under the new id, if any), with no
+            # backoff of its own: it waits for the batches before it, which back off if needed.
             stale = batch.producer_id != self._identity.producer_id
             retriable = stale or self._unresolved.out_of_order_expected(batch)
+            backoff_ms = 0
         if isinstance(error, UnknownProducerIdError):
             # The brokers forgot this producer (e.g. retention removed its records): a new
             # id, and the batch goes again under it.
@@ -329,7 +332,7 @@ class Sender:
             self._metadata.request_update()
         in_time = now_ms < batch.created_ms + self._config.delivery_timeout_ms
         if retriable and batch.attempts < self._config.retries and in_time:
-            self._accumulator.reenqueue(batch, now_ms, self._config.retry_backoff_ms)
+            self._accumulator.reenqueue(batch, now_ms, backoff_ms)
         elif retriable and not in_time:
             self._finish(batch, self._expired_error(batch, error))
         else:
