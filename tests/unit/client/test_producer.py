@@ -415,3 +415,23 @@ def test_pipelined_batches_survive_a_failure_in_their_midst_once_each_and_in_ord
         assert cluster.values(T0) == values
         assert offsets == list(range(len(values)))
         assert cluster.producer_ids_given == 1, "no batch failed for good"
+
+
+def test_a_batch_refused_behind_an_unresolved_one_goes_again_without_a_backoff() -> None:
+    """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch sent while an earlier one was unanswered means
+    it overtook that one: it is sent again once the earlier one is acknowledged, with no
+    retry_backoff_ms (a minute here) of its own, and nothing fails."""
+    with running({"t": 1}) as cluster:
+        cluster.produce_answer_delay_s = 0.2
+        cluster.produce_errors[T0] = [common_pb2.NONE, common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER]
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, linger_ms=0, retry_backoff_ms=60_000
+        ) as producer:
+            first = producer.send("t", b"a", partition=0)
+            wait_for(lambda: cluster.requests[(1, "Produce")] >= 1)
+            second = producer.send("t", b"b", partition=0)
+            assert second.result(WAIT_S).offset == 1
+            assert first.result(0).offset == 0
+        assert cluster.values(T0) == [b"a", b"b"]
+        assert cluster.requests[(1, "Produce")] == 3
+        assert cluster.producer_ids_given == 1
