@@ -146,7 +146,9 @@ def main() -> None:
             "after": copy_checkout(Path(tmp) / "after"),
         }
         rates: dict[tuple[str, str], list[float]] = {}
-        with three_broker_cluster(Path(tmp) / "cluster") as (_, brokers):
+        cluster_dir = Path(tmp) / "cluster"
+        cluster_dir.mkdir()
+        with three_broker_cluster(cluster_dir) as (_, brokers):
             address = bootstrap(brokers)
             for round_index in range(args.rounds):
                 for name, path in trees.items():
