@@ -146,15 +146,13 @@ class Sender:
             if ready and not self._identity_ready(now_ms):
                 return min(delay_ms, max(self._config.retry_backoff_ms, 1))
             sent = False
+            may_send = self._unresolved.may_send
             for address, tps in self._by_leader(ready).items():
                 if self._in_flight[address] < in_flight_max:
-                    sent = self._send(address, self._accumulator.drain(tps, self._may_send)) or sent
+                    sent = self._send(address, self._accumulator.drain(tps, may_send)) or sent
             if not sent:
                 break
         return delay_ms
-
-    def _may_send(self, batch: ProducerBatch) -> bool:
-        return self._unresolved.may_send(batch)
 
     def _identity_ready(self, now_ms: int) -> bool:
         """Whether batches may go out; without idempotence always. Otherwise asks the cluster
