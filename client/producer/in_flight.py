@@ -14,6 +14,9 @@ written. The rules, per partition, over the batches in the order they were first
 - OUT_OF_ORDER_SEQUENCE_NUMBER is expected, and the batch retried, when the batch was sent
   while an earlier one was unresolved: that one failed or was overtaken, and this one was
   refused whole. Sent with nothing unresolved before it, the broker really lost a sequence.
+  So is UNKNOWN_PRODUCER_ID, which a broker answers a sequence above 0 while it has nothing of
+  the producer on the partition: the partition's first batch was overtaken. The broker's
+  thread pool may serve a connection's requests out of order, so overtaking does happen.
 
 A producer without idempotence has one batch per partition in flight (`per_partition_max` 1):
 with no sequences to check, a retry could otherwise overtake a later batch.
@@ -73,9 +76,12 @@ class InFlightBatches:
                 del self._unresolved[batch.tp]
         self._sent_behind.discard(batch)
 
-    def out_of_order_expected(self, batch: ProducerBatch) -> bool:
-        """Whether an OUT_OF_ORDER_SEQUENCE_NUMBER answer to `batch`'s last send is explained
-        by an earlier batch (so `batch` is retried) rather than by a sequence the broker lost."""
+    def sent_behind(self, batch: ProducerBatch) -> bool:
+        """Whether `batch`'s last send went out while an earlier batch of its partition was
+        unresolved. A refusal of its sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, or
+        UNKNOWN_PRODUCER_ID ahead of the partition's first batch) is then explained by that
+        batch, and `batch` is retried in order; sent first in line, the broker really lost the
+        sequence or the producer."""
         return batch in self._sent_behind
 
     def unresolved_count(self, tp: TopicPartition) -> int:

@@ -314,17 +314,20 @@ class Sender:
             return
         retriable = error.retriable
         backoff_ms = self._config.retry_backoff_ms
+        behind = self._unresolved.sent_behind(batch)
         if isinstance(error, OutOfOrderSequenceNumberError):
             # Refused whole because an earlier batch failed or was overtaken, or stamped with
             # an id since given up: it goes again, in order (under the new id, if any), with no
             # backoff of its own: it waits for the batches before it, which back off if needed.
-            stale = batch.producer_id != self._identity.producer_id
-            retriable = stale or self._unresolved.out_of_order_expected(batch)
+            retriable = behind or batch.producer_id != self._identity.producer_id
             backoff_ms = 0
         if isinstance(error, UnknownProducerIdError):
-            # The brokers forgot this producer (e.g. retention removed its records): a new
-            # id, and the batch goes again under it.
-            self._identity.request_reset()
+            # Behind an unresolved batch: it overtook the partition's first batch, which was not
+            # written yet (or failed), and goes again in order. Otherwise the brokers forgot
+            # this producer (e.g. retention removed its records): a new id, and the batch goes
+            # again under it.
+            if not behind:
+                self._identity.request_reset()
             retriable = True
         if isinstance(error, InvalidMetadataError):
             self._metadata.request_update()

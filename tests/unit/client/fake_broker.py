@@ -147,8 +147,9 @@ class FakeCluster:
     def idempotent_store(self, tp: TopicPartition, records: bytes) -> tuple[int, int]:
         """Holding the lock: stores a produced batch as the real broker checks it (an error
         code and the base offset). A batch of an idempotent producer must carry the next
-        sequence (else OUT_OF_ORDER_SEQUENCE_NUMBER); one of its last 5 sent again is not
-        stored again and answers with its first offset."""
+        sequence (else OUT_OF_ORDER_SEQUENCE_NUMBER; UNKNOWN_PRODUCER_ID when the partition
+        has nothing of the producer and the sequence is not 0); one of its last 5 sent again is
+        not stored again and answers with its first offset."""
         header = BatchHeader.parse(records)
         if header.producer_id < 0:
             return common_pb2.NONE, self._store(tp, records)
@@ -156,8 +157,9 @@ class FakeCluster:
         for first_sequence, _, base in remembered:
             if first_sequence == header.base_sequence:
                 return common_pb2.NONE, base
-        expected = remembered[-1][1] + 1 if remembered else 0
-        if header.base_sequence != expected:
+        if not remembered and header.base_sequence != 0:
+            return common_pb2.UNKNOWN_PRODUCER_ID, -1
+        if remembered and header.base_sequence != remembered[-1][1] + 1:
             return common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
         base = self._store(tp, records)
         last_sequence = header.base_sequence + header.record_count - 1

@@ -435,3 +435,22 @@ def test_a_batch_refused_behind_an_unresolved_one_goes_again_without_a_backoff()
         assert cluster.values(T0) == [b"a", b"b"]
         assert cluster.requests[(1, "Produce")] == 3
         assert cluster.producer_ids_given == 1
+
+
+def test_a_first_batch_overtaken_on_the_broker_costs_no_new_producer_id() -> None:
+    """The broker answers UNKNOWN_PRODUCER_ID to a batch with sequence above 0 while it has
+    nothing of the producer on the partition: sent behind the partition's first batch, which
+    failed (or has not been written yet), it goes again in order under the same id; a new id
+    would let a batch whose answer was lost be written twice."""
+    with running({"t": 1}) as cluster:
+        cluster.produce_answer_delay_s = 0.2
+        cluster.produce_errors[T0] = [common_pb2.NOT_ENOUGH_REPLICAS]
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, linger_ms=0, retry_backoff_ms=5
+        ) as producer:
+            first = producer.send("t", b"a", partition=0)
+            wait_for(lambda: cluster.requests[(1, "Produce")] >= 1)
+            second = producer.send("t", b"b", partition=0)
+            assert [first.result(WAIT_S).offset, second.result(WAIT_S).offset] == [0, 1]
+        assert cluster.values(T0) == [b"a", b"b"]
+        assert cluster.producer_ids_given == 1

@@ -65,11 +65,11 @@ def test_a_retry_goes_only_when_it_is_the_first_unresolved_batch() -> None:
 def test_out_of_order_is_expected_only_behind_an_unresolved_batch() -> None:
     unresolved = InFlightBatches(IN_FLIGHT_MAX)
     a, b = sent(unresolved, 2)
-    assert not unresolved.out_of_order_expected(a), "nothing before a: the broker lost a sequence"
-    assert unresolved.out_of_order_expected(b), "a may have failed or been overtaken"
+    assert not unresolved.sent_behind(a), "nothing before a: the broker lost a sequence"
+    assert unresolved.sent_behind(b), "a may have failed or been overtaken"
     unresolved.resolved(a)
     unresolved.sent(b)  # b's retry goes first in line: a refusal now is real
-    assert not unresolved.out_of_order_expected(b)
+    assert not unresolved.sent_behind(b)
     unresolved.resolved(b)
     assert unresolved.unresolved_count(TP) == 0
 
