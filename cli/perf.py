@@ -45,6 +45,9 @@ PERCENTILES = (0.5, 0.95, 0.99, 0.999)
 _MB = 1024 * 1024
 _THROTTLE_STEP_MS_MAX = 100  # the throttle sleeps in steps so it stays responsive
 _POLL_INTERVAL_MS = 200
+# Records one poll of `perf consume` takes at most (Kafka's max.poll.records default): taking all
+# that is buffered at once empties the consumer's prefetch, so it would wait for every fetch.
+CONSUME_POLL_RECORDS_MAX = 500
 CONSUMER_HEADER = (
     "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
     "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
@@ -329,7 +332,8 @@ def _consume(
     count, size_bytes = 0, 0
     last_record_ms = last_report_ms = monotonic_ms()
     while count < messages:
-        records = consumer.poll(timeout_ms=_POLL_INTERVAL_MS, records_max=messages - count)
+        records_max = min(messages - count, CONSUME_POLL_RECORDS_MAX)
+        records = consumer.poll(timeout_ms=_POLL_INTERVAL_MS, records_max=records_max)
         now_ms = monotonic_ms()
         if records:
             last_record_ms = now_ms
