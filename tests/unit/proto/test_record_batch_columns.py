@@ -1,0 +1,177 @@
+"""The columnar decoder (`decode_batch_columns`) against `decode_batch`: for any batch, the same
+records (offsets, timestamps, keys, values, nulls, headers) from any starting offset, and the
+same error for the same damaged bytes, with the columns left as they were after an error."""
+
+from __future__ import annotations
+
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pykraft.proto.record_batch import (
+    BatchBuilder,
+    BatchError,
+    Compression,
+    Record,
+    RecordHeader,
+    TimestampType,
+    decode_batch,
+)
+from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
+from tests.unit.proto.batch_helpers import reseal, seal
+
+_SETTINGS = settings(max_examples=80, deadline=None)
+
+nullable_bytes = st.none() | st.binary(max_size=200)
+headers = st.lists(
+    st.builds(RecordHeader, st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3
+)
+rows = st.lists(
+    st.tuples(st.integers(0, 1 << 45), nullable_bytes, nullable_bytes, headers),
+    min_size=1,
+    max_size=30,
+)
+
+
+def build(
+    codec: Compression,
+    records: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
+    *,
+    base_offset: int = 0,
+    log_append_time: bool = False,
+) -> bytes:
+    builder = BatchBuilder(
+        compression=codec,
+        base_offset=base_offset,
+        timestamp_type=TimestampType.LOG_APPEND_TIME
+        if log_append_time
+        else TimestampType.CREATE_TIME,
+    )
+    for timestamp, key, value, record_headers in records:
+        builder.append(timestamp, key, value, record_headers)
+    return builder.build()
+
+
+def as_records(columns: RecordColumns) -> list[Record]:
+    return [
+        Record(
+            columns.offsets[row],
+            columns.timestamps[row],
+            columns.keys.get(row),
+            columns.values.get(row),
+            tuple(RecordHeader(k, v) for k, v in columns.headers(row)),
+        )
+        for row in range(len(columns))
+    ]
+
+
+def snapshot(columns: RecordColumns) -> tuple[object, ...]:
+    return tuple(
+        bytes(getattr(column, part))
+        for column in (columns.keys, columns.values, columns.header_keys, columns.header_values)
+        for part in ("offsets", "data", "valid")
+    ) + (bytes(columns.offsets), bytes(columns.timestamps), bytes(columns.header_rows))
+
+
+@_SETTINGS
+@given(
+    codec=st.sampled_from(list(Compression)),
+    records=rows,
+    base_offset=st.integers(0, 1 << 40),
+    skip=st.integers(0, 31),
+)
+def test_the_same_records_as_decode_batch_from_any_offset(
+    codec: Compression,
+    records: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
+    base_offset: int,
+    skip: int,
+) -> None:
+    batch = build(codec, records, base_offset=base_offset)
+    columns = RecordColumns()
+    decode_batch_columns(batch, 0, columns, base_offset + skip)
+    expected = [r for r in decode_batch(batch) if r.offset >= base_offset + skip]
+    assert as_records(columns) == expected
+    assert list(columns.timestamp_types) == [int(TimestampType.CREATE_TIME)] * len(expected)
+
+
+@_SETTINGS
+@given(first=rows, second=rows)
+def test_batches_append_one_after_another(
+    first: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
+    second: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
+) -> None:
+    """Two batches into the same columns, the second with log-append time: every record of
+    both in order, each with its own batch's timestamp rule."""
+    one = build(Compression.NONE, first)
+    two = build(Compression.LZ4, second, base_offset=len(first), log_append_time=True)
+    columns = RecordColumns()
+    decode_batch_columns(one + two, 0, columns, 0)
+    decode_batch_columns(one + two, len(one), columns, 0)
+    assert as_records(columns) == decode_batch(one) + decode_batch(two)
+    assert list(columns.timestamp_types) == [0] * len(first) + [1] * len(second)
+
+
+@_SETTINGS
+@given(
+    payload=st.binary(max_size=300),
+    attributes=st.integers(0, 0x3F),
+    record_count=st.integers(-2, 20),
+    last_offset_delta=st.integers(-1, 20),
+)
+def test_damaged_records_raise_as_decode_batch_does_and_leave_the_columns(
+    payload: bytes, attributes: int, record_count: int, last_offset_delta: int
+) -> None:
+    fields = {
+        "attributes": attributes,
+        "record_count": record_count,
+        "last_offset_delta": last_offset_delta,
+    }
+    batch = seal(fields, payload)
+    check_like_decode_batch(batch)
+
+
+@_SETTINGS
+@given(codec=st.sampled_from(list(Compression)), flips=st.lists(st.integers(0, 10_000), max_size=4))
+def test_damaged_compressed_records_raise_as_decode_batch_does(
+    codec: Compression, flips: list[int]
+) -> None:
+    records = [(i, b"k%d" % i, b"v" * i, [RecordHeader("h", b"x")]) for i in range(12)]
+    batch = bytearray(build(codec, records))
+    for flip in flips:
+        batch[61 + flip % (len(batch) - 61)] ^= 1 + flip % 255
+    check_like_decode_batch(reseal(batch))
+
+
+def check_like_decode_batch(batch: bytes) -> None:
+    """The columns after an earlier good batch: the same records or the same error code as
+    decode_batch, and nothing appended on an error."""
+    columns = RecordColumns()
+    earlier = build(Compression.NONE, [(7, None, b"before", [RecordHeader("a", None)])])
+    decode_batch_columns(earlier, 0, columns, 0)
+    before = snapshot(columns)
+    expected: list[Record] | BatchError
+    try:
+        expected = decode_batch(batch)
+    except BatchError as error:
+        expected = error
+    try:
+        decode_batch_columns(batch, 0, columns, 0)
+    except BatchError as error:
+        assert isinstance(expected, BatchError), error
+        assert error.error_code == expected.error_code
+        assert snapshot(columns) == before
+        return
+    assert not isinstance(expected, BatchError), expected
+    assert as_records(columns)[1:] == expected
+
+
+def test_truncate_keeps_the_first_rows_and_their_headers() -> None:
+    records = [(i, None if i % 2 else b"k", b"v%d" % i, [RecordHeader("h%d" % i, b"x")] * i)
+               for i in range(5)]  # fmt: skip
+    columns = RecordColumns()
+    decode_batch_columns(build(Compression.NONE, records), 0, columns, 0)
+    with pytest.raises(AssertionError):
+        columns.truncate(6)
+    columns.truncate(3)
+    assert as_records(columns) == decode_batch(build(Compression.NONE, records))[:3]
