@@ -4,6 +4,7 @@ same error for the same damaged bytes, with the columns left as they were after 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -21,7 +22,9 @@ from pykraft.proto.record_batch import (
 from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
 from tests.unit.proto.batch_helpers import reseal, seal
 
+Row = tuple[int, bytes | None, bytes | None, list[RecordHeader]]
 _SETTINGS = settings(max_examples=80, deadline=None)
+PARTS = ("offsets", "data", "valid")
 
 nullable_bytes = st.none() | st.binary(max_size=200)
 headers = st.lists(
@@ -36,7 +39,7 @@ rows = st.lists(
 
 def build(
     codec: Compression,
-    records: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
+    records: Sequence[Row],
     *,
     base_offset: int = 0,
     log_append_time: bool = False,
@@ -67,11 +70,17 @@ def as_records(columns: RecordColumns) -> list[Record]:
 
 
 def snapshot(columns: RecordColumns) -> tuple[object, ...]:
-    return tuple(
-        bytes(getattr(column, part))
-        for column in (columns.keys, columns.values, columns.header_keys, columns.header_values)
-        for part in ("offsets", "data", "valid")
-    ) + (bytes(columns.offsets), bytes(columns.timestamps), bytes(columns.header_rows))
+    binary = (columns.keys, columns.values, columns.header_keys, columns.header_values)
+    return (
+        *(
+            bytes(getattr(column, part))
+            for column in binary
+            for part in ("offsets", "data", "valid")
+        ),
+        bytes(columns.offsets),
+        bytes(columns.timestamps),
+        bytes(columns.header_rows),
+    )
 
 
 @_SETTINGS
@@ -83,7 +92,7 @@ def snapshot(columns: RecordColumns) -> tuple[object, ...]:
 )
 def test_the_same_records_as_decode_batch_from_any_offset(
     codec: Compression,
-    records: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
+    records: Sequence[Row],
     base_offset: int,
     skip: int,
 ) -> None:
@@ -98,8 +107,8 @@ def test_the_same_records_as_decode_batch_from_any_offset(
 @_SETTINGS
 @given(first=rows, second=rows)
 def test_batches_append_one_after_another(
-    first: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
-    second: list[tuple[int, bytes | None, bytes | None, list[RecordHeader]]],
+    first: Sequence[Row],
+    second: Sequence[Row],
 ) -> None:
     """Two batches into the same columns, the second with log-append time: every record of
     both in order, each with its own batch's timestamp rule."""
@@ -167,8 +176,10 @@ def check_like_decode_batch(batch: bytes) -> None:
 
 
 def test_truncate_keeps_the_first_rows_and_their_headers() -> None:
-    records = [(i, None if i % 2 else b"k", b"v%d" % i, [RecordHeader("h%d" % i, b"x")] * i)
-               for i in range(5)]  # fmt: skip
+    records = [
+        (i, None if i % 2 else b"k", f"v{i}".encode(), [RecordHeader(f"h{i}", b"x")] * i)
+        for i in range(5)
+    ]
     columns = RecordColumns()
     decode_batch_columns(build(Compression.NONE, records), 0, columns, 0)
     with pytest.raises(AssertionError):
