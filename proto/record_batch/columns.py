@@ -11,6 +11,10 @@ object per record (the columnar read of issue 17 §3; `pykraft.client` wraps the
   + 1 entries) over the headers' own `header_keys` (string, never null) and `header_values`
   (binary, nullable) columns.
 
+The records are decoded by the compiled `_columns_ext` when it was built (setup.py builds it
+where Cython and a C compiler are present), else by this module's pure-Python loop; both give
+the same records and errors. PYKRAFT_NO_EXTENSIONS=1 selects the pure-Python one.
+
 `decode_batch_columns` appends a batch's records and checks the batch exactly as `decode_batch`
 does (same errors for the same bytes); on an error the columns are left as they were. The
 records it appends are those `decode_batch` returns, in order, from `offset_min` on.
@@ -18,7 +22,9 @@ records it appends are those `decode_batch` returns, in order, from `offset_min`
 
 from __future__ import annotations
 
+import os
 from array import array
+from collections.abc import Callable
 
 from pykraft.proto.record_batch.decode import batch_payload, read_varint
 from pykraft.proto.record_batch.header import BatchError, BatchHeader, Buffer, TimestampType
@@ -116,7 +122,7 @@ def decode_batch_columns(
         return
     rows = len(columns)
     try:
-        _decode_records(payload, header, columns, offset_min)
+        _decode(payload, header, columns, offset_min)
     except IndexError:
         columns.truncate(rows)
         raise BatchError(f"records end early: {header.record_count} declared") from None
@@ -208,3 +214,18 @@ def _read_headers(data: bytes, pos: int, columns: RecordColumns | None) -> int:
             _append_span(columns.header_keys, data, key_start, key_end)
             _append_span(columns.header_values, data, value_start, value_end)
     return pos
+
+
+def _compiled_or_python() -> Callable[[bytes, BatchHeader, RecordColumns, int], None]:
+    """The compiled decoder unless PYKRAFT_NO_EXTENSIONS=1 or it was not built."""
+    if os.environ.get("PYKRAFT_NO_EXTENSIONS") == "1":
+        return decode_records_python
+    try:
+        from pykraft.proto.record_batch._columns_ext import decode_records
+    except ImportError:
+        return decode_records_python
+    return decode_records
+
+
+decode_records_python = _decode_records
+_decode = _compiled_or_python()

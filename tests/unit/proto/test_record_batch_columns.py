@@ -1,10 +1,17 @@
 """The columnar decoder (`decode_batch_columns`) against `decode_batch`: for any batch, the same
 records (offsets, timestamps, keys, values, nulls, headers) from any starting offset, and the
-same error for the same damaged bytes, with the columns left as they were after an error."""
+same error for the same damaged bytes, with the columns left as they were after an error.
+
+Every property runs with both record decoders, the compiled `_columns_ext` (which `make venv`
+builds: its absence fails here) and the pure-Python fallback PYKRAFT_NO_EXTENSIONS=1 selects."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import given, settings
@@ -13,18 +20,39 @@ from hypothesis import strategies as st
 from pykraft.proto.record_batch import (
     BatchBuilder,
     BatchError,
+    BatchHeader,
     Compression,
     Record,
     RecordHeader,
     TimestampType,
+    _columns_ext,
     decode_batch,
 )
+from pykraft.proto.record_batch import columns as columns_module
 from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
 from tests.unit.proto.batch_helpers import reseal, seal
 
 Row = tuple[int, bytes | None, bytes | None, list[RecordHeader]]
 _SETTINGS = settings(max_examples=80, deadline=None)
 PARTS = ("offsets", "data", "valid")
+DECODERS: dict[str, Callable[[bytes, BatchHeader, RecordColumns, int], None]] = {
+    "compiled": _columns_ext.decode_records,
+    "python": columns_module.decode_records_python,
+}
+decoders = pytest.mark.parametrize("decoder", sorted(DECODERS))
+
+
+@contextmanager
+def decoding_with(decoder: str) -> Iterator[None]:
+    """decode_batch_columns through `decoder` (a context, not a fixture: hypothesis runs many
+    examples in one test call)."""
+    selected = columns_module._decode
+    columns_module._decode = DECODERS[decoder]
+    try:
+        yield
+    finally:
+        columns_module._decode = selected
+
 
 nullable_bytes = st.none() | st.binary(max_size=200)
 headers = st.lists(
@@ -83,6 +111,7 @@ def snapshot(columns: RecordColumns) -> tuple[object, ...]:
     )
 
 
+@decoders
 @_SETTINGS
 @given(
     codec=st.sampled_from(list(Compression)),
@@ -91,36 +120,42 @@ def snapshot(columns: RecordColumns) -> tuple[object, ...]:
     skip=st.integers(0, 31),
 )
 def test_the_same_records_as_decode_batch_from_any_offset(
+    decoder: str,
     codec: Compression,
     records: Sequence[Row],
     base_offset: int,
     skip: int,
 ) -> None:
-    batch = build(codec, records, base_offset=base_offset)
-    columns = RecordColumns()
-    decode_batch_columns(batch, 0, columns, base_offset + skip)
-    expected = [r for r in decode_batch(batch) if r.offset >= base_offset + skip]
-    assert as_records(columns) == expected
-    assert list(columns.timestamp_types) == [int(TimestampType.CREATE_TIME)] * len(expected)
+    with decoding_with(decoder):
+        batch = build(codec, records, base_offset=base_offset)
+        columns = RecordColumns()
+        decode_batch_columns(batch, 0, columns, base_offset + skip)
+        expected = [r for r in decode_batch(batch) if r.offset >= base_offset + skip]
+        assert as_records(columns) == expected
+        assert list(columns.timestamp_types) == [int(TimestampType.CREATE_TIME)] * len(expected)
 
 
+@decoders
 @_SETTINGS
 @given(first=rows, second=rows)
 def test_batches_append_one_after_another(
+    decoder: str,
     first: Sequence[Row],
     second: Sequence[Row],
 ) -> None:
     """Two batches into the same columns, the second with log-append time: every record of
     both in order, each with its own batch's timestamp rule."""
-    one = build(Compression.NONE, first)
-    two = build(Compression.LZ4, second, base_offset=len(first), log_append_time=True)
-    columns = RecordColumns()
-    decode_batch_columns(one + two, 0, columns, 0)
-    decode_batch_columns(one + two, len(one), columns, 0)
-    assert as_records(columns) == decode_batch(one) + decode_batch(two)
-    assert list(columns.timestamp_types) == [0] * len(first) + [1] * len(second)
+    with decoding_with(decoder):
+        one = build(Compression.NONE, first)
+        two = build(Compression.LZ4, second, base_offset=len(first), log_append_time=True)
+        columns = RecordColumns()
+        decode_batch_columns(one + two, 0, columns, 0)
+        decode_batch_columns(one + two, len(one), columns, 0)
+        assert as_records(columns) == decode_batch(one) + decode_batch(two)
+        assert list(columns.timestamp_types) == [0] * len(first) + [1] * len(second)
 
 
+@decoders
 @_SETTINGS
 @given(
     payload=st.binary(max_size=300),
@@ -129,27 +164,30 @@ def test_batches_append_one_after_another(
     last_offset_delta=st.integers(-1, 20),
 )
 def test_damaged_records_raise_as_decode_batch_does_and_leave_the_columns(
-    payload: bytes, attributes: int, record_count: int, last_offset_delta: int
+    decoder: str, payload: bytes, attributes: int, record_count: int, last_offset_delta: int
 ) -> None:
-    fields = {
-        "attributes": attributes,
-        "record_count": record_count,
-        "last_offset_delta": last_offset_delta,
-    }
-    batch = seal(fields, payload)
-    check_like_decode_batch(batch)
+    with decoding_with(decoder):
+        fields = {
+            "attributes": attributes,
+            "record_count": record_count,
+            "last_offset_delta": last_offset_delta,
+        }
+        batch = seal(fields, payload)
+        check_like_decode_batch(batch)
 
 
+@decoders
 @_SETTINGS
 @given(codec=st.sampled_from(list(Compression)), flips=st.lists(st.integers(0, 10_000), max_size=4))
 def test_damaged_compressed_records_raise_as_decode_batch_does(
-    codec: Compression, flips: list[int]
+    decoder: str, codec: Compression, flips: list[int]
 ) -> None:
-    records = [(i, b"k%d" % i, b"v" * i, [RecordHeader("h", b"x")]) for i in range(12)]
-    batch = bytearray(build(codec, records))
-    for flip in flips:
-        batch[61 + flip % (len(batch) - 61)] ^= 1 + flip % 255
-    check_like_decode_batch(reseal(batch))
+    with decoding_with(decoder):
+        records = [(i, b"k%d" % i, b"v" * i, [RecordHeader("h", b"x")]) for i in range(12)]
+        batch = bytearray(build(codec, records))
+        for flip in flips:
+            batch[61 + flip % (len(batch) - 61)] ^= 1 + flip % 255
+        check_like_decode_batch(reseal(batch))
 
 
 def check_like_decode_batch(batch: bytes) -> None:
@@ -186,3 +224,14 @@ def test_truncate_keeps_the_first_rows_and_their_headers() -> None:
         columns.truncate(6)
     columns.truncate(3)
     assert as_records(columns) == decode_batch(build(Compression.NONE, records))[:3]
+
+
+def test_the_compiled_decoder_is_used_unless_pykraft_no_extensions() -> None:
+    """A fresh interpreter picks the compiled decoder, or the pure-Python one when told."""
+    probe = "from pykraft.proto.record_batch import columns; print(columns._decode.__module__)"
+    for flag, expected in (("", "_columns_ext"), ("1", "columns")):
+        env = {**os.environ, "PYKRAFT_NO_EXTENSIONS": flag}
+        found = subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        assert found.rsplit(".", 1)[-1] == expected, (flag, found)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 
 import cramjam
@@ -21,7 +22,10 @@ from pykraft.proto.record_batch import (
     iter_batches,
     verify_batch,
 )
+from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
 from tests.unit.proto.batch_helpers import reseal, seal
+from tests.unit.proto.test_record_batch_columns import DECODERS as COLUMN_DECODERS
+from tests.unit.proto.test_record_batch_columns import decoding_with
 from tests.unit.proto.test_record_batch_reference import EXPECTED_BATCH, RECORD_0, RECORD_1
 
 CORRUPT = common_pb2.CORRUPT_MESSAGE
@@ -45,11 +49,21 @@ def _assert_corrupt(batch: bytes) -> None:
 
 
 def _assert_invalid(batch: bytes, match: str) -> None:
+    """decode_batch and the columnar decoder, compiled and pure Python, refuse it alike."""
     verify_batch(batch)  # the bytes are intact: the CRC matches
-    with pytest.raises(BatchError, match=match) as caught:
-        decode_batch(batch)
-    assert type(caught.value) is BatchError
-    assert caught.value.error_code == INVALID
+    decoders = [decode_batch] + [
+        functools.partial(_decode_columns, decoder) for decoder in COLUMN_DECODERS
+    ]
+    for decode in decoders:
+        with pytest.raises(BatchError, match=match) as caught:
+            decode(batch)
+        assert type(caught.value) is BatchError
+        assert caught.value.error_code == INVALID
+
+
+def _decode_columns(decoder: str, batch: bytes) -> None:
+    with decoding_with(decoder):
+        decode_batch_columns(batch, 0, RecordColumns(), 0)
 
 
 @pytest.mark.parametrize("codec", list(Compression))
