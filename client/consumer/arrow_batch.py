@@ -53,6 +53,7 @@ def take_rows(fetch: CompletedFetch, rows: ColumnRows, limit: int) -> None:
 
 
 def arrow_schema() -> pa.Schema:
+    """The schema of `Consumer.poll_arrow`'s batches (see the module's docstring)."""
     import pyarrow as pa
 
     return pa.schema(
@@ -119,31 +120,25 @@ def _binary(column: BinaryColumn, kind: pa.DataType) -> pa.Array:
     if nulls:
         as_bytes = pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(column.valid)])
         validity = pc.not_equal(as_bytes, 0).buffers()[1]
-    buffers = [validity, pa.py_buffer(column.offsets), pa.py_buffer(column.data)]
+    buffers = [validity, pa.py_buffer(column.offsets), pa.py_buffer(column.data())]
     return pa.Array.from_buffers(kind, length, buffers, null_count=nulls)
 
 
 def _topics(runs: list[tuple[TopicPartition, int]]) -> pa.Array:
-    """Each run's topic repeated: built per run, not per row."""
+    """Each run's topic repeated: built by pyarrow per run, not per row."""
     import pyarrow as pa
 
-    offsets = array("i", [0])
-    data = bytearray()
-    for tp, length in runs:
-        name = tp.topic.encode()
-        assert name, "a topic name is never empty"
-        end = len(data) + len(name) * length
-        offsets.extend(range(len(data) + len(name), end + 1, len(name)))
-        data += name * length
-    count = sum(length for _, length in runs)
-    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    return pa.Array.from_buffers(pa.string(), count, buffers)
+    return _repeated([(pa.scalar(tp.topic, pa.string()), rows) for tp, rows in runs], pa.string())
 
 
 def _partitions(runs: list[tuple[TopicPartition, int]]) -> pa.Array:
     import pyarrow as pa
 
-    values = array("i")
-    for tp, length in runs:
-        values.extend(array("i", [tp.partition]) * length)
-    return _fixed(pa.int32(), len(values), values)
+    return _repeated([(pa.scalar(tp.partition, pa.int32()), rows) for tp, rows in runs], pa.int32())
+
+
+def _repeated(runs: list[tuple[pa.Scalar, int]], kind: pa.DataType) -> pa.Array:
+    """Each value repeated its count of times, end to end."""
+    import pyarrow as pa
+
+    return pa.concat_arrays([pa.array([], kind)] + [pa.repeat(value, rows) for value, rows in runs])

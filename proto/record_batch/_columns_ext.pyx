@@ -46,7 +46,7 @@ cdef class _Scratch:
 
     cdef void flush(self, column):
         """Appends the scratch elements to the BinaryColumn `column`."""
-        cdef Py_ssize_t base = len(column.data), i
+        cdef Py_ssize_t base = column.size, i
         cdef int32_t *shifted = <int32_t *> PyMem_Malloc(sizeof(int32_t) * (self.count + 1))
         if not shifted:
             raise MemoryError()
@@ -56,7 +56,8 @@ cdef class _Scratch:
             column.offsets.frombytes((<char *> shifted)[: sizeof(int32_t) * self.count])
         finally:
             PyMem_Free(shifted)
-        column.data += (<char *> self.data)[: self.size]
+        column.chunks.append((<char *> self.data)[: self.size])
+        column.size += self.size
         column.valid += (<char *> self.valid)[: self.count]
 
 

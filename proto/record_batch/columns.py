@@ -31,37 +31,38 @@ from pykraft.proto.record_batch.header import BatchError, BatchHeader, Buffer, T
 
 
 class BinaryColumn:
-    """A nullable binary (or utf-8 string) column in Arrow's layout."""
+    """A nullable binary (or utf-8 string) column in Arrow's layout. The data is kept as the
+    chunks appended (joined once, by `data()`): growing one bytearray would copy it over and
+    over as it grows."""
 
-    __slots__ = ("data", "offsets", "valid")
+    __slots__ = ("chunks", "offsets", "size", "valid")
 
     def __init__(self) -> None:
         self.offsets = array("i", [0])  # int32: element i is data[offsets[i]:offsets[i + 1]]
-        self.data = bytearray()
+        self.chunks: list[bytes] = []
+        self.size = 0  # bytes in chunks
         self.valid = bytearray()  # one byte a row: 1 present, 0 null
 
     def __len__(self) -> int:
         return len(self.valid)
 
-    def append(self, value: bytes | None) -> None:
-        """Appends one element (slow path; the decoder's loop appends inline)."""
-        if value is None:
-            self.valid.append(0)
-        else:
-            self.data += value
-            self.valid.append(1)
-        self.offsets.append(len(self.data))
+    def data(self) -> bytes:
+        """The elements' bytes, end to end."""
+        if len(self.chunks) > 1:
+            self.chunks = [b"".join(self.chunks)]
+        return self.chunks[0] if self.chunks else b""
 
     def truncate(self, rows: int) -> None:
         """Keeps the first `rows` elements."""
-        del self.data[self.offsets[rows] :]
+        self.size = self.offsets[rows]
+        self.chunks = [self.data()[: self.size]]
         del self.offsets[rows + 1 :]
         del self.valid[rows:]
 
     def get(self, row: int) -> bytes | None:
         if not self.valid[row]:
             return None
-        return bytes(self.data[self.offsets[row] : self.offsets[row + 1]])
+        return self.data()[self.offsets[row] : self.offsets[row + 1]]
 
 
 class RecordColumns:
@@ -108,7 +109,7 @@ class RecordColumns:
         """Row `row`'s headers as the consumer's records carry them (for tests and checks)."""
         span = range(self.header_rows[row], self.header_rows[row + 1])
         keys, values = self.header_keys, self.header_values
-        return tuple((bytes(keys.get(i) or b"").decode(), values.get(i)) for i in span)
+        return tuple(((keys.get(i) or b"").decode(), values.get(i)) for i in span)
 
 
 def decode_batch_columns(
@@ -190,9 +191,10 @@ def _append_span(column: BinaryColumn, data: bytes, start: int, end: int) -> Non
     if start < 0:
         column.valid.append(0)
     else:
-        column.data += data[start:end]
+        column.chunks.append(data[start:end])
+        column.size += end - start
         column.valid.append(1)
-    column.offsets.append(len(column.data))
+    column.offsets.append(column.size)
 
 
 def _read_headers(data: bytes, pos: int, columns: RecordColumns | None) -> int:

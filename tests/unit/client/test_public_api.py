@@ -125,6 +125,7 @@ PUBLIC_NAMES = [
     "UnsupportedAssignorError",
     "UnsupportedVersionError",
     "VoterInfo",
+    "arrow_schema",
     "error_for",
 ]
 

@@ -34,7 +34,6 @@ from tests.unit.proto.batch_helpers import reseal, seal
 
 Row = tuple[int, bytes | None, bytes | None, list[RecordHeader]]
 _SETTINGS = settings(max_examples=80, deadline=None)
-PARTS = ("offsets", "data", "valid")
 DECODERS: dict[str, Callable[[bytes, BatchHeader, RecordColumns, int], None]] = {
     "compiled": _columns_ext.decode_records,
     "python": columns_module.decode_records_python,
@@ -100,11 +99,7 @@ def as_records(columns: RecordColumns) -> list[Record]:
 def snapshot(columns: RecordColumns) -> tuple[object, ...]:
     binary = (columns.keys, columns.values, columns.header_keys, columns.header_values)
     return (
-        *(
-            bytes(getattr(column, part))
-            for column in binary
-            for part in ("offsets", "data", "valid")
-        ),
+        *((bytes(c.offsets), c.data(), bytes(c.valid), c.size) for c in binary),
         bytes(columns.offsets),
         bytes(columns.timestamps),
         bytes(columns.header_rows),
