@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from pykraft.client import Consumer, ConsumerRecord, CorruptMessageError, TopicPartition
 from pykraft.client.consumer.arrow_batch import ColumnRows, take_rows, to_record_batch
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
-from pykraft.proto.record_batch import BatchBuilder, Compression, RecordHeader, TimestampType
+from pykraft.proto.record_batch import Compression, RecordHeader, TimestampType
 from tests.unit.client.consumer_polling import T0, T1, WAIT_MS, poll_until
 from tests.unit.client.fake_broker import running
 from tests.unit.proto.batch_helpers import reseal
+from tests.unit.proto.test_record_batch_columns import build
 
 CONTROL_FLAG = 0x20
 TP = TopicPartition("t", 3)
@@ -61,16 +62,8 @@ def build_fetch(
     data = bytearray()
     offset = 0
     for rows, codec, control, gap, log_append_time in specs:
-        builder = BatchBuilder(
-            compression=codec,
-            base_offset=offset,
-            timestamp_type=TimestampType.LOG_APPEND_TIME
-            if log_append_time
-            else TimestampType.CREATE_TIME,
-        )
-        for i, (key, value, headers) in enumerate(rows):
-            builder.append(5_000 + offset + i, key, value, headers)
-        batch = bytearray(builder.build())
+        timed = [(5_000 + offset + i, *row) for i, row in enumerate(rows)]
+        batch = bytearray(build(codec, timed, base_offset=offset, log_append_time=log_append_time))
         if control:
             attributes = struct.unpack_from(">h", batch, 21)[0] | CONTROL_FLAG
             struct.pack_into(">h", batch, 21, attributes)

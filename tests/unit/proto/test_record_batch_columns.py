@@ -30,7 +30,6 @@ from pykraft.proto.record_batch import (
 )
 from pykraft.proto.record_batch import columns as columns_module
 from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
-from tests.unit.proto.batch_helpers import reseal, seal
 
 Row = tuple[int, bytes | None, bytes | None, list[RecordHeader]]
 _SETTINGS = settings(max_examples=80, deadline=None)
@@ -148,41 +147,6 @@ def test_batches_append_one_after_another(
         decode_batch_columns(one + two, len(one), columns, 0)
         assert as_records(columns) == decode_batch(one) + decode_batch(two)
         assert list(columns.timestamp_types) == [0] * len(first) + [1] * len(second)
-
-
-@decoders
-@_SETTINGS
-@given(
-    payload=st.binary(max_size=300),
-    attributes=st.integers(0, 0x3F),
-    record_count=st.integers(-2, 20),
-    last_offset_delta=st.integers(-1, 20),
-)
-def test_damaged_records_raise_as_decode_batch_does_and_leave_the_columns(
-    decoder: str, payload: bytes, attributes: int, record_count: int, last_offset_delta: int
-) -> None:
-    with decoding_with(decoder):
-        fields = {
-            "attributes": attributes,
-            "record_count": record_count,
-            "last_offset_delta": last_offset_delta,
-        }
-        batch = seal(fields, payload)
-        check_like_decode_batch(batch)
-
-
-@decoders
-@_SETTINGS
-@given(codec=st.sampled_from(list(Compression)), flips=st.lists(st.integers(0, 10_000), max_size=4))
-def test_damaged_compressed_records_raise_as_decode_batch_does(
-    decoder: str, codec: Compression, flips: list[int]
-) -> None:
-    with decoding_with(decoder):
-        records = [(i, b"k%d" % i, b"v" * i, [RecordHeader("h", b"x")]) for i in range(12)]
-        batch = bytearray(build(codec, records))
-        for flip in flips:
-            batch[61 + flip % (len(batch) - 61)] ^= 1 + flip % 255
-        check_like_decode_batch(reseal(batch))
 
 
 def check_like_decode_batch(batch: bytes) -> None:
