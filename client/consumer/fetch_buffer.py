@@ -33,6 +33,10 @@ from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_colum
 
 _NO_RECORDS: Final[list[ConsumerRecord]] = []
 _Decoded = TypeVar("_Decoded")
+# Columns (take_columns) stop taking batches once their keys and values hold this many bytes:
+# Arrow's binary arrays address their data with int32 offsets (2 GiB), and one more batch
+# (at most the broker's message.max.bytes, decompressed) stays far below that.
+COLUMN_BYTES_MAX: Final = 256 << 20
 
 
 class CompletedFetch:
@@ -184,7 +188,8 @@ class CompletedFetch:
             self.position = max(record.offset + 1, self._batch_next_offset)
 
     def take_columns(self, columns: RecordColumns, limit: int) -> None:
-        """As `take`, appending up to `limit` records to `columns` (no object per record).
+        """As `take`, appending up to `limit` records to `columns` (no object per record),
+        and no more batches once the columns hold COLUMN_BYTES_MAX bytes of keys and values.
 
         The two may be mixed: records `take` decoded but did not hand out are decoded again
         here from `position`, and a batch this leaves part-read is decoded again next time."""
@@ -193,6 +198,8 @@ class CompletedFetch:
             self._records, self._index = _NO_RECORDS, 0
         start = len(columns)
         while (wanted := limit - (len(columns) - start)) > 0:
+            if len(columns) and columns.keys.size + columns.values.size >= COLUMN_BYTES_MAX:
+                return
             try:
                 header = self._next_data_batch()
                 if header is None:

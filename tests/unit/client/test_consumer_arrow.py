@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pykraft.client import Consumer, ConsumerRecord, CorruptMessageError, TopicPartition
+from pykraft.client.consumer import fetch_buffer
 from pykraft.client.consumer.arrow_batch import ColumnRows, take_rows, to_record_batch
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
 from pykraft.proto.record_batch import Compression, RecordHeader, TimestampType
@@ -179,3 +180,21 @@ def test_poll_arrow_reads_what_poll_does_across_partitions_and_moves_positions()
             cluster.append(T0, [b"after"])
             assert [r.value for r in poll_until(consumer, 1)] == [b"after"]
             assert consumer.position(T0) == 41
+
+
+def test_columns_stop_taking_batches_past_their_bytes_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Arrow's int32 offsets: past COLUMN_BYTES_MAX no further batch is decoded into the
+    same columns, though the first batch is always taken (progress)."""
+    monkeypatch.setattr(fetch_buffer, "COLUMN_BYTES_MAX", 250)
+    rows: list[Row] = [(b"k", b"v" * 100, [])] * 2
+    data, _ = build_fetch([(rows, Compression.NONE, False, 0, False)] * 3)
+    fetch = CompletedFetch.of_records(TP, 0, data, check_crcs=True)
+    assert fetch is not None
+    taken: list[list[int]] = []
+    while not fetch.exhausted:
+        columns = ColumnRows()
+        take_rows(fetch, columns, 100)
+        taken.append([r.offset for r in as_records(columns)])
+    assert taken == [[0, 1, 2, 3], [4, 5]]
