@@ -65,6 +65,9 @@ FORMAT = "pykraft"
 POLL_TIMEOUT_MS = 500
 # Rows of one Arrow batch a task yields at most (each a poll_arrow).
 ARROW_ROWS_MAX = 65_536
+# A task reads one partition: each Fetch may bring this much of it (Kafka's default, 1 MiB,
+# shares a Fetch among many partitions), so a task's polls come in few round trips.
+TASK_FETCH_BYTES_MAX = 8 << 20
 # A task gives up when its range stops growing for this long (the records should be there:
 # the range ends at offsets the leader reported).
 READ_STALL_MS_MAX = 60_000
@@ -304,7 +307,10 @@ def _consumer(bootstrap: str) -> Consumer:
     consumer = _consumers.get(bootstrap)
     if consumer is None:
         consumer = _consumers[bootstrap] = Consumer(
-            bootstrap_servers=bootstrap, auto_offset_reset="none", enable_auto_commit=False
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="none",
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=TASK_FETCH_BYTES_MAX,
         )
     return consumer
 
