@@ -35,6 +35,7 @@ from pykraft.client.consumer.arrow_batch import (  # noqa: E402
     to_record_batch,
 )
 from pykraft.client.consumer.fetch_buffer import CompletedFetch  # noqa: E402
+from pykraft.proto import extensions  # noqa: E402
 from pykraft.proto.record_batch import BatchBuilder, Compression  # noqa: E402
 from pykraft.proto.record_batch import columns as columns_module  # noqa: E402
 
@@ -110,11 +111,10 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    from pykraft.proto.record_batch import _columns_ext
-
+    compiled = extensions.compiled("pykraft.proto.record_batch._columns_ext")
     ways = {
         "records (poll + lists)": read_records,
-        "columns, compiled": with_decoder(_columns_ext.decode_records, read_columns),
+        "columns, compiled": with_decoder(compiled.decode_records, read_columns),
         "columns, pure Python": with_decoder(columns_module.decode_records_python, read_columns),
     }
     for codec in (Compression.NONE, Compression.LZ4):

@@ -13,7 +13,8 @@ object per record (the columnar read of issue 17 §3; `pykraft.client` wraps the
 
 The records are decoded by the compiled `_columns_ext` when it was built (setup.py builds it
 where Cython and a C compiler are present), else by this module's pure-Python loop; both give
-the same records and errors. PYKRAFT_NO_EXTENSIONS=1 selects the pure-Python one.
+the same records and errors. PYKRAFT_NO_EXTENSIONS=1 selects the pure-Python one
+(`pykraft.proto.extensions`).
 
 `decode_batch_columns` appends a batch's records and checks the batch exactly as `decode_batch`
 does (same errors for the same bytes); on an error the columns are left as they were. The
@@ -22,10 +23,10 @@ records it appends are those `decode_batch` returns, in order, from `offset_min`
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections.abc import Callable
 
+from pykraft.proto import extensions
 from pykraft.proto.record_batch.decode import batch_payload, read_varint
 from pykraft.proto.record_batch.header import BatchError, BatchHeader, Buffer, TimestampType
 
@@ -219,14 +220,12 @@ def _read_headers(data: bytes, pos: int, columns: RecordColumns | None) -> int:
 
 
 def _compiled_or_python() -> Callable[[bytes, BatchHeader, RecordColumns, int], None]:
-    """The compiled decoder unless PYKRAFT_NO_EXTENSIONS=1 or it was not built."""
-    if os.environ.get("PYKRAFT_NO_EXTENSIONS") == "1":
+    """The compiled decoder unless PYKRAFT_NO_EXTENSIONS is set or it was not built."""
+    compiled = extensions.load("pykraft.proto.record_batch._columns_ext")
+    if compiled is None:
         return decode_records_python
-    try:
-        from pykraft.proto.record_batch._columns_ext import decode_records
-    except ImportError:
-        return decode_records_python
-    return decode_records
+    decode: Callable[[bytes, BatchHeader, RecordColumns, int], None] = compiled.decode_records
+    return decode
 
 
 decode_records_python = _decode_records

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pykraft.proto import extensions
 from pykraft.proto.record_batch import (
     BatchBuilder,
     BatchError,
@@ -25,7 +26,6 @@ from pykraft.proto.record_batch import (
     Record,
     RecordHeader,
     TimestampType,
-    _columns_ext,
     decode_batch,
 )
 from pykraft.proto.record_batch import columns as columns_module
@@ -34,7 +34,7 @@ from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_colum
 Row = tuple[int, bytes | None, bytes | None, list[RecordHeader]]
 _SETTINGS = settings(max_examples=80, deadline=None)
 DECODERS: dict[str, Callable[[bytes, BatchHeader, RecordColumns, int], None]] = {
-    "compiled": _columns_ext.decode_records,
+    "compiled": extensions.compiled("pykraft.proto.record_batch._columns_ext").decode_records,
     "python": columns_module.decode_records_python,
 }
 decoders = pytest.mark.parametrize("decoder", sorted(DECODERS))
