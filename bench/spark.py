@@ -8,7 +8,9 @@ Prints, for the same N rows in the same run:
   earliest) into Spark's noop sink, from `start()` to the end of `awaitTermination`;
 - records/s of the same query shape reading the same rows from Parquet files
   (`readStream.parquet`), written from the topic beforehand and not timed;
-- pykraft / parquet.
+- pykraft / parquet;
+- Spark's own split of each query's time (durationMs summed over its batches), and records/s
+  of one Consumer reading the topic with poll_arrow in this process, without Spark.
 
 Spark's own start-up is excluded: the session is up and both queries have run once on a small
 warm-up topic before anything is timed. The timed pykraft query does include starting its
@@ -147,7 +149,30 @@ def drain(stream: DataFrame, checkpoint: Path, records: int) -> float:
     rows = sum(progress.numInputRows for progress in query.recentProgress)
     if rows != records:
         raise RuntimeError(f"Spark counted {rows:,} input rows, expected {records:,}")
+    phases: dict[str, int] = {}
+    for progress in query.recentProgress:
+        for phase, ms in progress.durationMs.items():
+            phases[phase] = phases.get(phase, 0) + ms
+    print(f"  Spark's durationMs, summed over {len(query.recentProgress)} batches: {phases}")
     return seconds
+
+
+def consumer_alone(bootstrap: str, topic: str, records: int) -> float:
+    """records/s of one Consumer reading every partition with poll_arrow in this process (no
+    Spark): what the executors' reads cost at most."""
+    started = time.perf_counter()
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        rows = 0
+        deadline = started + QUERY_TIMEOUT_S
+        while rows < records:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"poll_arrow read {rows:,} of {records:,} records")
+            rows += consumer.poll_arrow(timeout_ms=500).num_rows
+    seconds = time.perf_counter() - started
+    rate = records / seconds
+    print(f"Consumer.poll_arrow alone: {records:,} records in {seconds:,.1f} s, {rate:,.0f}/s")
+    return rate
 
 
 def timed(name: str, stream: DataFrame, checkpoint: Path, records: int) -> float:
@@ -204,6 +229,7 @@ def main() -> int:
                 tmp / "checkpoint-parquet",
                 args.records,
             )
+            consumer_alone(bootstrap, TOPIC, args.records)
         finally:
             spark.stop()
         print(

@@ -1,5 +1,6 @@
-"""pykraft's Python client: `Producer` and `Consumer` for records, `AdminClient` for topics,
-configs and cluster state.
+"""pykraft's Python client: `Producer` and `Consumer` for records (`Consumer.poll_arrow` reads
+them as a pyarrow.RecordBatch of `arrow_schema()`), `AdminClient` for topics, configs and
+cluster state.
 
     from pykraft.client import AdminClient, NewTopic, TopicAlreadyExistsError
 
@@ -34,6 +35,7 @@ from pykraft.client.admin_types import (
     TopicDescription,
     VoterInfo,
 )
+from pykraft.client.consumer.arrow_batch import arrow_schema
 from pykraft.client.consumer.consumer import Consumer, IllegalStateError
 from pykraft.client.consumer.listener import ConsumerRebalanceListener
 from pykraft.client.errors import (
@@ -238,5 +240,6 @@ __all__ = [
     "UnsupportedAssignorError",
     "UnsupportedVersionError",
     "VoterInfo",
+    "arrow_schema",
     "error_for",
 ]

@@ -21,6 +21,7 @@ COMPILED_MODULES: Final = (
     "pykraft.proto.record_batch._codec",
     "pykraft.client.producer._murmur2",
     "pykraft.client.consumer._consumer_records",
+    "pykraft.proto.record_batch._columns_ext",
 )
 
 

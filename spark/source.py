@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -48,7 +49,6 @@ from pyspark.sql.types import (
 from pykraft.client import (
     AdminClient,
     Consumer,
-    ConsumerRecord,
     KafkaError,
     LogTruncationError,
     OffsetAndMetadata,
@@ -63,11 +63,15 @@ log = logging.getLogger(__name__)
 
 FORMAT = "pykraft"
 POLL_TIMEOUT_MS = 500
+# Rows of one Arrow batch a task yields at most (each a poll_arrow).
+ARROW_ROWS_MAX = 65_536
+# A task reads one partition: each Fetch may bring this much of it (Kafka's default, 1 MiB,
+# shares a Fetch among many partitions), so a task's polls come in few round trips.
+TASK_FETCH_BYTES_MAX = 8 << 20
 # A task gives up when its range stops growing for this long (the records should be there:
 # the range ends at offsets the leader reported).
 READ_STALL_MS_MAX = 60_000
 
-_ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
@@ -303,14 +307,18 @@ def _consumer(bootstrap: str) -> Consumer:
     consumer = _consumers.get(bootstrap)
     if consumer is None:
         consumer = _consumers[bootstrap] = Consumer(
-            bootstrap_servers=bootstrap, auto_offset_reset="none", enable_auto_commit=False
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="none",
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=TASK_FETCH_BYTES_MAX,
         )
     return consumer
 
 
 def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Records [start, end) of one partition as Arrow batches of the source schema (one per
-    poll: Spark takes Arrow without converting row by row). Records deleted by retention
+    `poll_arrow`, decoded into Arrow buffers with no Python object per record; Spark takes
+    Arrow without converting row by row). Records deleted by retention
     before they were read, or a log truncated by an unclean leader election, fail the task
     (failOnDataLoss=true, the default) or are skipped with a warning; no record is yielded
     twice."""
@@ -324,43 +332,44 @@ def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordB
     stalled_ms = 0
     while position < task.end:
         try:
-            records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+            polled = consumer.poll_arrow(timeout_ms=POLL_TIMEOUT_MS, rows_max=ARROW_ROWS_MAX)
         except OffsetOutOfRangeError as error:
             position = _recover(consumer, error, task, position, options.fail_on_data_loss)
             continue
-        if not records:
+        if not polled.num_rows:
             stalled_ms += POLL_TIMEOUT_MS
             if stalled_ms >= READ_STALL_MS_MAX:
                 raise RuntimeError(f"{tp}: no records past offset {position} in {stalled_ms} ms")
             continue
         stalled_ms = 0
-        if records[-1].offset >= task.end:
-            records = [r for r in records if r.offset < task.end]
-        if records:
-            position = records[-1].offset + 1
-            yield _arrow_batch(records, options.include_headers)
+        in_range = polled.slice(0, _rows_before(polled, task.end))
+        if in_range.num_rows:
+            position = in_range.column("offset")[-1].as_py() + 1
+            yield _spark_batch(in_range, options.include_headers)
         else:
             position = task.end
 
 
-def _arrow_batch(records: list[ConsumerRecord], include_headers: bool) -> pa.RecordBatch:
+def _rows_before(polled: pa.RecordBatch, end: int) -> int:
+    """How many rows of `polled` (one partition's, in offset order) lie below offset `end`."""
+    return int(pc.sum(pc.less(polled.column("offset"), end)).as_py() or 0)
+
+
+def _spark_batch(polled: pa.RecordBatch, include_headers: bool) -> pa.RecordBatch:
+    """A `Consumer.poll_arrow` batch in the source's schema: the same buffers, the timestamp
+    in microseconds and the timestamp type as int32 (both cast column-wise)."""
     columns = [
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([r.topic for r in records], pa.string()),
-        pa.array([r.partition for r in records], pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp * 1000 for r in records], pa.timestamp("us", tz="UTC")),
-        pa.array([int(r.timestamp_type) for r in records], pa.int32()),
+        polled.column("key"),
+        polled.column("value"),
+        polled.column("topic"),
+        polled.column("partition"),
+        polled.column("offset"),
+        polled.column("timestamp").cast(pa.timestamp("us", tz="UTC")),
+        polled.column("timestamp_type").cast(pa.int32()),
     ]
     names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     if include_headers:
-        columns.append(
-            pa.array(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records],
-                _ARROW_HEADERS,
-            )
-        )
+        columns.append(polled.column("headers"))  # already list<struct<key, value>>
         names.append("headers")
     return pa.RecordBatch.from_arrays(columns, names=names)
 

@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.consumer.arguments import checked_offsets, subscription_topics, timeout_or
+from pykraft.client.consumer.arrow_batch import ARROW_ROWS_MAX, to_record_batch
 from pykraft.client.consumer.commits import CommitCallback
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_collector import FetchCollector
@@ -67,6 +68,12 @@ from pykraft.client.errors import InvalidGroupIdError, RequestTimedOutError
 from pykraft.client.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from pykraft.client.routing import parse_bootstrap
 from pykraft.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# What a poll returns: records, or their columns.
+_Polled = TypeVar("_Polled", bound=Sized)
 
 
 class IllegalStateError(RuntimeError):
@@ -414,33 +421,50 @@ class Consumer(Shutdown, OffsetQueries):
         raised (UnreleasedInstanceIdError, UnsupportedAssignorError, ...). It waits out its
         timeout while the group has not assigned anything yet.
         """
+        limit = self._config.max_poll_records if records_max is None else records_max
+        return self._poll(timeout_ms, limit, self._collector.collect)
+
+    def poll_arrow(self, timeout_ms: int = 0, rows_max: int = ARROW_ROWS_MAX) -> pa.RecordBatch:
+        """As `poll` (same records, positions, waiting and errors), the records as one
+        `pyarrow.RecordBatch` of up to `rows_max` rows, decoded straight into its columns
+        without a Python object per record (schema: `arrow_batch.arrow_schema()`: key, value,
+        topic, partition, offset, timestamp, timestamp_type, headers). Empty (0 rows) when
+        `poll` would return no records. Needs pyarrow (the `arrow` extra); poll and
+        poll_arrow may be mixed freely."""
+        rows = self._poll(timeout_ms, rows_max, self._collector.collect_columns)
+        return to_record_batch(rows)
+
+    def _poll(self, timeout_ms: int, limit: int, collect: Callable[[int], _Polled]) -> _Polled:
         self._check_open()
         if not isinstance(timeout_ms, int) or timeout_ms < 0:
             raise ValueError(f"timeout_ms must be an integer of at least 0, not {timeout_ms!r}.")
-        if records_max is not None and records_max < 1:
-            raise ValueError(f"records_max must be at least 1, not {records_max}.")
-        limit = self._config.max_poll_records if records_max is None else records_max
+        if limit < 1:
+            raise ValueError(f"records_max must be at least 1, not {limit}.")
         deadline_ms = monotonic_ms() + timeout_ms
         group = self._group
         with self._app_lock:
             if group is None:
-                return self._poll_until(deadline_ms, limit, None)
+                return self._poll_until(deadline_ms, limit, None, collect)
             group.poll_started(monotonic_ms())
             try:
-                return self._poll_until(deadline_ms, limit, group)
+                return self._poll_until(deadline_ms, limit, group, collect)
             finally:
                 group.poll_ended(monotonic_ms())
 
     def _poll_until(
-        self, deadline_ms: int, limit: int, group: ConsumerGroup | None
-    ) -> list[ConsumerRecord]:
+        self,
+        deadline_ms: int,
+        limit: int,
+        group: ConsumerGroup | None,
+        collect: Callable[[int], _Polled],
+    ) -> _Polled:
         subscription = self._subscription
         while True:
             version = subscription.version
             if group is not None and not self._closing:
                 group.step(monotonic_ms())
-            records = self._collector.collect(limit)
-            if records:
+            records = collect(limit)
+            if len(records):
                 return records
             with subscription.lock:
                 left_ms = deadline_ms - monotonic_ms()

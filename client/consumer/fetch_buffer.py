@@ -22,7 +22,8 @@ raising until the application seeks past the batch).
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 from pykraft.client.errors import KafkaError, LogTruncationError, error_for
 from pykraft.client.types import ConsumerRecord, TopicPartition
@@ -35,8 +36,14 @@ from pykraft.proto.record_batch import (
     decode_batch,
     iter_batches,
 )
+from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
 
 _NO_RECORDS: Final[list[ConsumerRecord]] = []
+_Decoded = TypeVar("_Decoded")
+# Columns (take_columns) stop taking batches once their keys and values hold this many bytes:
+# Arrow's binary arrays address their data with int32 offsets (2 GiB), and one more batch
+# (at most the broker's message.max.bytes, decompressed) stays far below that.
+COLUMN_BYTES_MAX: Final = 256 << 20
 
 
 class CompletedFetch:
@@ -44,6 +51,7 @@ class CompletedFetch:
 
     __slots__ = (
         "_batch_next_offset",
+        "_batch_start",
         "_check_crcs",
         "_cursor",
         "_data",
@@ -93,6 +101,7 @@ class CompletedFetch:
         self._records = _NO_RECORDS  # the current batch's records from `position` on
         self._index = 0
         self._batch_next_offset = fetch_offset
+        self._batch_start = 0  # the byte where the batch `_records` came from starts
         self._error: KafkaError | None = None  # a batch that failed to decode
 
     @classmethod
@@ -185,25 +194,44 @@ class CompletedFetch:
         else:  # the batch's last record: past the batch (a compacted tail included)
             self.position = max(record.offset + 1, self._batch_next_offset)
 
+    def take_columns(self, columns: RecordColumns, limit: int) -> None:
+        """As `take`, appending up to `limit` records to `columns` (no object per record),
+        and no more batches once the columns hold COLUMN_BYTES_MAX bytes of keys and values.
+
+        The two may be mixed: records `take` decoded but did not hand out are decoded again
+        here from `position`, and a batch this leaves part-read is decoded again next time."""
+        if self._index < len(self._records):
+            self._cursor = self._batch_start
+            self._records, self._index = _NO_RECORDS, 0
+        start = len(columns)
+        while (wanted := limit - (len(columns) - start)) > 0:
+            if len(columns) and columns.keys.size + columns.values.size >= COLUMN_BYTES_MAX:
+                return
+            try:
+                header = self._next_data_batch()
+                if header is None:
+                    return
+                rows = len(columns)
+                self._decode(decode_batch_columns, header, columns, self.position)
+            except KafkaError:
+                if len(columns) == start:
+                    raise
+                return
+            self.leader_epoch = header.partition_leader_epoch
+            if len(columns) - rows > wanted:  # the batch's rest waits for the next call
+                columns.truncate(rows + wanted)
+                self.position = columns.offsets[-1] + 1
+                return
+            self._cursor += header.size_bytes
+            if len(columns) > rows:
+                self.position = columns.offsets[-1] + 1
+            self.position = max(self.position, header.next_offset)
+
     def _next_batch(self) -> bool:
         """Decodes the next batch with records at or after `position`; False at the end."""
-        if self._error is not None:
-            raise self._error
-        data = self._data
-        while self._cursor < self._end:
-            header = BatchHeader.parse(data, self._cursor)
-            if header.is_control or header.next_offset <= self.position:
-                self._cursor += header.size_bytes
-                if header.next_offset > self.position:
-                    # Past a batch with nothing to hand out: its epoch is the position's.
-                    self.leader_epoch = header.partition_leader_epoch
-                self.position = max(self.position, header.next_offset)
-                continue
-            try:
-                decoded = decode_batch(data, self._cursor, verify=self._check_crcs)
-            except BatchError as e:
-                self._error = error_for(e.error_code, self._describe(header, e))
-                raise self._error from None
+        while (header := self._next_data_batch()) is not None:
+            decoded = self._decode(decode_batch, header)
+            self._batch_start = self._cursor
             self._cursor += header.size_bytes
             self._records = consumer_records(
                 self.tp.topic, self.tp.partition, header.timestamp_type, decoded, self.position
@@ -214,8 +242,36 @@ class CompletedFetch:
             if self._records:
                 return True
             self.position = max(self.position, header.next_offset)
-        self.position = max(self.position, self.next_offset)
         return False
+
+    def _next_data_batch(self) -> BatchHeader | None:
+        """The header of the next batch at `_cursor` with records to hand out, moving past
+        control batches and those wholly below `position`; None at the end (`position` then
+        at `next_offset`). Raises the error a batch failed with before."""
+        if self._error is not None:
+            raise self._error
+        while self._cursor < self._end:
+            header = BatchHeader.parse(self._data, self._cursor)
+            if not header.is_control and header.next_offset > self.position:
+                return header
+            self._cursor += header.size_bytes
+            if header.next_offset > self.position:
+                # Past a batch with nothing to hand out: its epoch is the position's.
+                self.leader_epoch = header.partition_leader_epoch
+            self.position = max(self.position, header.next_offset)
+        self.position = max(self.position, self.next_offset)
+        return None
+
+    def _decode(
+        self, decoder: Callable[..., _Decoded], header: BatchHeader, *args: Any
+    ) -> _Decoded:
+        """`decoder(data, cursor, *args, verify=check_crcs)`; a BatchError becomes the fetch's
+        lasting KafkaError, raised now and by every later read."""
+        try:
+            return decoder(self._data, self._cursor, *args, verify=self._check_crcs)
+        except BatchError as e:
+            self._error = error_for(e.error_code, self._describe(header, e))
+            raise self._error from None
 
     def _describe(self, header: BatchHeader, error: BatchError) -> str:
         what = (

@@ -24,9 +24,10 @@ comes with the next call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Sized
+from typing import Final, TypeVar
 
+from pykraft.client.consumer.arrow_batch import ColumnRows, take_rows
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
 from pykraft.client.consumer.fetcher import Fetcher
@@ -41,6 +42,8 @@ from pykraft.client.types import ConsumerRecord
 
 # Iteration waits for records in slices of this long (woken at once by new data or close).
 _ITERATION_WAIT_MS: Final = 1000
+# What a collect fills: a list of records, or columns.
+_Out = TypeVar("_Out", bound=Sized)
 
 
 class FetchCollector:
@@ -57,6 +60,21 @@ class FetchCollector:
 
     def collect(self, limit: int) -> list[ConsumerRecord]:
         """Takes up to `limit` buffered records, visiting the partitions in turn."""
+        out: list[ConsumerRecord] = []
+        self._collect(out, limit, CompletedFetch.take)
+        return out
+
+    def collect_columns(self, limit: int) -> ColumnRows:
+        """As `collect`, the records decoded into columns (for `Consumer.poll_arrow`)."""
+        rows = ColumnRows()
+        self._collect(rows, limit, take_rows)
+        return rows
+
+    def _collect(
+        self, out: _Out, limit: int, take: Callable[[CompletedFetch, _Out, int], None]
+    ) -> None:
+        """Fills `out` (up to `limit` long) with `take(fetch, out, wanted)` from the partitions'
+        fetches in turn, moving positions past what was taken."""
         subscription = self._subscription
         with subscription.lock:
             self.check_fetcher()
@@ -66,15 +84,19 @@ class FetchCollector:
                 if state.fetches and not state.paused:
                     self.check_divergence(state)
                     ready.append(state)
-        out: list[ConsumerRecord] = []
         for state in ready:
-            if not self._take(state, out, limit):
+            if not self._take(state, out, limit, take):
                 break
             if len(out) >= limit:
                 break
-        return out
 
-    def _take(self, state: PartitionState, out: list[ConsumerRecord], limit: int) -> bool:
+    def _take(
+        self,
+        state: PartitionState,
+        out: _Out,
+        limit: int,
+        take: Callable[[CompletedFetch, _Out, int], None],
+    ) -> bool:
         """Moves `state`'s records into `out`; False when poll should return what it has
         (an error waits, to be raised by the next poll)."""
         subscription = self._subscription
@@ -89,7 +111,7 @@ class FetchCollector:
                 continue
             before = len(out)
             try:
-                fetch.take(out, limit - len(out))
+                take(fetch, out, limit - len(out))
             except KafkaError:
                 if out:
                     return False

@@ -6,7 +6,8 @@ Kafka's test vectors can check us. All integers are big-endian.
 
 By role: `header` (the 61-byte layout, parsing, CRC verification, `iter_batches`,
 `rewrite_offsets`), `records` (the record values and their layout), `build` (`BatchBuilder`),
-`decode` (`decode_batch`) and `compression` (the codecs and their framing). This module is the
+`decode` (`decode_batch`), `columns` (`decode_batch_columns`: records straight into Arrow-layout
+buffers, for columnar reads) and `compression` (the codecs and their framing). This module is the
 API brokers and clients import; the modules' other names are the codec's own.
 
 Errors: everything a decoder rejects raises `BatchError` with Kafka's error code;

@@ -12,6 +12,7 @@ from pykraft.proto.record_batch.header import (
     BATCH_LENGTH_MIN,
     HEADER_SIZE,
     BatchError,
+    BatchHeader,
     Buffer,
     Compression,
     TimestampType,
@@ -31,17 +32,9 @@ def decode_batch(buf: Buffer, position: int = 0, *, verify: bool = True) -> list
     records, a record count that does not match, or bytes left after the last record.
     `verify=False` skips only the CRC (a consumer's check_crcs=false); the rest is checked.
     """
-    header = verify_batch(buf, position) if verify else whole_batch(buf, position)
-    if header.record_count < 0:
-        raise BatchError(f"negative record count {header.record_count}")
+    header, payload = batch_payload(buf, position, verify=verify)
     if header.record_count == 0:
-        if header.batch_length != BATCH_LENGTH_MIN:
-            raise BatchError("an empty batch carries record bytes")
         return []
-    payload = bytes(memoryview(buf)[position + HEADER_SIZE : position + header.size_bytes])
-    compression = header.compression
-    if compression is not Compression.NONE:
-        payload = decompress(compression, payload)
     return decode_records(
         payload,
         header.base_offset,
@@ -53,7 +46,24 @@ def decode_batch(buf: Buffer, position: int = 0, *, verify: bool = True) -> list
     )
 
 
-def _read_varint(data: bytes, pos: int, bits: int) -> tuple[int, int]:
+def batch_payload(buf: Buffer, position: int, *, verify: bool) -> tuple[BatchHeader, bytes]:
+    """The checked header of the batch at `position` and its records' bytes, decompressed
+    (empty for a batch of no records). What every decoder of records starts from."""
+    header = verify_batch(buf, position) if verify else whole_batch(buf, position)
+    if header.record_count < 0:
+        raise BatchError(f"negative record count {header.record_count}")
+    if header.record_count == 0:
+        if header.batch_length != BATCH_LENGTH_MIN:
+            raise BatchError("an empty batch carries record bytes")
+        return header, b""
+    payload = bytes(memoryview(buf)[position + HEADER_SIZE : position + header.size_bytes])
+    compression = header.compression
+    if compression is not Compression.NONE:
+        payload = decompress(compression, payload)
+    return header, payload
+
+
+def read_varint(data: bytes, pos: int, bits: int) -> tuple[int, int]:
     """(value, position after it) of the varint at `pos`; `bits` is 32 for a varint (at most 5
     bytes) and 64 for a varlong (10). Raises IndexError at the end of `data`, BatchError when
     the varint is too long or its value does not fit."""
@@ -102,13 +112,13 @@ def decode_records_python(
                 raw = (raw & 0x7F) | (data[pos + 1] << 7)
                 length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
-                length, pos = _read_varint(data, pos, 32)
+                length, pos = read_varint(data, pos, 32)
             record_end = pos + length
             raw = data[pos + 1]  # TimestampDelta, after the unused record attributes
             if raw < 0x80:
                 timestamp_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
-                timestamp_delta, pos = _read_varint(data, pos + 1, 64)
+                timestamp_delta, pos = read_varint(data, pos + 1, 64)
             raw = data[pos]  # OffsetDelta
             if raw < 0x80:
                 offset_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 1
@@ -116,7 +126,7 @@ def decode_records_python(
                 raw = (raw & 0x7F) | (data[pos + 1] << 7)
                 offset_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
-                offset_delta, pos = _read_varint(data, pos, 32)
+                offset_delta, pos = read_varint(data, pos, 32)
             if not previous_delta < offset_delta <= last_delta:
                 raise BatchError(f"offset delta {offset_delta} after {previous_delta}")
             previous_delta = offset_delta
@@ -174,7 +184,7 @@ def _read_nullable_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
     if byte < 0x80:
         size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
     else:
-        size, pos = _read_varint(data, pos, 32)
+        size, pos = read_varint(data, pos, 32)
     if size < 0:
         if size != -1:
             raise BatchError(f"negative length {size}")
@@ -183,12 +193,12 @@ def _read_nullable_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
 
 
 def _read_headers(data: bytes, pos: int) -> tuple[tuple[RecordHeader, ...], int]:
-    count, pos = _read_varint(data, pos, 32)
+    count, pos = read_varint(data, pos, 32)
     if not 0 <= count <= len(data) - pos:
         raise BatchError(f"invalid header count {count}")
     headers = []
     for _ in range(count):
-        key_size, pos = _read_varint(data, pos, 32)
+        key_size, pos = read_varint(data, pos, 32)
         if key_size < 0:
             raise BatchError("a record header key may not be null")
         try:

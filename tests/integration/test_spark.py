@@ -189,6 +189,51 @@ def test_batch_read_of_a_range_and_write_then_read_back(
     assert copied.count() == 1000
 
 
+def test_every_column_as_sent_keys_and_header_values_null_or_not(
+    spark: SparkSession, bootstrap: str
+) -> None:
+    """Issue 17 §3: the columnar read (poll_arrow) brings every field through Spark as the
+    producer sent it: null and present keys and values, headers in order with null values,
+    timestamps, topic and partition."""
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("spark-columns", 2, 3)
+    sent = {}
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        for i in range(300):
+            key = None if i % 3 == 0 else b"key-%d" % i
+            value = None if i % 7 == 0 else b"value-%d" % i
+            headers = [(f"h{j}", None if j == 1 else b"%d" % (i * j)) for j in range(i % 3)]
+            future = producer.send(
+                "spark-columns", value, key=key, partition=i % 2, headers=headers,
+                timestamp_ms=1_700_000_000_000 + i,
+            )  # fmt: skip
+            sent[future] = (key, value, tuple(headers), 1_700_000_000_000 + i)
+        producer.flush(timeout=120)
+    expected = {(f.result(timeout=0).partition, f.result(timeout=0).offset): row
+                for f, row in sent.items()}  # fmt: skip
+    rows = (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "spark-columns")
+        .option("includeHeaders", "true")
+        .load()
+        .selectExpr("*", "unix_millis(timestamp) AS timestamp_ms")
+        .collect()
+    )
+    found = {
+        (r.partition, r.offset): (
+            None if r.key is None else bytes(r.key),
+            None if r.value is None else bytes(r.value),
+            tuple((h.key, None if h.value is None else bytes(h.value)) for h in r.headers),
+            r.timestamp_ms,
+        )
+        for r in rows
+    }
+    assert len(found) == len(rows) == 300
+    assert found == expected
+    assert {(r.topic, r.timestampType) for r in rows} == {("spark-columns", 0)}
+
+
 def test_unknown_and_conflicting_options_are_named(spark: SparkSession, bootstrap: str) -> None:
     with pytest.raises(Exception, match="unknown option"):
         spark.read.format("pykraft").option("bootstrap.servers", bootstrap).option(

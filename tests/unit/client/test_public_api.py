@@ -126,6 +126,7 @@ PUBLIC_NAMES = [
     "UnsupportedAssignorError",
     "UnsupportedVersionError",
     "VoterInfo",
+    "arrow_schema",
     "error_for",
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 
 import cramjam
@@ -21,7 +22,10 @@ from pykraft.proto.record_batch import (
     iter_batches,
     verify_batch,
 )
+from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
 from tests.unit.proto.batch_helpers import reseal, seal
+from tests.unit.proto.test_record_batch_columns import DECODERS as COLUMN_DECODERS
+from tests.unit.proto.test_record_batch_columns import check_like_decode_batch, decoding_with
 from tests.unit.proto.test_record_batch_reference import EXPECTED_BATCH, RECORD_0, RECORD_1
 
 CORRUPT = common_pb2.CORRUPT_MESSAGE
@@ -45,11 +49,28 @@ def _assert_corrupt(batch: bytes) -> None:
 
 
 def _assert_invalid(batch: bytes, match: str) -> None:
+    """decode_batch and the columnar decoder, compiled and pure Python, refuse it alike."""
     verify_batch(batch)  # the bytes are intact: the CRC matches
-    with pytest.raises(BatchError, match=match) as caught:
-        decode_batch(batch)
-    assert type(caught.value) is BatchError
-    assert caught.value.error_code == INVALID
+    decoders = [decode_batch] + [
+        functools.partial(_decode_columns, decoder) for decoder in COLUMN_DECODERS
+    ]
+    for decode in decoders:
+        with pytest.raises(BatchError, match=match) as caught:
+            decode(batch)
+        assert type(caught.value) is BatchError
+        assert caught.value.error_code == INVALID
+
+
+def _check_columns_alike(batch: bytes) -> None:
+    """The columnar decoders, compiled and pure Python, give what decode_batch gives."""
+    for decoder in COLUMN_DECODERS:
+        with decoding_with(decoder):
+            check_like_decode_batch(batch)
+
+
+def _decode_columns(decoder: str, batch: bytes) -> None:
+    with decoding_with(decoder):
+        decode_batch_columns(batch, 0, RecordColumns(), 0)
 
 
 @pytest.mark.parametrize("codec", list(Compression))
@@ -204,8 +225,10 @@ def test_random_records_behind_a_valid_crc_raise_only_batch_errors(
         "record_count": record_count,
         "last_offset_delta": last_offset_delta,
     }
+    batch = seal(fields, payload)
+    _check_columns_alike(batch)
     try:
-        records = decode_batch(seal(fields, payload))
+        records = decode_batch(batch)
     except BatchError:
         return
     assert len(records) == record_count
@@ -220,5 +243,6 @@ def test_damaged_compressed_records_behind_a_valid_crc_raise_only_batch_errors(
     for flip in flips:
         batch[61 + flip % (len(batch) - 61)] ^= 1 + flip % 255
     sealed = reseal(batch)
+    _check_columns_alike(sealed)
     with contextlib.suppress(BatchError):
         assert len(decode_batch(sealed)) == verify_batch(sealed).record_count
