@@ -133,9 +133,11 @@ class ReplicaManager:
             self._count_isr_change(existing.local.registration, local.registration)
             existing.update(local, min_insync_replicas=min_insync, now_ms=now_ms)
             leader = "this broker" if existing.is_leader else f"broker {existing.leader_id}"
-            log.info(
+            log.debug(
                 "%s: led by %s in epoch %d", local.directory_name, leader, existing.leader_epoch
             )
+        if not changes.empty:
+            log.info("metadata at offset %d: %s", image.offset, changes.summary())
 
     def _count_isr_change(self, old: PartitionRegistration, new: PartitionRegistration) -> None:
         """Counts an ISR change of a partition this broker leads before and after (its own
@@ -244,7 +246,7 @@ class ReplicaManager:
         partition.detach()
         partition.log.close()
         shutil.rmtree(partition.log.directory, ignore_errors=True)
-        log.info("%s-%d: deleted", *key)
+        log.debug("%s-%d: deleted", *key)
 
     def notify(self) -> None:
         with self.changed:
