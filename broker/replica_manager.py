@@ -246,6 +246,7 @@ class ReplicaManager:
         partition.detach()
         partition.log.close()
         shutil.rmtree(partition.log.directory, ignore_errors=True)
+        self._log_dirs.removed(partition.log.directory.parent)
         log.debug("%s-%d: deleted", *key)
 
     def notify(self) -> None:
