@@ -109,25 +109,40 @@ class ReplicaManager:
     # --- metadata ---
 
     def on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, now_ms: int) -> None:
-        """Acts on the change from the current image to `image` (see module doc)."""
+        """Acts on the change from the current image to `image` (see module doc). The logs of
+        new partitions are opened without the lock (files and fsyncs, per partition: the
+        heartbeat, which reads `offline_replicas`, must not wait for thousands of them)."""
         previous = self._image
         changes = local_changes(previous, image, self._broker_id, delta)
         with self._lock:
-            self._apply(changes, image, now_ms)
+            for key in changes.deletes:  # first: a topic created again reuses the names
+                self._delete(key)
+        opened = {
+            (local.topic, local.partition): self._open_log(local, image, now_ms)
+            for local in (*changes.leaders, *changes.followers)
+            if self.partition(local.topic, local.partition) is None
+        }
+        with self._lock:
+            self._apply(changes, image, opened, now_ms)
             if image.configs is not previous.configs:
                 self._reconfigure(image, changes, now_ms)
             self._image = image
         self.notify()
 
-    def _apply(self, changes: LocalChanges, image: MetadataImage, now_ms: int) -> None:
-        for key in changes.deletes:
-            self._delete(key)
+    def _apply(
+        self,
+        changes: LocalChanges,
+        image: MetadataImage,
+        opened: dict[tuple[str, int], PartitionLog | None],
+        now_ms: int,
+    ) -> None:
         for local in (*changes.leaders, *changes.followers):
             configs = self._topic_configs(image, local.topic)
             min_insync = int(configs.get("min.insync.replicas", "1"))
-            existing = self._partitions.get((local.topic, local.partition))
+            key = (local.topic, local.partition)
+            existing = self._partitions.get(key)
             if existing is None:
-                existing = self._open(local, configs, min_insync, now_ms)
+                existing = self._host(local, opened.get(key), min_insync, now_ms)
                 if existing is None:
                     continue
             self._count_isr_change(existing.local.registration, local.registration)
@@ -150,28 +165,46 @@ class ReplicaManager:
         if set(new.isr) - set(old.isr):
             self.counters.add(ISR_EXPANDS_TOTAL)
 
-    def _open(
-        self, local: LocalPartition, configs: dict[str, str], min_insync: int, now_ms: int
-    ) -> Partition | None:
-        """Opens (or creates) the partition's log; None, with the replica offline, if its log
-        directory is offline or fails now (which takes the whole directory offline)."""
+    def _open_log(
+        self, local: LocalPartition, image: MetadataImage, now_ms: int
+    ) -> PartitionLog | None:
+        """Opens (or creates) the partition's log, taking the lock only to place it and to
+        record a failure; None, with the replica offline, if its log directory is offline or
+        fails now (which takes the whole directory offline)."""
         key = (local.topic, local.partition)
-        if key in self._offline:
-            self._offline[key] = (local, self._offline[key][1])
-            return None
+        with self._lock:
+            if key in self._offline:
+                self._offline[key] = (local, self._offline[key][1])
+                return None
+            try:
+                log_dir = self._log_dirs.dir_for(local.directory_name)
+            except StorageError as error:
+                self._offline[key] = (local, str(error))
+                return None
+        configs = self._topic_configs(image, local.topic)
         try:
-            log_dir = self._log_dirs.dir_for(local.directory_name)
-        except StorageError as error:
-            self._offline[key] = (local, str(error))
-            return None
-        try:
-            log_ = PartitionLog.open(
+            return PartitionLog.open(
                 log_dir / local.directory_name, LogConfig.from_topic_configs(configs), now_ms=now_ms
             )
         except (OSError, LogError) as error:
             if isinstance(error, LogError) and error.error_code != common_pb2.KAFKA_STORAGE_ERROR:
                 raise
-            self._offline[key] = (local, self._log_dirs.fail(log_dir, error))
+            with self._lock:
+                self._offline[key] = (local, self._log_dirs.fail(log_dir, error))
+            return None
+
+    def _host(
+        self, local: LocalPartition, log_: PartitionLog | None, min_insync: int, now_ms: int
+    ) -> Partition | None:
+        """Hosts the partition on its opened log; None if it has none or its directory went
+        offline meanwhile (the log is then closed and the replica offline). Hold the lock."""
+        if log_ is None:
+            return None
+        reason = self._log_dirs.offline_reason(log_.directory.parent)
+        if reason is not None:
+            with contextlib.suppress(OSError, LogError):
+                log_.close()
+            self._offline[(local.topic, local.partition)] = (local, reason)
             return None
         self.maintenance.track(log_)
         partition = Partition(
@@ -182,7 +215,7 @@ class ReplicaManager:
             now_ms=now_ms,
             on_change=self.notify,
         )
-        self._partitions[key] = partition
+        self._partitions[(local.topic, local.partition)] = partition
         return partition
 
     def _take_offline(self, log_dir: Path, reason: str) -> None:
