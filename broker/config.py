@@ -58,6 +58,9 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000
     log_open_files_max: int = LOG_OPEN_FILES_MAX_DEFAULT
+    # Threads per log directory that open logs at start-up and close them at shutdown (Kafka's
+    # num.recovery.threads.per.data.dir; Kafka's default is 1, ours 4: fsyncs dominate both).
+    num_recovery_threads_per_data_dir: int = 4
     # Test-only: drop every Nth idempotent Produce response after processing it (0 = never).
     test_drop_produce_responses_every: int = 0
     # The group coordinator's settings (group.consumer.*, offsets.*).
@@ -90,6 +93,8 @@ class BrokerConfig:
             )
         if self.log_open_files_max <= 0:
             raise ConfigError("log.open.files.max must be positive")
+        if self.num_recovery_threads_per_data_dir <= 0:
+            raise ConfigError("num.recovery.threads.per.data.dir must be positive")
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
         if self.replica_selector_class not in REPLICA_SELECTORS:
@@ -152,6 +157,7 @@ _INT_KEYS: Final = {
     "log.retention.check.interval.ms": "log_retention_check_interval_ms",
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
     "log.open.files.max": "log_open_files_max",
+    "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
     "test.drop.produce.responses.every": "test_drop_produce_responses_every",
 }
 _STR_KEYS: Final = {

@@ -28,9 +28,10 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 from uuid import UUID
 
 from pykraft.broker import replica_selector
@@ -52,6 +53,9 @@ from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import broker_pb2, common_pb2
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 VALID_ACKS: Final = frozenset({0, 1, -1})
 # The cluster-wide default entity of broker configs, as Kafka names it.
@@ -117,10 +121,17 @@ class ReplicaManager:
         with self._lock:
             for key in changes.deletes:  # first: a topic created again reuses the names
                 self._delete(key)
+        with self._lock:  # placed in order, so where each goes does not depend on the threads
+            placed = [
+                (local, log_dir)
+                for local in (*changes.leaders, *changes.followers)
+                if (local.topic, local.partition) not in self._partitions
+                and (log_dir := self._place(local)) is not None
+            ]
+        logs = self._in_parallel(lambda item: self._open_log(*item, image, now_ms), placed)
         opened = {
-            (local.topic, local.partition): self._open_log(local, image, now_ms)
-            for local in (*changes.leaders, *changes.followers)
-            if self.partition(local.topic, local.partition) is None
+            (local.topic, local.partition): log_
+            for (local, _), log_ in zip(placed, logs, strict=True)
         }
         with self._lock:
             self._apply(changes, image, opened, now_ms)
@@ -165,22 +176,24 @@ class ReplicaManager:
         if set(new.isr) - set(old.isr):
             self.counters.add(ISR_EXPANDS_TOTAL)
 
-    def _open_log(
-        self, local: LocalPartition, image: MetadataImage, now_ms: int
-    ) -> PartitionLog | None:
-        """Opens (or creates) the partition's log, taking the lock only to place it and to
-        record a failure; None, with the replica offline, if its log directory is offline or
-        fails now (which takes the whole directory offline)."""
+    def _place(self, local: LocalPartition) -> Path | None:
+        """The log directory for the partition's log; None, with the replica offline, if it
+        is offline (or every one is). Hold the lock."""
         key = (local.topic, local.partition)
-        with self._lock:
-            if key in self._offline:
-                self._offline[key] = (local, self._offline[key][1])
-                return None
-            try:
-                log_dir = self._log_dirs.dir_for(local.directory_name)
-            except StorageError as error:
-                self._offline[key] = (local, str(error))
-                return None
+        if key in self._offline:
+            self._offline[key] = (local, self._offline[key][1])
+            return None
+        try:
+            return self._log_dirs.dir_for(local.directory_name)
+        except StorageError as error:
+            self._offline[key] = (local, str(error))
+            return None
+
+    def _open_log(
+        self, local: LocalPartition, log_dir: Path, image: MetadataImage, now_ms: int
+    ) -> PartitionLog | None:
+        """Opens (or creates) the partition's log in `log_dir`, without the lock; None, with
+        the replica offline, if that fails (which takes the whole directory offline)."""
         configs = self._topic_configs(image, local.topic)
         try:
             return PartitionLog.open(
@@ -190,7 +203,10 @@ class ReplicaManager:
             if isinstance(error, LogError) and error.error_code != common_pb2.KAFKA_STORAGE_ERROR:
                 raise
             with self._lock:
-                self._offline[key] = (local, self._log_dirs.fail(log_dir, error))
+                self._offline[(local.topic, local.partition)] = (
+                    local,
+                    self._log_dirs.fail(log_dir, error),
+                )
             return None
 
     def _host(
@@ -400,10 +416,20 @@ class ReplicaManager:
         self.stop_acknowledging()
         self.maintenance.stop()
         with self._lock:
-            for partition in self._partitions.values():
-                partition.log.close()
+            self._in_parallel(lambda partition: partition.log.close(), self._partitions.values())
             self._partitions.clear()
         self.notify()
+
+    def _in_parallel(self, work: Callable[[_T], _R], items: Collection[_T]) -> list[_R]:
+        """`work` on each item, num.recovery.threads.per.data.dir threads per log directory at
+        a time (opening and closing logs wait on fsyncs, which release the GIL); raises the
+        first item's error once every item was tried."""
+        config = self._config
+        threads = min(len(items), config.num_recovery_threads_per_data_dir * len(config.log_dirs))
+        if threads <= 1:
+            return [work(item) for item in items]
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+            return list(pool.map(work, items))
 
 
 class LeaderError(LogError):

@@ -81,6 +81,7 @@ def test_lists_are_split() -> None:
         ({"test.drop.produce.responses.every": -1}, "test.drop.produce.responses.every"),
         ({"replica.selector.class": "RackAware"}, "replica.selector.class: 'RackAware' is none"),
         ({"log.open.files.max": 0}, "log.open.files.max must be positive"),
+        ({"num.recovery.threads.per.data.dir": 0}, "num.recovery.threads.per.data.dir must be"),
     ],
 )
 def test_errors_say_what_is_wrong(change: dict[str, Any], message: str) -> None:
@@ -187,6 +188,7 @@ def test_the_rack_aware_replica_selector_takes_kafkas_class_name() -> None:
 def test_the_open_files_limit_must_leave_room_beyond_log_open_files_max() -> None:
     config = config_from_mapping({**BASE, "log.open.files.max": 500})
     assert config_from_mapping(BASE).log_open_files_max == 1000
+    assert config_from_mapping(BASE).num_recovery_threads_per_data_dir == 4
     check_open_files_limit(config, 500 + OPEN_FILES_RESERVED)
     with pytest.raises(ConfigError, match=r"log.open.files.max=500 needs 756 open .* only 700"):
         check_open_files_limit(config, 700)
