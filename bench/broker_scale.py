@@ -127,6 +127,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # figures as they come
     if args.code is not None:
         os.environ["PYTHONPATH"] = str(args.code.resolve())
     replicas = args.topics * args.partitions
