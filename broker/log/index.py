@@ -65,6 +65,7 @@ class _SparseIndex:
         self._keys = array("q")
         self._values = array("q")
         self._unwritten = bytearray()  # packed entries not yet in the file
+        self._synced = False  # whether the file is durable as it is (set by load and flush)
 
     @classmethod
     def create(cls, path: Path, base_offset: int, entries_max: int) -> Self:
@@ -89,6 +90,7 @@ class _SparseIndex:
                 raise IndexCorruptError(f"{path}: entry {(key, value)} is out of order")
             index._keys.append(key)
             index._values.append(value)
+        index._synced = True  # as found on disk: a later flush need not fsync it unchanged
         return index
 
     @property
@@ -115,6 +117,7 @@ class _SparseIndex:
         exactly the entries). On OSError the file may hold part of them: `truncate_entries`
         cuts it back."""
         if self._unwritten:
+            self._synced = False
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
             try:
                 write_all(fd, self._unwritten)
@@ -127,6 +130,7 @@ class _SparseIndex:
         partial entry a failed write may have left)."""
         assert 0 <= count <= len(self._keys), (count, len(self._keys))
         written = len(self._keys) - len(self._unwritten) // self.ENTRY.size
+        self._synced = False
         if count <= written:
             self._unwritten.clear()
             os.truncate(self.path, count * self.ENTRY.size)
@@ -137,12 +141,16 @@ class _SparseIndex:
         del self._values[count:]
 
     def flush(self) -> None:
+        """Writes out and fsyncs; nothing when the file is durable as it is (an idle index)."""
         self.write_out()
+        if self._synced:
+            return
         fd = os.open(self.path, os.O_RDONLY | _CLOEXEC)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self._synced = True
 
     def close(self) -> None:
         """Writes out what is unwritten; the file is not held open between writes."""

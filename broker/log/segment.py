@@ -100,6 +100,7 @@ class LogSegment(SegmentReads):
         self._time_index_entries_max = config.segment_index_bytes // TimeIndex.ENTRY.size
         # Append mode: writes land at the end, which truncation and rollback keep at `size`.
         self._file = CachedFile.create(self.log_path)
+        self._synced = False  # whether the `.log` file is durable as it is (load and flush)
         try:
             self.offset_index, self.time_index = self._open_indexes(empty=empty_indexes)
         except BaseException:
@@ -141,6 +142,7 @@ class LogSegment(SegmentReads):
         except (CorruptBatchError, IndexCorruptError):
             segment.close_files()
             raise
+        segment._synced = True  # trusted bytes were flushed before (recovery point, close)
         return segment
 
     @classmethod
@@ -276,6 +278,7 @@ class LogSegment(SegmentReads):
         assert batches and batches[0][1].base_offset >= self.next_offset, (self.next_offset,)
         assert self._fits(batches[-1][1].last_offset), "roll before appending"
         start = self.size
+        self._synced = False
         with self._file.borrow() as fd:
             write_all(fd, data)  # append mode: lands at `start`, the end of the file
         for relative, header in batches:
@@ -338,12 +341,16 @@ class LogSegment(SegmentReads):
             return os.fstat(fd).st_size
 
     def _truncate_file(self, size: int) -> None:
+        self._synced = False
         with self._file.borrow() as fd:
             os.ftruncate(fd, size)
 
     def flush(self) -> None:
-        with self._file.borrow() as fd:
-            os.fsync(fd)
+        """fsyncs the `.log` file (unless unchanged since it was last durable) and indexes."""
+        if not self._synced:
+            with self._file.borrow() as fd:
+                os.fsync(fd)
+            self._synced = True
         self.offset_index.flush()
         self.time_index.flush()
 
