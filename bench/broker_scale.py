@@ -6,7 +6,9 @@ partitions each with replication factor 1, so the broker holds topics x partitio
 default, 200 x 100, is 20,000). One record goes to every partition. Then it prints the broker's
 open descriptors (/proc/PID/fd), the time of a controlled shutdown (SIGTERM to exit), the time of
 a start-up (process start to unfenced, then to serving every partition) and the descriptors after
-it. A broker that dies (say of "Too many open files") is reported as such.
+it; then one more record everywhere, kill -9 and the start-up again (every partition recovers
+its active segment, which holds unflushed batches). A broker that dies (say of "Too many open
+files") is reported as such.
 
 `--code DIR` runs the broker from another source tree (a `pykraft` package directory inside
 DIR, put first on its PYTHONPATH): export main there (`git archive main | tar -x -C DIR/pykraft`)
@@ -101,10 +103,17 @@ def _log_tail(broker: BrokerProcess) -> str:
     return "\n".join(broker.log_path.read_text(errors="replace").splitlines()[-5:])
 
 
-def _restart(quorum: Quorum, broker: BrokerProcess, args: argparse.Namespace) -> None:
+def _restart(
+    quorum: Quorum, broker: BrokerProcess, args: argparse.Namespace, *, kill: bool
+) -> None:
+    """Stops the broker (SIGTERM, timed; or kill -9) and times its start."""
     started = time.monotonic()
-    code = broker.stop(timeout_s=WAIT_S)
-    print(f"controlled shutdown: {time.monotonic() - started:.1f} s (exit code {code})")
+    if kill:
+        broker.kill()
+        print("kill -9, then:")
+    else:
+        code = broker.stop(timeout_s=WAIT_S)
+        print(f"controlled shutdown: {time.monotonic() - started:.1f} s (exit code {code})")
     started = time.monotonic()
     broker.start()
     unfenced = wait_for(
@@ -141,8 +150,10 @@ def main() -> int:
             print(f"created and served in {_create(quorum, broker, args):.1f} s")
             _produce_everywhere(broker, _topics(args), args.partitions)
             print(f"open descriptors: {_descriptors(broker)}")
-            _restart(quorum, broker, args)
+            _restart(quorum, broker, args, kill=False)
             print(f"open descriptors after the restart: {_descriptors(broker)}")
+            _produce_everywhere(broker, _topics(args), args.partitions)  # unflushed everywhere
+            _restart(quorum, broker, args, kill=True)
         finally:
             broker.close()
     return 0
