@@ -1,5 +1,7 @@
 """The segments' `.log` files, open only while in use: a process-wide bounded cache of
-descriptors (`log.open.files.max`), as Kafka keeps its indexes lazily and closes them when idle.
+descriptors (`log.open.files.max`). Kafka opens indexes lazily (LazyIndex) but keeps every
+segment's log file open, which needs a huge ulimit; the indexes here open their files only to
+write them (`index`), and the log files through this cache.
 
 Why: a broker holds thousands of replicas with a segment or more each, but only the segments
 being appended to or read need a descriptor. Each segment owns a `CachedFile`; an operation
