@@ -12,12 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+import pytest
+
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
 
 from .cluster import batch_records, make_broker, start_brokers, wait_until_brokers_know
 from .controllers import run_cli, running_quorum
 from .processes import BrokerProcess
+
+pytestmark = pytest.mark.integration
 
 TOPIC: Final = "many"
 PARTITIONS: Final = 600
