@@ -122,7 +122,9 @@ def _restart(
     started = time.monotonic()
     if kill:
         broker.kill()
-        print("kill -9, then:")
+        wait_for(lambda: 1 not in quorum.image().cluster.unfenced_broker_ids(),
+                 timeout_s=60, what="the killed broker fenced")  # fmt: skip
+        print("kill -9 (then fenced by the controller), then:")
     else:
         code = broker.stop(timeout_s=WAIT_S)
         print(f"controlled shutdown: {time.monotonic() - started:.1f} s (exit code {code})")
