@@ -22,6 +22,7 @@ here); compare runs taken one after the other.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -65,31 +66,43 @@ def _serves_all(broker: BrokerProcess, topics: list[str], partitions: int) -> bo
     )
 
 
+def _produce_once(broker: BrokerProcess, topic: str, partitions: int) -> Counter[str]:
+    """One record to every partition of `topic`; the error names of those refused."""
+    items = [
+        broker_pb2.ProducePartition(partition=p, records=build_batch([(0, None, b"v")]))
+        for p in range(partitions)
+    ]
+    request = broker_pb2.ProduceRequest(
+        acks=1, timeout_ms=30_000, topics=[broker_pb2.ProduceTopic(topic=topic, partitions=items)]
+    )
+    response = broker.stub().Produce(request, timeout=60)
+    return Counter(
+        common_pb2.ErrorCode.Name(p.error_code)
+        for p in response.topics[0].partitions
+        if p.error_code != common_pb2.NONE
+    )
+
+
 def _produce_everywhere(broker: BrokerProcess, topics: list[str], partitions: int) -> None:
-    """One record to every partition; SystemExit saying what failed, and how, if any fails."""
-    failed: Counter[str] = Counter()
+    """One record to every partition (again while the broker answers NOT_LEADER_OR_FOLLOWER:
+    fenced, it lost its leaderships for a while); SystemExit saying how, if one fails else."""
+    refused: Counter[str] = Counter()
+
+    def produced(topic: str) -> bool:
+        failed = _produce_once(broker, topic, partitions)
+        refused.update(failed)
+        if set(failed) - {"NOT_LEADER_OR_FOLLOWER"}:
+            log = broker.log_path.read_text(errors="replace")
+            raise SystemExit(
+                f"produce failed: {dict(failed)}; the broker's log says 'Too many open files' "
+                f"{log.count('Too many open files')} times; its end:\n{_log_tail(broker)}"
+            )
+        return not failed
+
     for topic in topics:
-        items = [
-            broker_pb2.ProducePartition(partition=p, records=build_batch([(0, None, b"v")]))
-            for p in range(partitions)
-        ]
-        request = broker_pb2.ProduceRequest(
-            acks=1,
-            timeout_ms=30_000,
-            topics=[broker_pb2.ProduceTopic(topic=topic, partitions=items)],
-        )
-        response = broker.stub().Produce(request, timeout=60)
-        failed.update(
-            common_pb2.ErrorCode.Name(p.error_code)
-            for p in response.topics[0].partitions
-            if p.error_code != common_pb2.NONE
-        )
-    if failed:
-        log = broker.log_path.read_text(errors="replace")
-        raise SystemExit(
-            f"produce failed: {dict(failed)}; the broker's log says 'Too many open files' "
-            f"{log.count('Too many open files')} times; its end:\n{_log_tail(broker)}"
-        )
+        wait_for(functools.partial(produced, topic), timeout_s=WAIT_S, what=f"{topic} written")
+    if refused:
+        print(f"produce: refused first {dict(refused)} (the broker was fenced meanwhile)")
 
 
 def _create(quorum: Quorum, broker: BrokerProcess, args: argparse.Namespace) -> float:
