@@ -7,7 +7,7 @@ PACKAGES := proto server_common quorum broker metadata_log client spark mirror c
 TYPECHECK_TREE := build/typecheck/pykraft
 
 .PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
-	chaos chaos-tools kafka-tools kafka-fuzz
+	chaos chaos-tools kafka-tools kafka-fuzz codec-python
 
 # Creates .venv and installs pykraft (editable) with its development tools.
 $(STAMP): pyproject.toml setup.py
@@ -23,9 +23,18 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python deploy/local_cluster.py$(if $(SPARK_EXAMPLE), --spark-example)
 
-# The whole suite: generated code fresh, lint and types clean, then every test.
+# The whole suite: generated code fresh, lint and types clean, then every test; then the tests
+# of the compiled hot loops' users again on their pure-Python twins (PYKRAFT_NO_EXTENSIONS=1).
 test: proto-check lint chaos-tools kafka-tools
 	$(BIN)/python -m pytest -q
+	$(MAKE) codec-python
+
+# The codec, partitioner and consumer tests with the compiled extensions switched off.
+CODEC_TESTS := tests/unit/proto tests/unit/client/test_partitioner.py \
+	tests/unit/client/test_consumer.py tests/unit/client/test_consumer_records_extension.py \
+	tests/unit/client/test_producer.py tests/unit/client/test_accumulator.py
+codec-python: $(STAMP)
+	PYKRAFT_NO_EXTENSIONS=1 $(BIN)/python -m pytest -q $(CODEC_TESTS)
 
 # The Debian package the chaos suite's network partitions need (iproute2: `ip netns`, routes),
 # installed only when missing and only as root; elsewhere partitions are skipped, with the reason.
@@ -99,6 +108,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/broker_scale.py
 	$(BIN)/python bench/log_open_close.py
 	$(BIN)/python bench/client.py --records 200000
+	$(BIN)/python bench/client_cpu.py --records 200000
 	$(BIN)/python bench/groups.py --records 200000
 	$(BIN)/python bench/spark.py --records 200000
 	$(BIN)/python bench/kafka_compare.py --records 200000

@@ -26,8 +26,15 @@ from typing import Final
 
 from pykraft.client.errors import KafkaError, LogTruncationError, error_for
 from pykraft.client.types import ConsumerRecord, TopicPartition
-from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import BatchError, BatchHeader, Record, decode_batch, iter_batches
+from pykraft.proto import common_pb2, extensions
+from pykraft.proto.record_batch import (
+    BatchError,
+    BatchHeader,
+    Record,
+    TimestampType,
+    decode_batch,
+    iter_batches,
+)
 
 _NO_RECORDS: Final[list[ConsumerRecord]] = []
 
@@ -198,7 +205,9 @@ class CompletedFetch:
                 self._error = error_for(e.error_code, self._describe(header, e))
                 raise self._error from None
             self._cursor += header.size_bytes
-            self._records = _consumer_records(self.tp, header, decoded, self.position)
+            self._records = consumer_records(
+                self.tp.topic, self.tp.partition, header.timestamp_type, decoded, self.position
+            )
             self._index = 0
             self._batch_next_offset = header.next_offset
             self.leader_epoch = header.partition_leader_epoch
@@ -225,11 +234,15 @@ class CompletedFetch:
 _new_tuple = tuple.__new__
 
 
-def _consumer_records(
-    tp: TopicPartition, header: BatchHeader, records: list[Record], position: int
+def consumer_records_python(
+    topic: str,
+    partition: int,
+    timestamp_type: TimestampType,
+    records: list[Record],
+    position: int,
 ) -> list[ConsumerRecord]:
-    """The batch's records at or after `position`, as the consumer hands them out."""
-    topic, partition, timestamp_type = tp.topic, tp.partition, header.timestamp_type
+    """The batch's records at or after `position`, as the consumer hands them out. The compiled
+    `_consumer_records.consumer_records` builds the same tuples."""
     return [
         _new_tuple(
             ConsumerRecord,
@@ -247,3 +260,10 @@ def _consumer_records(
         for r in records
         if r.offset >= position
     ]
+
+
+# Compiled unless disabled or not built (pykraft.proto.extensions).
+consumer_records = consumer_records_python
+_compiled = extensions.load("pykraft.client.consumer._consumer_records")
+if _compiled is not None:
+    consumer_records = _compiled.consumer_records

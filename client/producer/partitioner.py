@@ -9,14 +9,17 @@ from __future__ import annotations
 import random
 import threading
 
+from pykraft.proto import extensions
+
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _R = 24
 _MASK32 = 0xFFFFFFFF
 
 
-def murmur2(data: bytes) -> int:
-    """Java's `Utils.murmur2(data)`: a signed 32-bit hash."""
+def murmur2_python(data: bytes) -> int:
+    """Java's `Utils.murmur2(data)`: a signed 32-bit hash. The compiled `_murmur2.murmur2`
+    returns the same hash."""
     length = len(data)
     h = (_SEED ^ length) & _MASK32
     whole = length - length % 4
@@ -38,6 +41,13 @@ def murmur2(data: bytes) -> int:
     h = (h * _M) & _MASK32
     h ^= h >> 15
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+# Compiled unless disabled or not built (pykraft.proto.extensions).
+murmur2 = murmur2_python
+_compiled = extensions.load("pykraft.client.producer._murmur2")
+if _compiled is not None:
+    murmur2 = _compiled.murmur2
 
 
 def to_positive(number: int) -> int:
@@ -63,6 +73,11 @@ class DefaultPartitioner:
     def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
         if key is not None:
             return partition_for_key(key, num_partitions)
+        # One dict read, atomic in CPython, without the lock: the per-record fast path. A
+        # concurrent on_new_batch may make it the previous choice, as it would a moment earlier.
+        current = self._sticky.get(topic)
+        if current is not None and current < num_partitions:
+            return current
         with self._lock:
             current = self._sticky.get(topic)
             if current is None or current >= num_partitions:

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 import crc32c
 
+from pykraft.proto import extensions
 from pykraft.proto.record_batch.compression import compress, compressed_size_bound
 from pykraft.proto.record_batch.header import (
     BATCH_LENGTH_MIN,
@@ -123,32 +124,7 @@ class BatchBuilder:
         timestamp_delta = 0 if first else timestamp - self._base_timestamp
         if not (INT64_MIN <= timestamp <= INT64_MAX and INT64_MIN <= timestamp_delta <= INT64_MAX):
             raise ValueError(f"timestamp {timestamp} out of range for this batch")
-        small, limit = _SMALL_VARINTS, _SMALL
-        if key is None:
-            key, key_length = b"", _NULL_LENGTH
-        else:
-            key_length = small[len(key)] if len(key) < limit else _varint(len(key))
-        if value is None:
-            value, value_length = b"", _NULL_LENGTH
-        else:
-            value_length = small[len(value)] if len(value) < limit else _varint(len(value))
-        body = b"".join(
-            (
-                b"\x00",  # record attributes: unused
-                small[timestamp_delta]
-                if 0 <= timestamp_delta < limit
-                else _varint(timestamp_delta),
-                small[offset_delta] if offset_delta < limit else _varint(offset_delta),
-                key_length,
-                key,
-                value_length,
-                value,
-                _encode_headers(headers) if headers else b"\x00",
-            )
-        )
-        records = self._records
-        records += small[len(body)] if len(body) < limit else _varint(len(body))
-        records += body
+        encode_record(self._records, timestamp_delta, offset_delta, key, value, headers)
         # State changes only once nothing can fail, so a rejected record leaves no trace.
         if first:
             self._base_timestamp = self._max_timestamp = timestamp
@@ -170,6 +146,8 @@ class BatchBuilder:
     def estimated_size_bytes(self) -> int:
         """An upper bound on len(build()), cheap enough to call after every append: exact when
         uncompressed, else the codec's worst-case expansion of the encoded records."""
+        if self._compression is Compression.NONE:  # the common case, without a call
+            return HEADER_SIZE + len(self._records)
         return HEADER_SIZE + compressed_size_bound(self._compression, len(self._records))
 
     def record_count(self) -> int:
@@ -237,6 +215,41 @@ def build_batch(
     return builder.build()
 
 
+def encode_record_python(
+    records: bytearray,
+    timestamp_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[RecordHeader | tuple[str, bytes | None]],
+) -> None:
+    """Appends one record, its Length varint first, to `records`: the producer's per-record
+    loop. The compiled `_codec.encode_record` writes the same bytes."""
+    small, limit = _SMALL_VARINTS, _SMALL
+    if key is None:
+        key, key_length = b"", _NULL_LENGTH
+    else:
+        key_length = small[len(key)] if len(key) < limit else _varint(len(key))
+    if value is None:
+        value, value_length = b"", _NULL_LENGTH
+    else:
+        value_length = small[len(value)] if len(value) < limit else _varint(len(value))
+    body = b"".join(
+        (
+            b"\x00",  # record attributes: unused
+            small[timestamp_delta] if 0 <= timestamp_delta < limit else _varint(timestamp_delta),
+            small[offset_delta] if offset_delta < limit else _varint(offset_delta),
+            key_length,
+            key,
+            value_length,
+            value,
+            _encode_headers(headers) if headers else b"\x00",
+        )
+    )
+    records += small[len(body)] if len(body) < limit else _varint(len(body))
+    records += body
+
+
 def _check_range(name: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
         raise ValueError(f"{name} {value} is outside [{low}, {high}]")
@@ -273,3 +286,10 @@ def _encode_headers(headers: Sequence[RecordHeader | tuple[str, bytes | None]]) 
             out += _varint(len(value))
             out += value
     return bytes(out)
+
+
+# The producer's and the cleaner's per-record encoder: compiled unless disabled or not built.
+encode_record = encode_record_python
+_compiled = extensions.load("pykraft.proto.record_batch._codec")
+if _compiled is not None:
+    encode_record = _compiled.encode_record
