@@ -9,10 +9,14 @@ from pathlib import Path
 
 import click
 
-from pykraft.broker.config import BrokerConfig, load_config
+from pykraft.broker.config import BrokerConfig, check_open_files_limit, load_config
 from pykraft.broker.server import Broker
 from pykraft.server_common.config_files import ConfigError
-from pykraft.server_common.process import configure_logging, stop_on_signals
+from pykraft.server_common.process import (
+    configure_logging,
+    raise_open_files_limit,
+    stop_on_signals,
+)
 
 log = logging.getLogger("pykraft.broker")
 
@@ -31,6 +35,7 @@ _FLAG_KEYS = {
     "test_drop_produce_responses_every": "test.drop.produce.responses.every",
     "metrics_listen": "metrics.listen",
     "log_format": "log.format",
+    "log_open_files_max": "log.open.files.max",
 }
 
 
@@ -68,6 +73,7 @@ def broker() -> None:
     help="host:port of the HTTP /metrics, /health and /ready (metrics.listen; port 0 picks one).",
 )
 @click.option("--log-format", help="text (default) or json: one JSON object per line.")
+@click.option("--log-open-files-max", type=int, help="log.open.files.max: segment files open.")
 @click.option(
     "--override",
     "overrides",
@@ -84,6 +90,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], **flags: object) -
         settings[key.strip()] = value.strip()
     try:
         config = load_config(config_path, settings)
+        check_open_files_limit(config, raise_open_files_limit())
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
     configure_logging(config.log_format)

@@ -9,6 +9,10 @@ registers for clients to connect to; each listener not named there is advertised
 Broker-wide defaults of topic configs (`log.retention.ms`, `min.insync.replicas`, ...) are the
 ones in `pykraft.metadata_log.configs.BROKER_SYNONYMS`, kept as strings in `topic_defaults`.
 
+`log.open.files.max` bounds the segment files a broker keeps open (`log.open_files`; the indexes
+are open only while written); it must leave `OPEN_FILES_RESERVED` descriptors of the process's
+limit for sockets, checkpoints and the metadata log (`check_open_files_limit`).
+
 `replica.selector.class` (Kafka's class names, `replica_selector.REPLICA_SELECTORS`; unset:
 the leader) picks consumers' preferred read replicas (KIP-392).
 
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pykraft.broker.group.config import GroupConfig
+from pykraft.broker.log.open_files import LOG_OPEN_FILES_MAX_DEFAULT
 from pykraft.broker.replica_selector import REPLICA_SELECTORS
 from pykraft.metadata_log import BROKER_SYNONYMS, ConfigValidationError, validate_config
 from pykraft.metadata_log.records import ConfigResourceType
@@ -52,6 +57,10 @@ class BrokerConfig:
     # Kafka's LogManager: how often retention runs, how long the cleaner rests between passes.
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000
+    log_open_files_max: int = LOG_OPEN_FILES_MAX_DEFAULT
+    # Threads per log directory that open logs at start-up and close them at shutdown (Kafka's
+    # num.recovery.threads.per.data.dir; Kafka's default is 1, ours 4: fsyncs dominate both).
+    num_recovery_threads_per_data_dir: int = 4
     # Test-only: drop every Nth idempotent Produce response after processing it (0 = never).
     test_drop_produce_responses_every: int = 0
     # The group coordinator's settings (group.consumer.*, offsets.*).
@@ -82,6 +91,10 @@ class BrokerConfig:
             raise ConfigError(
                 "log.retention.check.interval.ms and log.cleaner.backoff.ms must be positive"
             )
+        if self.log_open_files_max <= 0:
+            raise ConfigError("log.open.files.max must be positive")
+        if self.num_recovery_threads_per_data_dir <= 0:
+            raise ConfigError("num.recovery.threads.per.data.dir must be positive")
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
         if self.replica_selector_class not in REPLICA_SELECTORS:
@@ -143,6 +156,8 @@ _INT_KEYS: Final = {
     "replica.lag.time.max.ms": "replica_lag_time_max_ms",
     "log.retention.check.interval.ms": "log_retention_check_interval_ms",
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
+    "log.open.files.max": "log_open_files_max",
+    "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
     "test.drop.produce.responses.every": "test_drop_produce_responses_every",
 }
 _STR_KEYS: Final = {
@@ -277,6 +292,24 @@ def config_from_mapping(raw: Mapping[str, Any]) -> BrokerConfig:
         log_format=parse_log_format(raw.get(LOG_FORMAT_KEY, "text")),
         **values,
     )
+
+
+# Descriptors beyond log.open.files.max a broker needs: connections, checkpoint and index writes,
+# the metadata image, duplicates lent to answers in flight.
+OPEN_FILES_RESERVED: Final = 256
+
+
+def check_open_files_limit(config: BrokerConfig, limit: int) -> None:
+    """ConfigError when the process's open-file limit (`limit`, after raising it) is too low for
+    `log.open.files.max`: a broker would otherwise fail with "Too many open files" under load."""
+    needed = config.log_open_files_max + OPEN_FILES_RESERVED
+    if limit < needed:
+        raise ConfigError(
+            f"log.open.files.max={config.log_open_files_max} needs {needed} open files "
+            f"({OPEN_FILES_RESERVED} more for connections and checkpoints) but this process may "
+            f"open only {limit} (its hard RLIMIT_NOFILE, ulimit -Hn): lower log.open.files.max "
+            "or raise the limit"
+        )
 
 
 def load_config(path: Path | None, overrides: Mapping[str, Any]) -> BrokerConfig:

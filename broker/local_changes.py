@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import Final
 from uuid import UUID
 
 from pykraft.metadata_log import MetadataDelta, MetadataImage, PartitionRegistration, TopicImage
+
+# Partitions a summary names for each kind of change; the rest are only counted, so a change that
+# touches thousands of partitions logs one short line (each one is at DEBUG).
+SUMMARY_NAMES_MAX: Final = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,6 +47,22 @@ class LocalChanges:
     @property
     def empty(self) -> bool:
         return not (self.leaders or self.followers or self.deletes)
+
+    def summary(self) -> str:
+        """One line for the log: how many partitions to lead, follow and delete, naming the
+        first SUMMARY_NAMES_MAX of each."""
+        kinds = (
+            ("lead", [p.directory_name for p in self.leaders]),
+            ("follow", [p.directory_name for p in self.followers]),
+            ("delete", [f"{topic}-{partition}" for topic, partition in self.deletes]),
+        )
+        return "; ".join(_counted(verb, names) for verb, names in kinds if names)
+
+
+def _counted(verb: str, names: list[str]) -> str:
+    shown = ", ".join(names[:SUMMARY_NAMES_MAX])
+    more = len(names) - SUMMARY_NAMES_MAX
+    return f"{verb} {len(names)} ({shown}{f' and {more} more' if more > 0 else ''})"
 
 
 def _hosted(topic: TopicImage | None, broker_id: int) -> dict[int, PartitionRegistration]:

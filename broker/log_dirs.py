@@ -4,7 +4,8 @@ offline log dirs).
 A storage error (any OSError) while a directory's logs are opened or listed takes the whole
 directory offline, as Kafka does: what it holds can no longer be trusted to be served or
 acknowledged, and `on_failure` (the replica manager) takes its replicas offline. New
-partitions go to the online directory holding the fewest; a partition whose directory is
+partitions go to the online directory holding the fewest (each directory listed once, then
+counted in memory); a partition whose directory is
 offline stays offline until the broker restarts. Thread-safety is the caller's (the replica
 manager holds its lock).
 """
@@ -30,6 +31,7 @@ class LogDirs:
         assert self._dirs, "a broker needs at least one log directory"
         self._on_failure = on_failure
         self._offline: dict[Path, str] = {}
+        self._counts: dict[Path, int] = {}  # partitions per directory, once listed
 
     @property
     def all_offline(self) -> bool:
@@ -56,17 +58,31 @@ class LogDirs:
                 if reason is not None:
                     raise StorageError(reason)
                 return log_dir
-        counts: dict[Path, int] = {}
-        for log_dir in self._dirs:
-            if log_dir in self._offline:
-                continue
-            try:
-                counts[log_dir] = sum(1 for _ in log_dir.iterdir()) if log_dir.exists() else 0
-            except OSError as error:
-                self.fail(log_dir, error)
+        counts = {
+            d: count for d, count in self._partition_counts().items() if d not in self._offline
+        }
         if not counts:
             raise StorageError(f"every log directory is offline: {self.reasons()}")
-        return min(counts, key=lambda d: counts[d])
+        chosen = min(counts, key=lambda d: counts[d])
+        self._counts[chosen] += 1
+        return chosen
+
+    def removed(self, log_dir: Path) -> None:
+        """A partition directory under `log_dir` was deleted (keeps the counts in step)."""
+        if log_dir in self._counts:
+            self._counts[log_dir] = max(0, self._counts[log_dir] - 1)
+
+    def _partition_counts(self) -> dict[Path, int]:
+        """Entries of each directory: listed once (a failure takes it offline), then counted
+        up by `dir_for` and down by `removed`."""
+        for log_dir in self._dirs:
+            if log_dir in self._counts or log_dir in self._offline:
+                continue
+            try:
+                self._counts[log_dir] = sum(1 for _ in log_dir.iterdir()) if log_dir.exists() else 0
+            except OSError as error:
+                self.fail(log_dir, error)
+        return self._counts
 
     def reasons(self) -> str:
         return "; ".join(self._offline.values()) or "none offline"

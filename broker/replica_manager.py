@@ -28,9 +28,10 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 from uuid import UUID
 
 from pykraft.broker import replica_selector
@@ -52,6 +53,9 @@ from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import broker_pb2, common_pb2
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 VALID_ACKS: Final = frozenset({0, 1, -1})
 # The cluster-wide default entity of broker configs, as Kafka names it.
@@ -109,33 +113,57 @@ class ReplicaManager:
     # --- metadata ---
 
     def on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, now_ms: int) -> None:
-        """Acts on the change from the current image to `image` (see module doc)."""
+        """Acts on the change from the current image to `image` (see module doc). The logs of
+        new partitions are opened without the lock (files and fsyncs, per partition: the
+        heartbeat, which reads `offline_replicas`, must not wait for thousands of them)."""
         previous = self._image
         changes = local_changes(previous, image, self._broker_id, delta)
         with self._lock:
-            self._apply(changes, image, now_ms)
+            for key in changes.deletes:  # first: a topic created again reuses the names
+                self._delete(key)
+        with self._lock:  # placed in order, so where each goes does not depend on the threads
+            placed = [
+                (local, log_dir)
+                for local in (*changes.leaders, *changes.followers)
+                if (local.topic, local.partition) not in self._partitions
+                and (log_dir := self._place(local)) is not None
+            ]
+        logs = self._in_parallel(lambda item: self._open_log(*item, image, now_ms), placed)
+        opened = {
+            (local.topic, local.partition): log_
+            for (local, _), log_ in zip(placed, logs, strict=True)
+        }
+        with self._lock:
+            self._apply(changes, image, opened, now_ms)
             if image.configs is not previous.configs:
                 self._reconfigure(image, changes, now_ms)
             self._image = image
         self.notify()
 
-    def _apply(self, changes: LocalChanges, image: MetadataImage, now_ms: int) -> None:
-        for key in changes.deletes:
-            self._delete(key)
+    def _apply(
+        self,
+        changes: LocalChanges,
+        image: MetadataImage,
+        opened: dict[tuple[str, int], PartitionLog | None],
+        now_ms: int,
+    ) -> None:
         for local in (*changes.leaders, *changes.followers):
             configs = self._topic_configs(image, local.topic)
             min_insync = int(configs.get("min.insync.replicas", "1"))
-            existing = self._partitions.get((local.topic, local.partition))
+            key = (local.topic, local.partition)
+            existing = self._partitions.get(key)
             if existing is None:
-                existing = self._open(local, configs, min_insync, now_ms)
+                existing = self._host(local, opened.get(key), min_insync, now_ms)
                 if existing is None:
                     continue
             self._count_isr_change(existing.local.registration, local.registration)
             existing.update(local, min_insync_replicas=min_insync, now_ms=now_ms)
             leader = "this broker" if existing.is_leader else f"broker {existing.leader_id}"
-            log.info(
+            log.debug(
                 "%s: led by %s in epoch %d", local.directory_name, leader, existing.leader_epoch
             )
+        if not changes.empty:
+            log.info("metadata at offset %d: %s", image.offset, changes.summary())
 
     def _count_isr_change(self, old: PartitionRegistration, new: PartitionRegistration) -> None:
         """Counts an ISR change of a partition this broker leads before and after (its own
@@ -148,28 +176,51 @@ class ReplicaManager:
         if set(new.isr) - set(old.isr):
             self.counters.add(ISR_EXPANDS_TOTAL)
 
-    def _open(
-        self, local: LocalPartition, configs: dict[str, str], min_insync: int, now_ms: int
-    ) -> Partition | None:
-        """Opens (or creates) the partition's log; None, with the replica offline, if its log
-        directory is offline or fails now (which takes the whole directory offline)."""
+    def _place(self, local: LocalPartition) -> Path | None:
+        """The log directory for the partition's log; None, with the replica offline, if it
+        is offline (or every one is). Hold the lock."""
         key = (local.topic, local.partition)
         if key in self._offline:
             self._offline[key] = (local, self._offline[key][1])
             return None
         try:
-            log_dir = self._log_dirs.dir_for(local.directory_name)
+            return self._log_dirs.dir_for(local.directory_name)
         except StorageError as error:
             self._offline[key] = (local, str(error))
             return None
+
+    def _open_log(
+        self, local: LocalPartition, log_dir: Path, image: MetadataImage, now_ms: int
+    ) -> PartitionLog | None:
+        """Opens (or creates) the partition's log in `log_dir`, without the lock; None, with
+        the replica offline, if that fails (which takes the whole directory offline)."""
+        configs = self._topic_configs(image, local.topic)
         try:
-            log_ = PartitionLog.open(
+            return PartitionLog.open(
                 log_dir / local.directory_name, LogConfig.from_topic_configs(configs), now_ms=now_ms
             )
         except (OSError, LogError) as error:
             if isinstance(error, LogError) and error.error_code != common_pb2.KAFKA_STORAGE_ERROR:
                 raise
-            self._offline[key] = (local, self._log_dirs.fail(log_dir, error))
+            with self._lock:
+                self._offline[(local.topic, local.partition)] = (
+                    local,
+                    self._log_dirs.fail(log_dir, error),
+                )
+            return None
+
+    def _host(
+        self, local: LocalPartition, log_: PartitionLog | None, min_insync: int, now_ms: int
+    ) -> Partition | None:
+        """Hosts the partition on its opened log; None if it has none or its directory went
+        offline meanwhile (the log is then closed and the replica offline). Hold the lock."""
+        if log_ is None:
+            return None
+        reason = self._log_dirs.offline_reason(log_.directory.parent)
+        if reason is not None:
+            with contextlib.suppress(OSError, LogError):
+                log_.close()
+            self._offline[(local.topic, local.partition)] = (local, reason)
             return None
         self.maintenance.track(log_)
         partition = Partition(
@@ -180,7 +231,7 @@ class ReplicaManager:
             now_ms=now_ms,
             on_change=self.notify,
         )
-        self._partitions[key] = partition
+        self._partitions[(local.topic, local.partition)] = partition
         return partition
 
     def _take_offline(self, log_dir: Path, reason: str) -> None:
@@ -244,7 +295,8 @@ class ReplicaManager:
         partition.detach()
         partition.log.close()
         shutil.rmtree(partition.log.directory, ignore_errors=True)
-        log.info("%s-%d: deleted", *key)
+        self._log_dirs.removed(partition.log.directory.parent)
+        log.debug("%s-%d: deleted", *key)
 
     def notify(self) -> None:
         with self.changed:
@@ -364,10 +416,20 @@ class ReplicaManager:
         self.stop_acknowledging()
         self.maintenance.stop()
         with self._lock:
-            for partition in self._partitions.values():
-                partition.log.close()
+            self._in_parallel(lambda partition: partition.log.close(), self._partitions.values())
             self._partitions.clear()
         self.notify()
+
+    def _in_parallel(self, work: Callable[[_T], _R], items: Collection[_T]) -> list[_R]:
+        """`work` on each item, num.recovery.threads.per.data.dir threads per log directory at
+        a time (opening and closing logs wait on fsyncs, which release the GIL); raises the
+        first item's error once every item was tried."""
+        config = self._config
+        threads = min(len(items), config.num_recovery_threads_per_data_dir * len(config.log_dirs))
+        if threads <= 1:
+            return [work(item) for item in items]
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+            return list(pool.map(work, items))
 
 
 class LeaderError(LogError):

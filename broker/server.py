@@ -30,6 +30,7 @@ from pykraft.broker.kafka.apis import ALL_APIS
 from pykraft.broker.kafka.dispatch import Dispatcher
 from pykraft.broker.kafka.server import KafkaListener
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.log.open_files import OPEN_FILES
 from pykraft.broker.metadata import ImageFile, MetadataFollower
 from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.producer_ids import ProducerIdAllocator
@@ -117,6 +118,7 @@ class Broker:
         """False if `cancel_start` cut registration short; raises OSError if the listener cannot
         bind, RuntimeError if registration is refused."""
         self.lifecycle.transition(BrokerState.STARTING)
+        OPEN_FILES.set_files_max(self.config.log_open_files_max)  # one cache per process
         self.metadata.load()
         if self.config.metrics_listen:
             self._start_http()

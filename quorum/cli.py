@@ -18,7 +18,11 @@ from pykraft.quorum.service import serve
 from pykraft.quorum.storage import StorageError, check_meta_properties
 from pykraft.server_common.config_files import ConfigError
 from pykraft.server_common.node_http import NodeHttpServer
-from pykraft.server_common.process import configure_logging, stop_on_signals
+from pykraft.server_common.process import (
+    configure_logging,
+    raise_open_files_limit,
+    stop_on_signals,
+)
 
 log = logging.getLogger("pykraft.controller")
 
@@ -74,6 +78,7 @@ def run(config_path: Path | None, **flags: object) -> None:
     except (ConfigError, StorageError) as error:
         raise click.UsageError(str(error)) from error
     configure_logging(config.log_format)
+    raise_open_files_limit()
     sys.exit(_serve_until_stopped(config))
 
 

@@ -1,10 +1,13 @@
-"""What a server process sets up before it serves: the log format and the signals that stop it.
+"""What a server process sets up before it serves: the log format, the signals that stop it and
+its file descriptor limit.
 
 Controller and broker processes log alike, stop on SIGTERM (a controlled shutdown) or Ctrl-C, and
 print every thread's stack on `kill -USR1` (what a stuck shutdown waits on). With
 `log.format=json` each log line is one JSON object (`time` in ISO 8601 UTC, `level`, `logger`,
 `message`, `thread`, and `exception` when there is one) for log collectors; `text` (the default)
-is for people.
+is for people. Each server raises its soft RLIMIT_NOFILE to the hard limit at start
+(`raise_open_files_limit`), as the JVM does for Kafka: the soft default (often 1024) is far
+below what a broker with thousands of partitions and connections needs.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import datetime
 import faulthandler
 import json
 import logging
+import resource
 import signal
 import threading
 from collections.abc import Callable
@@ -75,3 +79,13 @@ def stop_on_signals(on_stop: Callable[[], None] | None = None) -> threading.Even
     signal.signal(signal.SIGINT, on_signal)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     return stopped
+
+
+def raise_open_files_limit() -> int:
+    """Raises this process's soft limit on open files to its hard limit; returns the limit now
+    in force (an unlimited hard limit leaves the soft one as it is)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return soft

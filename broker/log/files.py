@@ -8,23 +8,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import BinaryIO
 
 
-def write_all(file: BinaryIO, data: bytes | bytearray | memoryview) -> None:
-    """Writes all of `data` to an unbuffered file (a raw write may be partial). The log's files
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Writes all of `data` to the descriptor `fd` (a write may be partial). The log's files
     are opened in append mode, so this writes at the end of the file without a seek."""
     view = memoryview(data)
     while view:
-        written = file.write(view)
-        assert written is not None and written > 0, "an unbuffered file wrote nothing"
+        written = os.write(fd, view)
+        assert written > 0, "a write wrote nothing"
         view = view[written:]
 
 
-def read_at(file: BinaryIO, size: int, position: int) -> bytes:
+def read_at(fd: int, size: int, position: int) -> bytes:
     """Up to `size` bytes from `position` without moving the file's cursor, so readers on other
     threads never disturb a writer (pread); fewer bytes only at the end of the file."""
-    return _pread_all(file.fileno(), size, position)
+    return _pread_all(fd, size, position)
 
 
 def _pread_all(fd: int, size: int, position: int) -> bytes:

@@ -15,7 +15,9 @@ checksum: a file that fails the sanity checks raises IndexCorruptError and the s
 it from the log, as Kafka does. Entries live in memory as well, searched by bisection.
 
 New entries reach the file on `flush`, `close` or `truncate_entries`, not on every append (Kafka
-writes its index through an mmap, with no system call per entry). An index file that lacks its
+writes its index through an mmap, with no system call per entry). The file is open only while
+it is written (Kafka's LazyIndex closes idle indexes): a broker with many segments holds no
+descriptor per index. An index file that lacks its
 newest entries is still correct, only sparser, and the segments a crash could leave that way lie
 after the recovery point, whose indexes recovery rebuilds from the log anyway.
 """
@@ -33,6 +35,7 @@ from pykraft.broker.log.files import write_all
 from pykraft.proto.record_batch import NO_TIMESTAMP
 
 _INT32_MAX: Final = (1 << 31) - 1
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 
 
 class IndexCorruptError(ValueError):
@@ -62,34 +65,32 @@ class _SparseIndex:
         self._keys = array("q")
         self._values = array("q")
         self._unwritten = bytearray()  # packed entries not yet in the file
-        # Append mode: every write lands at the end, wherever the file was truncated to.
-        self._file = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed by close()
+        self._synced = False  # whether the file is durable as it is (set by load and flush)
 
     @classmethod
     def create(cls, path: Path, base_offset: int, entries_max: int) -> Self:
         """A new, empty index; an existing file at `path` is emptied."""
-        index = cls(path, base_offset, entries_max)
-        index._file.truncate(0)
-        return index
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, 0o644))
+        return cls(path, base_offset, entries_max)
 
     @classmethod
     def load(cls, path: Path, base_offset: int, entries_max: int) -> Self:
         """The index stored at `path` (empty if there is no file); IndexCorruptError if the
         file is not a whole number of entries or the entries are out of order."""
-        data = path.read_bytes() if path.exists() else b""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return cls.create(path, base_offset, entries_max)
         if len(data) % cls.ENTRY.size:
             raise IndexCorruptError(f"{path}: {len(data)} bytes is not a whole number of entries")
         index = cls(path, base_offset, entries_max)
-        try:
-            for stored in cls.ENTRY.iter_unpack(data):
-                key, value = index._from_stored(*stored)
-                if index._keys and not index._follows(key, value):
-                    raise IndexCorruptError(f"{path}: entry {(key, value)} is out of order")
-                index._keys.append(key)
-                index._values.append(value)
-        except IndexCorruptError:
-            index.close()
-            raise
+        for stored in cls.ENTRY.iter_unpack(data):
+            key, value = index._from_stored(*stored)
+            if index._keys and not index._follows(key, value):
+                raise IndexCorruptError(f"{path}: entry {(key, value)} is out of order")
+            index._keys.append(key)
+            index._values.append(value)
+        index._synced = True  # as found on disk: a later flush need not fsync it unchanged
         return index
 
     @property
@@ -116,7 +117,12 @@ class _SparseIndex:
         exactly the entries). On OSError the file may hold part of them: `truncate_entries`
         cuts it back."""
         if self._unwritten:
-            write_all(self._file, bytes(self._unwritten))
+            self._synced = False
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
+            try:
+                write_all(fd, self._unwritten)
+            finally:
+                os.close(fd)
             self._unwritten.clear()
 
     def truncate_entries(self, count: int) -> None:
@@ -124,24 +130,31 @@ class _SparseIndex:
         partial entry a failed write may have left)."""
         assert 0 <= count <= len(self._keys), (count, len(self._keys))
         written = len(self._keys) - len(self._unwritten) // self.ENTRY.size
+        self._synced = False
         if count <= written:
             self._unwritten.clear()
-            self._file.truncate(count * self.ENTRY.size)
+            os.truncate(self.path, count * self.ENTRY.size)
         else:
             del self._unwritten[(count - written) * self.ENTRY.size :]
-            self._file.truncate(written * self.ENTRY.size)
+            os.truncate(self.path, written * self.ENTRY.size)
         del self._keys[count:]
         del self._values[count:]
 
     def flush(self) -> None:
+        """Writes out and fsyncs; nothing when the file is durable as it is (an idle index)."""
         self.write_out()
-        os.fsync(self._file.fileno())
+        if self._synced:
+            return
+        fd = os.open(self.path, os.O_RDONLY | _CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._synced = True
 
     def close(self) -> None:
-        try:
-            self.write_out()
-        finally:
-            self._file.close()
+        """Writes out what is unwritten; the file is not held open between writes."""
+        self.write_out()
 
     def _follows(self, key: int, value: int) -> bool:
         raise NotImplementedError

@@ -23,11 +23,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Final
 
 from pykraft.broker.log.config import LogConfig
-from pykraft.broker.log.files import read_at, write_all
+from pykraft.broker.log.files import write_all
 from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
+from pykraft.broker.log.open_files import CachedFile
 from pykraft.broker.log.segment_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -87,7 +88,9 @@ class LogSegment(SegmentReads):
     ) -> None:
         """Opens (creating if needed) the log file and the indexes, emptying the indexes when
         `empty_indexes`; use `create`, `load` or `recovered` rather than this. `suffix`
-        follows every file name (".cleaned", ".swap" while the cleaner swaps segments)."""
+        follows every file name (".cleaned", ".swap" while the cleaner swaps segments). The
+        log file's descriptor is open only while in use (`open_files`); the indexes keep their
+        entries in memory and open their files only to write them."""
         self.base_offset = base_offset
         self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + suffix)
         self.index_path = directory / (file_name(base_offset, INDEX_SUFFIX) + suffix)
@@ -96,7 +99,8 @@ class LogSegment(SegmentReads):
         self._index_entries_max = config.segment_index_bytes // OffsetIndex.ENTRY.size
         self._time_index_entries_max = config.segment_index_bytes // TimeIndex.ENTRY.size
         # Append mode: writes land at the end, which truncation and rollback keep at `size`.
-        self._file: BinaryIO = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115
+        self._file = CachedFile.create(self.log_path)
+        self._synced = False  # whether the `.log` file is durable as it is (load and flush)
         try:
             self.offset_index, self.time_index = self._open_indexes(empty=empty_indexes)
         except BaseException:
@@ -116,7 +120,7 @@ class LogSegment(SegmentReads):
     def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
         """A new, empty segment (any old files under its names are emptied)."""
         segment = cls(directory, base_offset, config, empty_indexes=True)
-        segment._file.truncate(0)
+        segment._truncate_file(0)
         return segment
 
     @classmethod
@@ -138,6 +142,7 @@ class LogSegment(SegmentReads):
         except (CorruptBatchError, IndexCorruptError):
             segment.close_files()
             raise
+        segment._synced = True  # trusted bytes were flushed before (recovery point, close)
         return segment
 
     @classmethod
@@ -174,7 +179,7 @@ class LogSegment(SegmentReads):
     def _load_tail(self) -> None:
         """Sets the in-memory state from the indexes' last entries and the batches after the
         last offset index entry, checking that the indexes agree with the log."""
-        file_size = os.fstat(self._file.fileno()).st_size
+        file_size = self._file_size()
         entry = self.offset_index.last_entry()
         time_entry = self.time_index.last_entry()
         self._reset_state(size=0)
@@ -182,7 +187,7 @@ class LogSegment(SegmentReads):
         if self.offset_index.entry_count:
             if entry.position >= file_size:
                 raise IndexCorruptError(f"{self.index_path}: entry past the end of the log")
-            header = BatchHeader.parse(read_at(self._file, HEADER_SIZE, entry.position))
+            header = BatchHeader.parse(self._read_at(HEADER_SIZE, entry.position))
             if header.last_offset != entry.offset:
                 raise IndexCorruptError(f"{self.index_path}: entry {entry} does not match log")
         for _, header in self._iter_batches(entry.position, file_size, verify=False):
@@ -191,7 +196,7 @@ class LogSegment(SegmentReads):
         if self.time_index.entry_count and time_entry.offset >= self.next_offset:
             raise IndexCorruptError(f"{self.time_index_path}: entry past the end of the log")
         if file_size:
-            first = BatchHeader.parse(read_at(self._file, HEADER_SIZE, 0))
+            first = BatchHeader.parse(self._read_at(HEADER_SIZE, 0))
             self.first_batch_max_timestamp = first.max_timestamp
         self.size = file_size
 
@@ -203,7 +208,7 @@ class LogSegment(SegmentReads):
         self.time_index.close()
         self.offset_index, self.time_index = self._open_indexes(empty=True)
         self._reset_state(size=0)
-        file_size = os.fstat(self._file.fileno()).st_size
+        file_size = self._file_size()
         valid_bytes = 0
         try:
             for position, header in self._iter_batches(0, file_size, verify=True):
@@ -215,7 +220,7 @@ class LogSegment(SegmentReads):
         except CorruptBatchError:
             pass
         if valid_bytes < file_size:
-            self._file.truncate(valid_bytes)
+            self._truncate_file(valid_bytes)
         self.size = valid_bytes
         return file_size - valid_bytes
 
@@ -273,7 +278,9 @@ class LogSegment(SegmentReads):
         assert batches and batches[0][1].base_offset >= self.next_offset, (self.next_offset,)
         assert self._fits(batches[-1][1].last_offset), "roll before appending"
         start = self.size
-        write_all(self._file, data)  # append mode: lands at `start`, the end of the file
+        self._synced = False
+        with self._file.borrow() as fd:
+            write_all(fd, data)  # append mode: lands at `start`, the end of the file
         for relative, header in batches:
             self._index_batch(start + relative, header)
         self.size = start + len(data)  # publish last: readers may now see the batches
@@ -292,7 +299,7 @@ class LogSegment(SegmentReads):
 
     def rollback(self, mark: SegmentMark) -> None:
         """Puts the segment back as it was at `mark` (file bytes and index entries included)."""
-        self._file.truncate(mark.size)
+        self._truncate_file(mark.size)
         self.offset_index.truncate_entries(mark.index_entries)
         self.time_index.truncate_entries(mark.time_index_entries)
         self.size = mark.size
@@ -310,7 +317,7 @@ class LogSegment(SegmentReads):
             return 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        self._file.truncate(position)
+        self._truncate_file(position)
         removed = self.size - position
         self._load_tail()
         return removed
@@ -329,8 +336,21 @@ class LogSegment(SegmentReads):
 
     # --- files ---
 
+    def _file_size(self) -> int:
+        with self._file.borrow() as fd:
+            return os.fstat(fd).st_size
+
+    def _truncate_file(self, size: int) -> None:
+        self._synced = False
+        with self._file.borrow() as fd:
+            os.ftruncate(fd, size)
+
     def flush(self) -> None:
-        os.fsync(self._file.fileno())
+        """fsyncs the `.log` file (unless unchanged since it was last durable) and indexes."""
+        if not self._synced:
+            with self._file.borrow() as fd:
+                os.fsync(fd)
+            self._synced = True
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -354,6 +374,7 @@ class LogSegment(SegmentReads):
         log_target = self.log_path.with_name(file_name(self.base_offset, LOG_SUFFIX) + suffix)
         self.log_path.rename(log_target)
         self.log_path = log_target
+        self._file.path = log_target
         self.index_path = self.offset_index.path
         self.time_index_path = self.time_index.path
 

@@ -10,10 +10,11 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Final
 
 from pykraft.broker.log.files import FileRange, read_at
 from pykraft.broker.log.index import OffsetIndex, TimeIndex
+from pykraft.broker.log.open_files import CachedFile
 from pykraft.proto.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -33,7 +34,7 @@ class SegmentReads:
     offset_index: OffsetIndex
     time_index: TimeIndex
     size: int  # published bytes: readers never look past this
-    _file: BinaryIO
+    _file: CachedFile
 
     def _iter_batches(
         self, position: int, end: int, *, verify: bool
@@ -46,18 +47,22 @@ class SegmentReads:
         while position < end:
             relative = position - chunk_start
             if len(chunk) - relative < HEADER_SIZE:
-                chunk = read_at(self._file, min(_SCAN_BYTES, end - position), position)
+                chunk = self._read_at(min(_SCAN_BYTES, end - position), position)
                 chunk_start, relative = position, 0
             header = BatchHeader.parse(chunk, relative)
             if position + header.size_bytes > end:
                 raise CorruptBatchError(f"{self.log_path}: batch at {position} is torn")
             if verify:
                 if relative + header.size_bytes > len(chunk):
-                    chunk = read_at(self._file, max(_SCAN_BYTES, header.size_bytes), position)
+                    chunk = self._read_at(max(_SCAN_BYTES, header.size_bytes), position)
                     chunk_start, relative = position, 0
                 verify_batch(chunk, relative)
             yield position, header
             position += header.size_bytes
+
+    def _read_at(self, size: int, position: int) -> bytes:
+        with self._file.borrow() as fd:
+            return read_at(fd, size, position)
 
     def find_position(self, offset: int) -> int | None:
         """Position of the first batch whose last offset is >= `offset`, or None if the segment
@@ -82,7 +87,7 @@ class SegmentReads:
 
     def read_bytes(self, position: int, length: int) -> bytes:
         """`length` bytes of the `.log` file from `position` (pread: see the module docstring)."""
-        return read_at(self._file, length, position)
+        return self._read_at(length, position)
 
     def batch_span(
         self, position: int, *, bytes_max: int, upper_offset: int
@@ -108,7 +113,8 @@ class SegmentReads:
         (see FileRange for why a duplicate), which the caller closes; the bytes themselves
         when the process is out of descriptors."""
         try:
-            return FileRange(os.dup(self._file.fileno()), position, length)
+            with self._file.borrow() as fd:
+                return FileRange(os.dup(fd), position, length)
         except OSError as error:
             if error.errno not in (errno.EMFILE, errno.ENFILE):
                 raise
@@ -123,7 +129,7 @@ class SegmentReads:
         for position, header in self._iter_batches(start, self.size, verify=False):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
-            for record in decode_batch(read_at(self._file, header.size_bytes, position)):
+            for record in decode_batch(self._read_at(header.size_bytes, position)):
                 if record.timestamp >= timestamp and record.offset >= start_offset:
                     return record.offset, record.timestamp
         return None

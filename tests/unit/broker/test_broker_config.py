@@ -5,7 +5,13 @@ from typing import Any
 
 import pytest
 
-from pykraft.broker.config import BrokerConfig, config_from_mapping, load_config
+from pykraft.broker.config import (
+    OPEN_FILES_RESERVED,
+    BrokerConfig,
+    check_open_files_limit,
+    config_from_mapping,
+    load_config,
+)
 from pykraft.broker.kafka.api import KAFKA_LISTENER_NAME
 from pykraft.server_common.config_files import ConfigError
 
@@ -74,6 +80,8 @@ def test_lists_are_split() -> None:
         ({"min.insync.replicas": 0}, "min.insync.replicas"),
         ({"test.drop.produce.responses.every": -1}, "test.drop.produce.responses.every"),
         ({"replica.selector.class": "RackAware"}, "replica.selector.class: 'RackAware' is none"),
+        ({"log.open.files.max": 0}, "log.open.files.max must be positive"),
+        ({"num.recovery.threads.per.data.dir": 0}, "num.recovery.threads.per.data.dir must be"),
     ],
 )
 def test_errors_say_what_is_wrong(change: dict[str, Any], message: str) -> None:
@@ -175,3 +183,28 @@ def test_the_rack_aware_replica_selector_takes_kafkas_class_name() -> None:
     name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
     config = config_from_mapping({**BASE, "broker.rack": "r1", "replica.selector.class": name})
     assert (config.rack, config.replica_selector_class) == ("r1", name)
+
+
+def test_the_open_files_limit_must_leave_room_beyond_log_open_files_max() -> None:
+    config = config_from_mapping({**BASE, "log.open.files.max": 500})
+    assert config_from_mapping(BASE).log_open_files_max == 1000
+    assert config_from_mapping(BASE).num_recovery_threads_per_data_dir == 4
+    check_open_files_limit(config, 500 + OPEN_FILES_RESERVED)
+    with pytest.raises(ConfigError, match=r"log.open.files.max=500 needs 756 open .* only 700"):
+        check_open_files_limit(config, 700)
+
+
+def test_a_broker_refuses_to_start_when_its_process_may_open_too_few_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from pykraft.broker import cli
+
+    monkeypatch.setattr(cli, "raise_open_files_limit", lambda: 300)
+    monkeypatch.setattr(cli, "_serve_until_stopped", lambda config: 0)
+    flags = ["--node-id", "1", "--listeners", "127.0.0.1:9191", "--log-dirs", str(tmp_path)]
+    flags += ["--bootstrap-controllers", "127.0.0.1:9091"]
+    assert CliRunner().invoke(cli.run, [*flags, "--log-open-files-max", "44"]).exit_code == 0
+    refused = CliRunner().invoke(cli.run, [*flags, "--log-open-files-max", "45"])
+    assert refused.exit_code == 2 and "may open only 300" in refused.output

@@ -58,3 +58,14 @@ def test_without_a_delta_whole_images_are_compared() -> None:
     assert local_changes(image, image, 2, None).empty
     gone = local_changes(image, cluster_image(), 2, None)
     assert gone.deletes == (("orders", 0), ("orders", 1), ("orders", 2))
+
+
+def test_the_summary_counts_every_change_and_names_only_the_first_few() -> None:
+    many = topic_records("many", EVENTS_ID, [(1, 2)] * 5 + [(2, 1)])
+    base = cluster_image(ORDERS)
+    delta, image = advance(base, [*many, RemoveTopicRecord(ORDERS_ID)])
+    assert local_changes(base, image, 1, delta).summary() == (
+        "lead 5 (many-0, many-1, many-2 and 2 more); follow 1 (many-5); "
+        "delete 2 (orders-0, orders-1)"
+    )
+    assert local_changes(image, image, 1, None).summary() == ""

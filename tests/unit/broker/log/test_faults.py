@@ -1,13 +1,14 @@
-"""Disk failures (ENOSPC, EIO) injected through file objects that raise OSError: the append is
+"""Disk failures (ENOSPC, EIO) injected through file operations that raise OSError: the append is
 refused with KAFKA_STORAGE_ERROR and cut back off, so the log is never left half-written; when
 even that fails the log goes offline and only a reopen (which recovers it) brings it back."""
 
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 import pytest
 
@@ -19,25 +20,17 @@ from pykraft.proto import common_pb2
 from .support import NOW_MS, batch, open_log, read_all
 
 
-class FailingFile:
-    """Wraps a real file: writes put half their bytes on disk then fail with ENOSPC, and
-    truncation fails with EIO when `truncate_fails` is set."""
+def half_write_then_enospc(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Stands in for `files.write_all`: half the bytes reach the disk, then ENOSPC."""
+    os.write(fd, bytes(data)[: max(1, len(data) // 2)])
+    raise OSError(errno.ENOSPC, "No space left on device")
 
-    def __init__(self, real: Any, *, truncate_fails: bool = False) -> None:
-        self._real = real
-        self._truncate_fails = truncate_fails
 
-    def write(self, data: bytes | memoryview) -> int:
-        self._real.write(bytes(data)[: max(1, len(data) // 2)])
-        raise OSError(errno.ENOSPC, "No space left on device")
+def eio(*args: object) -> None:
+    raise OSError(errno.EIO, "Input/output error")
 
-    def truncate(self, size: int) -> int:
-        if self._truncate_fails:
-            raise OSError(errno.EIO, "Input/output error")
-        return int(self._real.truncate(size))
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
+_SEGMENT_WRITE: Final = "pykraft.broker.log.segment.write_all"
 
 
 @pytest.fixture
@@ -64,12 +57,11 @@ def _storage_error(log: PartitionLog, value: bytes, epoch: int = 0) -> None:
 
 def test_a_failed_log_write_is_cut_back_and_the_log_goes_on(log: PartitionLog) -> None:
     segment = _active(log)
-    real = segment._file
     size = segment.log_path.stat().st_size
-    segment._file = FailingFile(real)  # type: ignore[assignment]
-    _storage_error(log, b"lost")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_SEGMENT_WRITE, half_write_then_enospc)
+        _storage_error(log, b"lost")
     assert segment.log_path.stat().st_size == size and log.log_end_offset == 2
-    segment._file = real
     _append(log, b"third")
     assert read_all(log) == [(0, b"first"), (1, b"second"), (2, b"third")]
 
@@ -86,13 +78,11 @@ def test_a_failed_index_write_fails_the_flush_and_reopening_rebuilds_the_index(
     log = PartitionLog.open(tmp_path / "t-0", config, now_ms=NOW_MS)
     _append(log, b"a")
     _append(log, b"b")
-    index = _active(log).offset_index
-    real = index._file
-    index._file = FailingFile(real)  # type: ignore[assignment]
-    with pytest.raises(LogError) as raised:
-        log.flush()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("pykraft.broker.log.index.write_all", half_write_then_enospc)
+        with pytest.raises(LogError) as raised:
+            log.flush()
     assert raised.value.error_code == common_pb2.KAFKA_STORAGE_ERROR
-    index._file = real
     with pytest.raises(LogError):
         _append(log, b"c")  # the log is offline until reopened
     log.close()
@@ -147,15 +137,17 @@ def test_when_the_undo_fails_the_log_goes_offline_until_reopened(
     log: PartitionLog, tmp_path: Path
 ) -> None:
     segment = _active(log)
-    segment._file = FailingFile(segment._file, truncate_fails=True)  # type: ignore[assignment]
-    _storage_error(log, b"half written")
-    assert segment.log_path.stat().st_size > log.segments()[-1].size_bytes  # bytes left behind
-    _storage_error(log, b"refused")  # offline: no more appends
-    for mutation in (log.flush, lambda: log.truncate_to(0), lambda: log.roll(now_ms=NOW_MS)):
-        with pytest.raises(LogError):
-            mutation()
-    assert log.read(0, bytes_max=100).next_offset == 2  # what was appended stays readable
-    log.close()  # no clean-shutdown marker: the next open recovers
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_SEGMENT_WRITE, half_write_then_enospc)
+        patch.setattr(segment, "_truncate_file", eio)
+        _storage_error(log, b"half written")
+        assert segment.log_path.stat().st_size > log.segments()[-1].size_bytes  # left behind
+        _storage_error(log, b"refused")  # offline: no more appends
+        for mutation in (log.flush, lambda: log.truncate_to(0), lambda: log.roll(now_ms=NOW_MS)):
+            with pytest.raises(LogError):
+                mutation()
+        assert log.read(0, bytes_max=100).next_offset == 2  # what was appended stays readable
+        log.close()  # no clean-shutdown marker: the next open recovers
     reopened = open_log(tmp_path / "t-0")
     assert not reopened.had_clean_shutdown
     assert read_all(reopened) == [(0, b"first"), (1, b"second")]

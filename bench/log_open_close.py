@@ -1,0 +1,92 @@
+"""Benchmark of what a broker's start-up and shutdown cost per partition: opening and closing
+partition logs in one process, no cluster.
+
+Creates `--logs` logs, writes one batch to each, closes them (each flushes), opens them again (a
+clean start-up's load) and closes them idle (a shutdown of partitions that took no writes since
+they were opened). Prints each step's time. `--code DIR` runs the same in a child process on
+another source tree (a `pykraft` package inside DIR: `git archive main | tar -x -C DIR/pykraft`),
+alternating with this tree `--rounds` times, so "before" and "after" share the machine's noise;
+fsync latency dominates, so compare medians.
+
+Run: `.venv/bin/python bench/log_open_close.py [--logs 1000] [--rounds 4] [--code DIR]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STEPS = ("create", "close after a write", "reopen", "close idle")
+
+
+def _run_once(count: int) -> list[float]:
+    """The seconds each of STEPS took for `count` logs, in this process."""
+    from pykraft.broker.log import LogConfig, PartitionLog
+    from pykraft.proto.record_batch import build_batch
+
+    now_ms = 1_700_000_000_000
+    times: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [Path(tmp) / f"t-{n}" for n in range(count)]
+        started = time.monotonic()
+        logs = [PartitionLog.open(path, LogConfig(), now_ms=now_ms) for path in paths]
+        times.append(time.monotonic() - started)
+        for log in logs:
+            log.append_as_leader(build_batch([(0, None, b"v")]), leader_epoch=0, now_ms=now_ms)
+        for step in ("close", "reopen", "close"):
+            started = time.monotonic()
+            if step == "close":
+                for log in logs:
+                    log.close()
+            else:
+                logs = [PartitionLog.open(path, LogConfig(), now_ms=now_ms) for path in paths]
+            times.append(time.monotonic() - started)
+    return times
+
+
+def _run_child(count: int, code: Path | None) -> list[float]:
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code.resolve())
+    child = subprocess.run(
+        [sys.executable, __file__, "--logs", str(count), "--child"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [float(value) for value in child.stdout.split()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--logs", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(*_run_once(args.logs))
+        return 0
+    trees = {"this tree": None} if args.code is None else {str(args.code): args.code}
+    if args.code is not None:
+        trees["this tree"] = None
+    results: dict[str, list[list[float]]] = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, code in trees.items():
+            results[name].append(_run_child(args.logs, code))
+    for name, runs in results.items():
+        medians = [statistics.median(run[step] for run in runs) for step in range(len(STEPS))]
+        figures = ", ".join(f"{step} {m:.2f} s" for step, m in zip(STEPS, medians, strict=True))
+        print(f"{name}: {args.logs} logs, median of {args.rounds}: {figures}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
