@@ -2,23 +2,25 @@
 kafka-consumer-perf-test, with the same output lines so existing scripts can parse them.
 
 produce sends N random payloads of S bytes, throttled to R records/s (-1: as fast as possible),
-timing each record from `send` to its acknowledgement; every 5 s it prints a window line and at
-the end Kafka's summary line (with the 50th, 95th, 99th and 99.9th latency percentiles). consume
-reads N messages from every partition's beginning and prints Kafka's header and data line;
-progress goes to stderr every 5 s. A delivery failure or a consume timeout prints
-"Error: CODE: sentence" and exits 1; bad arguments exit 2.
+timing every k-th record (LATENCY_SAMPLE_EVERY) from `send` to its acknowledgement while the
+producer counts the others per batch, so the bookkeeping costs little beside `send`; every 5 s
+it prints a window line and at the end Kafka's summary line (with the 50th, 95th, 99th and
+99.9th latency percentiles). consume reads N messages from every partition's beginning and
+prints Kafka's header and data line; progress goes to stderr every 5 s. A delivery failure or
+a consume timeout prints "Error: CODE: sentence" and exits 1; bad arguments exit 2.
 
 The statistics, formatters and throttle are pure (time comes in as `now_ms`) and unit-tested.
 """
 
 from __future__ import annotations
 
+import operator
 import random
 import string
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,16 +31,23 @@ from pykraft.cli.properties import producer_kwargs
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.consumer.consumer import Consumer
 from pykraft.client.errors import KafkaError, RequestTimedOutError
+from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.producer import Producer
-from pykraft.client.types import RecordMetadata, TopicPartition
+from pykraft.client.types import ConsumerRecord, TopicPartition
 
 REPORTING_INTERVAL_MS = 5000  # Kafka's default for both tools
 # Kafka keeps at most this many latency samples (every k-th record) for the percentiles.
 LATENCY_SAMPLES_MAX = 500_000
+# Every k-th record's latency is measured, k at least this: a callback per record costs about
+# as much as `send` itself, while the producer counts deliveries per batch for nothing.
+LATENCY_SAMPLE_EVERY = 16
 PERCENTILES = (0.5, 0.95, 0.99, 0.999)
 _MB = 1024 * 1024
 _THROTTLE_STEP_MS_MAX = 100  # the throttle sleeps in steps so it stays responsive
 _POLL_INTERVAL_MS = 200
+# Records one poll of `perf consume` takes at most (Kafka's max.poll.records default): taking all
+# that is buffered at once empties the consumer's prefetch, so it would wait for every fetch.
+CONSUME_POLL_RECORDS_MAX = 500
 CONSUMER_HEADER = (
     "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
     "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
@@ -61,78 +70,90 @@ def _rates(count: int, size_bytes: int, elapsed_ms: int) -> tuple[float, float]:
 
 @dataclass
 class _Window:
-    """Counts over one stretch of time; the whole run is a window too."""
+    """A stretch of time: the records delivered before it began, and the latency samples
+    taken in it. The whole run is a window too."""
 
     start_ms: int
-    count: int = 0
-    size_bytes: int = 0
+    delivered_before: int = 0
+    samples: int = 0
     latency_total_ms: int = 0
     latency_max_ms: int = 0
 
-    def add(self, latency_ms: int, size_bytes: int) -> None:
-        self.count += 1
-        self.size_bytes += size_bytes
+    def add(self, latency_ms: int) -> None:
+        self.samples += 1
         self.latency_total_ms += latency_ms
         self.latency_max_ms = max(self.latency_max_ms, latency_ms)
 
     def avg_latency_ms(self) -> float:
-        return self.latency_total_ms / self.count if self.count else 0.0
+        return self.latency_total_ms / self.samples if self.samples else 0.0
 
 
-@dataclass
 class ProducerStats:
-    """Latency and throughput of a producer run. Thread-safe: acknowledgements arrive on the
-    producer's sender thread while the main thread reads the summary after `flush`."""
+    """Latency and throughput of a producer run, kept cheaply: the producer counts delivered
+    records per batch (`Producer.delivery_counts`), and only every `sample_every`-th record has
+    a callback, whose latency stands for its neighbours' (average, maximum and percentiles are
+    over these samples). Thread-safe: samples arrive on the producer's sender thread while the
+    main thread reads the summary after `flush`."""
 
-    num_records: int
-    start_ms: int
-    interval_ms: int = REPORTING_INTERVAL_MS
-    total: _Window = field(init=False)
-    window: _Window = field(init=False)
-    samples_ms: list[int] = field(init=False, default_factory=list)
-    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    def __init__(
+        self,
+        num_records: int,
+        start_ms: int,
+        record_size_bytes: int,
+        interval_ms: int = REPORTING_INTERVAL_MS,
+    ) -> None:
+        self.sample_every = max(LATENCY_SAMPLE_EVERY, -(-num_records // LATENCY_SAMPLES_MAX))
+        self._record_size_bytes = record_size_bytes
+        self._interval_ms = interval_ms
+        self._total = _Window(start_ms)
+        self._window = _Window(start_ms)
+        self._samples_ms: list[int] = []
+        self._lock = threading.Lock()
 
-    def __post_init__(self) -> None:
-        self.total = _Window(self.start_ms)
-        self.window = _Window(self.start_ms)
-        self._sample_every = max(1, self.num_records // LATENCY_SAMPLES_MAX)
-
-    def record(self, latency_ms: int, size_bytes: int, now_ms: int) -> str | None:
-        """Counts one acknowledged record; returns a progress line when a window closes."""
+    def sample(self, latency_ms: int, delivered: int, now_ms: int) -> str | None:
+        """Counts one sampled record's latency, `delivered` records being delivered by now;
+        returns a progress line when a window closes."""
         assert latency_ms >= 0, latency_ms
         with self._lock:
-            if self.total.count % self._sample_every == 0:
-                self.samples_ms.append(latency_ms)
-            self.total.add(latency_ms, size_bytes)
-            self.window.add(latency_ms, size_bytes)
-            if now_ms - self.window.start_ms < self.interval_ms:
+            self._samples_ms.append(latency_ms)
+            self._total.add(latency_ms)
+            self._window.add(latency_ms)
+            if now_ms - self._window.start_ms < self._interval_ms:
                 return None
-            line = window_line(self.window, now_ms)
-            self.window = _Window(now_ms)
+            line = window_line(self._window, delivered, self._record_size_bytes, now_ms)
+            self._window = _Window(now_ms, delivered)
             return line
 
-    def summary(self, now_ms: int) -> str:
-        """Kafka's final line over the whole run."""
+    def summary(self, delivered: int, now_ms: int) -> str:
+        """Kafka's final line over the whole run, `delivered` records in all."""
         with self._lock:
-            return summary_line(self.total, percentiles(self.samples_ms), now_ms)
+            latencies = percentiles(self._samples_ms)
+            return summary_line(self._total, delivered, self._record_size_bytes, latencies, now_ms)
 
 
-def window_line(window: _Window, now_ms: int) -> str:
+def window_line(window: _Window, delivered: int, record_size_bytes: int, now_ms: int) -> str:
     """Kafka's progress line, e.g. "120 records sent, 24.0 records/sec (0.00 MB/sec), ..."."""
-    per_s, mb_per_s = _rates(window.count, window.size_bytes, now_ms - window.start_ms)
+    count = delivered - window.delivered_before
+    per_s, mb_per_s = _rates(count, count * record_size_bytes, now_ms - window.start_ms)
     return (
-        f"{window.count} records sent, {per_s:.1f} records/sec ({mb_per_s:.2f} MB/sec), "
+        f"{count} records sent, {per_s:.1f} records/sec ({mb_per_s:.2f} MB/sec), "
         f"{window.avg_latency_ms():.1f} ms avg latency, "
         f"{float(window.latency_max_ms):.1f} ms max latency."
     )
 
 
-def summary_line(total: _Window, latency_percentiles_ms: Sequence[int], now_ms: int) -> str:
+def summary_line(
+    total: _Window,
+    delivered: int,
+    record_size_bytes: int,
+    latency_percentiles_ms: Sequence[int],
+    now_ms: int,
+) -> str:
     """Kafka's summary line; `latency_percentiles_ms` are the 50th, 95th, 99th and 99.9th."""
     p50, p95, p99, p999 = latency_percentiles_ms
-    per_s, mb_per_s = _rates(total.count, total.size_bytes, now_ms - total.start_ms)
+    per_s, mb_per_s = _rates(delivered, delivered * record_size_bytes, now_ms - total.start_ms)
     return (
-        f"{total.count} records sent, {per_s:f} records/sec ({mb_per_s:.2f} MB/sec), "
+        f"{delivered} records sent, {per_s:f} records/sec ({mb_per_s:.2f} MB/sec), "
         f"{total.avg_latency_ms():.2f} ms avg latency, "
         f"{float(total.latency_max_ms):.2f} ms max latency, "
         f"{p50} ms 50th, {p95} ms 95th, {p99} ms 99th, {p999} ms 99.9th."
@@ -193,6 +214,16 @@ def random_payload(size_bytes: int, rng: random.Random) -> bytes:
     return "".join(rng.choices(string.ascii_uppercase, k=size_bytes)).encode("ascii")
 
 
+_KEY = operator.attrgetter("key")
+_VALUE = operator.attrgetter("value")
+
+
+def _payload_bytes(records: Sequence[ConsumerRecord]) -> int:
+    """The records' key and value bytes, summed in bulk (no Python loop per record)."""
+    keys = sum(map(len, filter(None, map(_KEY, records))))
+    return keys + sum(map(len, filter(None, map(_VALUE, records))))
+
+
 @click.group()
 def perf() -> None:
     """Measure producer and consumer throughput and latency, like Kafka's perf-test tools."""
@@ -233,37 +264,39 @@ def perf_produce(
         producer = Producer(bootstrap_servers=bootstrap, **kwargs)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    failures: list[BaseException] = []
     with producer:
         start_ms = monotonic_ms()
-        stats = ProducerStats(num_records, start_ms)
+        stats = ProducerStats(num_records, start_ms, len(payload))
+        sample_every = stats.sample_every
         throttle = Throttle(throughput, start_ms)
-        for sent in range(1, num_records + 1):
-            producer.send(topic, payload, on_delivery=_reporter(stats, len(payload), failures))
-            throttle.pause(sent, monotonic_ms, time.sleep)
+        for sent in range(num_records):
+            future = producer.send(topic, payload)
+            if sent % sample_every == 0:
+                future.add_done_callback(_sampler(stats, producer))
+            if throughput > 0:
+                throttle.pause(sent + 1, monotonic_ms, time.sleep)
         producer.flush()
-    if failures:
-        error = failures[0]
+        counts = producer.delivery_counts()
+    if counts.last_error is not None:
+        error = counts.last_error
         raise error if isinstance(error, KafkaError) else KafkaError(str(error))
-    click.echo(stats.summary(monotonic_ms()))
+    click.echo(stats.summary(counts.records_delivered, monotonic_ms()))
 
 
-def _reporter(
-    stats: ProducerStats, size_bytes: int, failures: list[BaseException]
-) -> Callable[[RecordMetadata | None, BaseException | None], None]:
-    """The delivery callback of one record: its latency runs from now to the callback."""
+def _sampler(stats: ProducerStats, producer: Producer) -> Callable[[FutureRecordMetadata], None]:
+    """The callback of one sampled record: its latency runs from now to the callback."""
     send_ms = monotonic_ms()
 
-    def on_delivery(metadata: RecordMetadata | None, error: BaseException | None) -> None:
-        if error is not None:
-            failures.append(error)
-            return
+    def on_done(future: FutureRecordMetadata) -> None:
+        if future.exception() is not None:
+            return  # counted by the producer; the run fails after flush
         now_ms = monotonic_ms()
-        line = stats.record(now_ms - send_ms, size_bytes, now_ms)
+        delivered = producer.delivery_counts().records_delivered
+        line = stats.sample(now_ms - send_ms, delivered, now_ms)
         if line is not None:
             click.echo(line)
 
-    return on_delivery
+    return on_done
 
 
 @perf.command("consume")
@@ -299,7 +332,8 @@ def _consume(
     count, size_bytes = 0, 0
     last_record_ms = last_report_ms = monotonic_ms()
     while count < messages:
-        records = consumer.poll(timeout_ms=_POLL_INTERVAL_MS, records_max=messages - count)
+        records_max = min(messages - count, CONSUME_POLL_RECORDS_MAX)
+        records = consumer.poll(timeout_ms=_POLL_INTERVAL_MS, records_max=records_max)
         now_ms = monotonic_ms()
         if records:
             last_record_ms = now_ms
@@ -309,7 +343,7 @@ def _consume(
                 "(raise --timeout-ms, or produce more)"
             )
         count += len(records)
-        size_bytes += sum(len(r.key or b"") + len(r.value or b"") for r in records)
+        size_bytes += _payload_bytes(records)
         if now_ms - last_report_ms >= REPORTING_INTERVAL_MS:
             last_report_ms = now_ms
             click.echo(consumer_line(start_wall_ms, _wall_ms(), size_bytes, count, 0), err=True)

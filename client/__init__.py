@@ -116,7 +116,7 @@ from pykraft.client.errors import (
     UnsupportedVersionError,
     error_for,
 )
-from pykraft.client.producer.accumulator import BufferExhaustedError
+from pykraft.client.producer.accumulator import BufferExhaustedError, DeliveryCounts
 from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.producer import Producer
 from pykraft.client.types import (
@@ -147,6 +147,7 @@ __all__ = [
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
     "CorruptMessageError",
+    "DeliveryCounts",
     "DuplicateBrokerRegistrationError",
     "DuplicateSequenceNumberError",
     "ElectionNotNeededError",

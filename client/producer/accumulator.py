@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pykraft.client.clock import monotonic_ms
@@ -56,6 +56,9 @@ class ProducerBatch:
     # idempotent producer's retry must carry the same sequence), and the producer id in them.
     records: bytes | None = None
     producer_id: int = NO_PRODUCER_ID
+    # Numbered at the batch's first send (`in_flight.InFlightBatches`); -1 until then. Retries
+    # wait in their queue in this order.
+    send_order: int = -1
 
     @property
     def done(self) -> bool:
@@ -76,6 +79,17 @@ class ProducerBatch:
 
     def fail(self, error: BaseException) -> None:
         self.result.set(-1, -1, error)
+
+
+@dataclass(frozen=True)
+class DeliveryCounts:
+    """Records whose batches are done, counted per batch (Kafka's record-send-total and
+    record-error-total), and the last error that failed one: what a caller tracking a large
+    run reads instead of a callback per record."""
+
+    records_delivered: int
+    records_failed: int
+    last_error: BaseException | None
 
 
 class RecordAccumulator:
@@ -104,6 +118,7 @@ class RecordAccumulator:
         self._used_bytes = 0
         self._incomplete: set[ProducerBatch] = set()
         self._flushes_in_progress = 0
+        self._delivery_counts = DeliveryCounts(0, 0, None)
         self._closing = False
         self._lock = threading.Lock()
         self._space_freed = threading.Condition(self._lock)
@@ -204,11 +219,17 @@ class RecordAccumulator:
                     next_ms = min(next_ms, wait_ms)
         return ready, max(next_ms, 1)
 
-    def drain(self, tps: Iterable[TopicPartition]) -> list[ProducerBatch]:
-        """Takes the first batch of each partition, in the order given; a drained batch takes
-        no more records."""
+    def drain(
+        self, tps: Iterable[TopicPartition], may_send: Callable[[ProducerBatch], bool]
+    ) -> list[ProducerBatch]:
+        """Takes the first batch of each partition, in the order given, where `may_send`
+        allows it; a drained batch takes no more records."""
         with self._lock:
-            drained = [self._queues[tp].popleft() for tp in tps if self._queues.get(tp)]
+            drained: list[ProducerBatch] = []
+            for tp in tps:
+                queue = self._queues.get(tp)
+                if queue and may_send(queue[0]):
+                    drained.append(queue.popleft())
             self._close_batches(drained)
             return drained
 
@@ -219,11 +240,18 @@ class RecordAccumulator:
                 del self._open[batch.tp]
 
     def reenqueue(self, batch: ProducerBatch, now_ms: int, backoff_ms: int) -> None:
-        """Puts a failed batch back at the head of its queue, to go again after a backoff."""
+        """Puts a failed batch back near the head of its queue, to go again after a backoff:
+        after the retries that were first sent before it, ahead of everything else (Kafka's
+        insertInSequenceOrder; answers of pipelined batches may come back in any order)."""
+        assert batch.send_order >= 0, "only a sent batch is retried"
         batch.attempts += 1
         batch.retry_at_ms = now_ms + backoff_ms
         with self._lock:
-            self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+            queue = self._queues.setdefault(batch.tp, deque())
+            index = 0
+            while index < len(queue) and 0 <= queue[index].send_order < batch.send_order:
+                index += 1
+            queue.insert(index, batch)
 
     def put_back(self, batches: Iterable[ProducerBatch]) -> None:
         """Returns drained batches that were not sent to the head of their queues, in order."""
@@ -247,10 +275,29 @@ class RecordAccumulator:
             if batch not in self._incomplete:
                 return
             self._incomplete.discard(batch)
+            self._count_delivery(batch)
             self._used_bytes -= batch.reserved_bytes
             assert self._used_bytes >= 0, "buffer accounting went negative"
             self._space_freed.notify_all()
             self._all_done.notify_all()
+
+    def _count_delivery(self, batch: ProducerBatch) -> None:
+        """Holding the lock: a done batch's records count as delivered or failed."""
+        assert batch.done, "a batch is deallocated once its futures are resolved"
+        counts, records = self._delivery_counts, batch.builder.record_count()
+        error = batch.result.error
+        if error is None:
+            self._delivery_counts = DeliveryCounts(
+                counts.records_delivered + records, counts.records_failed, counts.last_error
+            )
+        else:
+            self._delivery_counts = DeliveryCounts(
+                counts.records_delivered, counts.records_failed + records, error
+            )
+
+    def delivery_counts(self) -> DeliveryCounts:
+        with self._lock:
+            return self._delivery_counts
 
     def flush(self, timeout_s: float | None) -> bool:
         """Makes every batch ready now and waits until all appended so far are done."""

@@ -5,8 +5,8 @@ Brokers keep, per producer id, the sequences of its last batches on each partiti
 again after a lost answer carries the same id, epoch and sequence, so the broker recognises it
 and answers with the first attempt's offsets instead of writing it twice; a gap in the sequence
 is refused (OUT_OF_ORDER_SEQUENCE_NUMBER). A batch keeps the sequence it was first stamped with
-for all of its retries. The sender keeps one batch in flight per partition, so sequences reach
-each partition in order.
+for all of its retries. The sender keeps up to 5 batches of a partition in flight and retries
+them in order (module `in_flight`), so the broker appends each partition's batches in sequence.
 
 When the brokers no longer know the producer (UNKNOWN_PRODUCER_ID) or refused a sequence, the
 identity is reset once nothing is in flight: a new id from the cluster and every sequence back

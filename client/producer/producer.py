@@ -28,7 +28,7 @@ from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.errors import KafkaError, RequestTimedOutError
-from pykraft.client.producer.accumulator import RecordAccumulator
+from pykraft.client.producer.accumulator import DeliveryCounts, RecordAccumulator
 from pykraft.client.producer.config import INT32_MAX, ProducerConfig
 from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.partitioner import DefaultPartitioner
@@ -206,6 +206,12 @@ class Producer:
             )
         assert future is not None
         return future
+
+    def delivery_counts(self) -> DeliveryCounts:
+        """How many records were delivered and failed so far, and the last error; every record
+        counts once its batch is done (after its future resolves), so after `flush` every record
+        sent before it is counted. Cheaper than a callback per record."""
+        return self._accumulator.delivery_counts()
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition numbers (blocks up to max_block_ms for metadata)."""

@@ -2,18 +2,20 @@
 per leader broker, keeping at most `max_in_flight_requests_per_connection` (Kafka's
 max.in.flight.requests.per.connection) requests in flight per broker.
 
-A partition has at most one batch in flight, so a retried batch never overtakes a later one
-and each partition's records land in send order. Retriable errors put the batch back at the
-head of its queue after `retry_backoff_ms` (refreshing metadata first when the error says the
-leader moved) until `retries` or `delivery_timeout_ms` runs out; other errors fail the batch's
-futures with the typed KafkaError.
+With idempotence a partition keeps up to that many batches in flight too, so each partition
+moves several batches per acks=all round trip; without it, one (module `in_flight` has the
+ordering rules, Kafka's). Retriable errors put the batch back in its queue in the order it was
+first sent, after `retry_backoff_ms` (refreshing metadata first when the error says the leader
+moved), until `retries` or `delivery_timeout_ms` runs out; other errors fail the batch's futures
+with the typed KafkaError.
 
 With idempotence (module `idempotence`), nothing is sent until the producer holds an id from
 InitProducerId; each batch is stamped with the id, epoch and its partition's next sequence at
 its first send and keeps those bytes for every retry, so the broker drops a retry whose first
 attempt was written. A stamped batch that fails, UNKNOWN_PRODUCER_ID and refused sequences
 reset the identity once nothing is in flight (UNKNOWN_PRODUCER_ID retries the batch under the
-new id; the others fail it).
+new id; the others fail it); batches refused only because an earlier one failed go again under
+the new id.
 
 A request carries at most `max_request_size` bytes of batches (a single larger batch still goes
 alone: the accumulator refuses records that could not fit).
@@ -33,6 +35,7 @@ from pykraft.client.errors import (
     DuplicateSequenceNumberError,
     InvalidMetadataError,
     KafkaError,
+    OutOfOrderSequenceNumberError,
     RequestTimedOutError,
     UnknownProducerIdError,
     UnknownServerError,
@@ -41,6 +44,7 @@ from pykraft.client.errors import (
 from pykraft.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from pykraft.client.producer.config import ProducerConfig
 from pykraft.client.producer.idempotence import ProducerIdentity
+from pykraft.client.producer.in_flight import InFlightBatches
 from pykraft.client.types import TopicPartition
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import NO_PRODUCER_ID
@@ -81,7 +85,8 @@ class Sender:
         self._identity_error: KafkaError | None = None
         self._in_flight: dict[str, int] = defaultdict(int)
         self._in_flight_batches: set[ProducerBatch] = set()
-        self._muted: set[TopicPartition] = set()
+        in_flight_max = config.max_in_flight_requests_per_connection
+        self._unresolved = InFlightBatches(in_flight_max if config.idempotent else 1)
         self._running = True
         self._forced = False
         self._thread = threading.Thread(target=self._run, name="pykraft-producer", daemon=True)
@@ -133,12 +138,20 @@ class Sender:
         for batch in self._accumulator.expire(now_ms, self._config.delivery_timeout_ms):
             self._finish(batch, self._expired_error(batch))
         self._metadata.maybe_refresh(now_ms)
-        ready, delay_ms = self._accumulator.ready(now_ms)
-        if ready and not self._identity_ready(now_ms):
-            return min(delay_ms, max(self._config.retry_backoff_ms, 1))
-        for address, tps in self._by_leader(ready).items():
-            if self._in_flight[address] < self._config.max_in_flight_requests_per_connection:
-                self._send(address, self._accumulator.drain(tps))
+        in_flight_max = self._config.max_in_flight_requests_per_connection
+        # Each round sends at most one request per broker; a broker takes no more than
+        # in_flight_max, so that many rounds are all one pass can use.
+        for _ in range(in_flight_max):
+            ready, delay_ms = self._accumulator.ready(now_ms)
+            if ready and not self._identity_ready(now_ms):
+                return min(delay_ms, max(self._config.retry_backoff_ms, 1))
+            sent = False
+            may_send = self._unresolved.may_send
+            for address, tps in self._by_leader(ready).items():
+                if self._in_flight[address] < in_flight_max:
+                    sent = self._send(address, self._accumulator.drain(tps, may_send)) or sent
+            if not sent:
+                break
         return delay_ms
 
     def _identity_ready(self, now_ms: int) -> bool:
@@ -176,8 +189,6 @@ class Sender:
     def _by_leader(self, ready: list[TopicPartition]) -> dict[str, list[TopicPartition]]:
         grouped: dict[str, list[TopicPartition]] = defaultdict(list)
         for tp in ready:
-            if tp in self._muted:
-                continue
             leader = self._metadata.leader(tp)
             if leader is None:
                 self._metadata.add_topics([tp.topic])
@@ -186,9 +197,10 @@ class Sender:
             grouped[leader.address].append(tp)
         return grouped
 
-    def _send(self, address: str, batches: list[ProducerBatch]) -> None:
+    def _send(self, address: str, batches: list[ProducerBatch]) -> bool:
+        """Sends `batches` in one request; whether there was anything to send."""
         if not batches:
-            return
+            return False
         request_bytes_max = self._config.max_request_size
         size_bytes = 0
         for count, batch in enumerate(batches):
@@ -205,7 +217,8 @@ class Sender:
         in_flight_max = self._config.max_in_flight_requests_per_connection
         assert self._in_flight[address] <= in_flight_max, (address, self._in_flight[address])
         self._in_flight_batches.update(batches)
-        self._muted.update(b.tp for b in batches)
+        for batch in batches:
+            self._unresolved.sent(batch)
 
         def on_done(result: broker_pb2.ProduceResponse | KafkaError) -> None:
             self._completions.put(_Completion(address, batches, result))
@@ -221,6 +234,7 @@ class Sender:
         if self._config.acks_id == 0:  # nothing to wait for: delivered once sent, offset unknown
             for batch in batches:
                 batch.complete(-1, -1)
+        return True
 
     def _sealed(self, batch: ProducerBatch) -> bytes:
         """The batch's bytes, stamped at its first send (again if the producer id changed)."""
@@ -254,10 +268,10 @@ class Sender:
         self._in_flight[completion.address] -= 1
         assert self._in_flight[completion.address] >= 0
         for batch in completion.batches:
-            self._muted.discard(batch.tp)
             self._in_flight_batches.discard(batch)
         if self._config.acks_id == 0:
             for batch in completion.batches:
+                self._unresolved.resolved(batch)
                 self._accumulator.deallocate(batch)
             return
         result = completion.result
@@ -274,6 +288,7 @@ class Sender:
                 message = answer.error_message or f"producing to {batch.tp}"
                 self._on_partition_error(batch, error_for(answer.error_code, message), now_ms)
             else:
+                self._unresolved.resolved(batch)
                 batch.complete(answer.base_offset, answer.log_append_time_ms)
                 self._accumulator.deallocate(batch)
 
@@ -293,20 +308,32 @@ class Sender:
 
     def _on_partition_error(self, batch: ProducerBatch, error: KafkaError, now_ms: int) -> None:
         if isinstance(error, DuplicateSequenceNumberError):
+            self._unresolved.resolved(batch)
             batch.complete(-1, -1)  # written before; the broker no longer knows where
             self._accumulator.deallocate(batch)
             return
         retriable = error.retriable
+        backoff_ms = self._config.retry_backoff_ms
+        behind = self._unresolved.sent_behind(batch)
+        if isinstance(error, OutOfOrderSequenceNumberError):
+            # Refused whole because an earlier batch failed or was overtaken, or stamped with
+            # an id since given up: it goes again, in order (under the new id, if any), with no
+            # backoff of its own: it waits for the batches before it, which back off if needed.
+            retriable = behind or batch.producer_id != self._identity.producer_id
+            backoff_ms = 0
         if isinstance(error, UnknownProducerIdError):
-            # The brokers forgot this producer (e.g. retention removed its records): a new
-            # id, and the batch goes again under it.
-            self._identity.request_reset()
+            # Behind an unresolved batch: it overtook the partition's first batch, which was not
+            # written yet (or failed), and goes again in order. Otherwise the brokers forgot
+            # this producer (e.g. retention removed its records): a new id, and the batch goes
+            # again under it.
+            if not behind:
+                self._identity.request_reset()
             retriable = True
         if isinstance(error, InvalidMetadataError):
             self._metadata.request_update()
         in_time = now_ms < batch.created_ms + self._config.delivery_timeout_ms
         if retriable and batch.attempts < self._config.retries and in_time:
-            self._accumulator.reenqueue(batch, now_ms, self._config.retry_backoff_ms)
+            self._accumulator.reenqueue(batch, now_ms, backoff_ms)
         elif retriable and not in_time:
             self._finish(batch, self._expired_error(batch, error))
         else:
@@ -327,6 +354,7 @@ class Sender:
         if batch.producer_id != NO_PRODUCER_ID and batch.producer_id == self._identity.producer_id:
             self._identity.request_reset()
         self._in_flight_batches.discard(batch)
+        self._unresolved.resolved(batch)
         if not batch.done:
             batch.fail(error)
         self._accumulator.deallocate(batch)

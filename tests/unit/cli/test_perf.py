@@ -33,10 +33,10 @@ def test_percentiles_take_the_sorted_sample_at_count_times_p() -> None:
 
 
 def test_summary_line_matches_kafkas_format_exactly() -> None:
-    stats = ProducerStats(num_records=4, start_ms=0)
-    for latency_ms in (1, 2, 3, 10):
-        assert stats.record(latency_ms, size_bytes=1024 * 1024, now_ms=1000) is None
-    line = stats.summary(now_ms=2000)
+    stats = ProducerStats(num_records=4, start_ms=0, record_size_bytes=1024 * 1024)
+    for delivered, latency_ms in enumerate((1, 2, 3, 10), start=1):
+        assert stats.sample(latency_ms, delivered, now_ms=1000) is None
+    line = stats.summary(delivered=4, now_ms=2000)
     assert line == (
         "4 records sent, 2.000000 records/sec (2.00 MB/sec), 4.00 ms avg latency, "
         "10.00 ms max latency, 3 ms 50th, 10 ms 95th, 10 ms 99th, 10 ms 99.9th."
@@ -45,14 +45,25 @@ def test_summary_line_matches_kafkas_format_exactly() -> None:
 
 
 def test_a_window_line_is_returned_once_the_reporting_interval_has_passed() -> None:
-    stats = ProducerStats(num_records=10, start_ms=0, interval_ms=5000)
-    assert stats.record(4, 100, now_ms=4999) is None
-    line = stats.record(6, 100, now_ms=5000)
+    """Samples carry the latency; the count is what the producer delivered meanwhile."""
+    stats = ProducerStats(num_records=10, start_ms=0, record_size_bytes=100, interval_ms=5000)
+    assert stats.sample(4, delivered=1, now_ms=4999) is None
+    line = stats.sample(6, delivered=2, now_ms=5000)
     assert line == (
         "2 records sent, 0.4 records/sec (0.00 MB/sec), 5.0 ms avg latency, 6.0 ms max latency."
     )
-    assert stats.record(2, 100, now_ms=5001) is None  # a new window began at 5000
-    assert stats.summary(now_ms=10000).startswith("3 records sent, 0.300000 records/sec")
+    assert stats.sample(2, delivered=3, now_ms=5001) is None  # a new window began at 5000
+    later = stats.sample(8, delivered=30, now_ms=10000)
+    assert later is not None and later.startswith("28 records sent, 5.6 records/sec")
+    assert stats.summary(delivered=30, now_ms=10000).startswith(
+        "30 records sent, 3.000000 records/sec"
+    )
+
+
+def test_a_sample_stands_for_at_least_sixteen_records_and_samples_stay_bounded() -> None:
+    assert ProducerStats(num_records=10, start_ms=0, record_size_bytes=1).sample_every == 16
+    huge = ProducerStats(num_records=100_000_001, start_ms=0, record_size_bytes=1)
+    assert huge.sample_every == 201  # at most LATENCY_SAMPLES_MAX samples
 
 
 def test_throttle_waits_until_the_average_rate_is_back_on_target() -> None:

@@ -6,7 +6,8 @@ own 127.0.0.1 port, answering NOT_LEADER_OR_FOLLOWER for partitions it does not 
 FENCED_LEADER_EPOCH for a stale leader epoch. Tests script errors per partition
 (`produce_errors`, `fetch_script`), move leaders (`move_leader`), delete topics
 (`delete_topic`), damage stored batches (`corrupt`) and cut a log as an unclean election does
-(`truncate`, then `move_leader`). A partition may have an in-sync follower (`read_replicas`,
+(`truncate`, then `move_leader`). Produce checks idempotent producers' sequences as the real broker
+does (`idempotent_store`). A partition may have an in-sync follower (`read_replicas`,
 KIP-392): its leader names it to every consumer that sends a rack, with no records, and it
 serves those consumers the same log.
 
@@ -45,6 +46,7 @@ from pykraft.proto.record_batch import (
 )
 from tests.unit.client.fake_grpc import unary_service
 
+PRODUCER_BATCHES_REMEMBERED = 5  # per producer and partition, as the real broker
 WAIT_S = 5.0  # how long tests wait for a condition before failing
 
 
@@ -84,6 +86,14 @@ class FakeCluster:
         self.fetches_in_flight_max: dict[int, int] = defaultdict(int)
         self.stopped = False
         self.producer_ids_given = 0
+        # (tp, producer id) -> its last batches: (first sequence, last sequence, base offset).
+        self.producer_batches: dict[tuple[TopicPartition, int], list[tuple[int, int, int]]]
+        self.producer_batches = defaultdict(list)
+        # How long a Produce answer waits after the append (acks=all's replication wait), and
+        # the most Produce requests one broker held at once.
+        self.produce_answer_delay_s = 0.0
+        self.produces_in_flight_max = 0
+        self._produces_in_flight = 0
         self.brokers = [FakeBroker(self, node_id) for node_id in range(1, brokers + 1)]
 
     @property
@@ -133,6 +143,29 @@ class FakeCluster:
             next_offset = BatchHeader.parse(batch).next_offset
         self.lock.notify_all()
         return base
+
+    def idempotent_store(self, tp: TopicPartition, records: bytes) -> tuple[int, int]:
+        """Holding the lock: stores a produced batch as the real broker checks it (an error
+        code and the base offset). A batch of an idempotent producer must carry the next
+        sequence (else OUT_OF_ORDER_SEQUENCE_NUMBER; UNKNOWN_PRODUCER_ID when the partition
+        has nothing of the producer and the sequence is not 0); one of its last 5 sent again is
+        not stored again and answers with its first offset."""
+        header = BatchHeader.parse(records)
+        if header.producer_id < 0:
+            return common_pb2.NONE, self._store(tp, records)
+        remembered = self.producer_batches[(tp, header.producer_id)]
+        for first_sequence, _, base in remembered:
+            if first_sequence == header.base_sequence:
+                return common_pb2.NONE, base
+        if not remembered and header.base_sequence != 0:
+            return common_pb2.UNKNOWN_PRODUCER_ID, -1
+        if remembered and header.base_sequence != remembered[-1][1] + 1:
+            return common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        base = self._store(tp, records)
+        last_sequence = header.base_sequence + header.record_count - 1
+        remembered.append((header.base_sequence, last_sequence, base))
+        remembered[:] = remembered[-PRODUCER_BATCHES_REMEMBERED:]
+        return common_pb2.NONE, base
 
     def truncate(self, tp: TopicPartition, offset: int) -> None:
         """Drops every batch from the one holding `offset` on, as a leader elected uncleanly
@@ -215,7 +248,7 @@ class FakeBroker:
         return run
 
     def init_producer_id(self, request: pb.InitProducerIdRequest) -> pb.InitProducerIdResponse:
-        """A fresh producer id per call, epoch 0 (no sequence checks in this fake)."""
+        """A fresh producer id per call, epoch 0."""
         with self.cluster.lock:
             self.cluster.producer_ids_given += 1
             return pb.InitProducerIdResponse(
@@ -224,26 +257,43 @@ class FakeBroker:
 
     def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         cluster = self.cluster
-        topics = []
         with cluster.lock:
-            for topic in request.topics:
-                results = []
-                for p in topic.partitions:
-                    tp = TopicPartition(topic.topic, p.partition)
-                    code = cluster.leader_error(self.node_id, tp)
-                    if code == common_pb2.NONE and cluster.produce_errors[tp]:
-                        code = cluster.produce_errors[tp].pop(0)
-                    base = cluster._store(tp, p.records) if code == common_pb2.NONE else -1
-                    results.append(
-                        pb.ProducePartitionResult(
-                            partition=p.partition,
-                            error_code=code,  # type: ignore[arg-type]
-                            base_offset=base,
-                            log_append_time_ms=-1,
-                        )
-                    )
-                topics.append(pb.ProduceTopicResult(topic=topic.topic, partitions=results))
+            cluster._produces_in_flight += 1
+            in_flight = cluster._produces_in_flight
+            cluster.produces_in_flight_max = max(cluster.produces_in_flight_max, in_flight)
+            response = self._produce_locked(request)
+        time.sleep(cluster.produce_answer_delay_s)  # stands for acks=all's replication wait
+        with cluster.lock:
+            cluster._produces_in_flight -= 1
+        return response
+
+    def _produce_locked(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        """Holding the lock: appends what the request carries and builds the answer."""
+        topics = [
+            pb.ProduceTopicResult(
+                topic=topic.topic,
+                partitions=[self._produce_partition(topic.topic, p) for p in topic.partitions],
+            )
+            for topic in request.topics
+        ]
         return pb.ProduceResponse(topics=topics)
+
+    def _produce_partition(self, topic: str, p: pb.ProducePartition) -> pb.ProducePartitionResult:
+        """Holding the lock: one partition's append: a scripted error, or the store's answer."""
+        cluster = self.cluster
+        tp = TopicPartition(topic, p.partition)
+        code = cluster.leader_error(self.node_id, tp)
+        if code == common_pb2.NONE and cluster.produce_errors[tp]:
+            code = cluster.produce_errors[tp].pop(0)
+        base = -1
+        if code == common_pb2.NONE:
+            code, base = cluster.idempotent_store(tp, p.records)
+        return pb.ProducePartitionResult(
+            partition=p.partition,
+            error_code=code,  # type: ignore[arg-type]
+            base_offset=base,
+            log_append_time_ms=-1,
+        )
 
     def fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
         cluster = self.cluster

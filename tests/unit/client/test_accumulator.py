@@ -37,7 +37,7 @@ def test_records_fill_a_batch_up_to_batch_size_then_open_another() -> None:
         acc.append(TP, 1000, None, b"%d" % i + b"x" * 40, (), max_block_ms=0)
     ready, _ = acc.ready(monotonic_ms())
     assert ready == [TP], "a full batch is ready before linger_ms"
-    batches = acc.drain([TP])
+    batches = acc.drain([TP], lambda _: True)
     first = decode_batch(batches[0].builder.build())
     assert 1 < len(first) < 10
     assert len(batches[0].builder.build()) <= 300
@@ -65,7 +65,7 @@ def test_flush_makes_lingering_batches_ready_and_waits_for_them() -> None:
     while acc.ready(monotonic_ms())[0] != [TP]:
         assert time.monotonic() < deadline, "flush never made the batch ready"
         time.sleep(0.001)
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     batch.complete(5, -1)
     acc.deallocate(batch)
     flusher.join(5)
@@ -88,7 +88,7 @@ def test_a_blocked_append_goes_through_once_space_is_freed() -> None:
     size = record_size_bytes(None, b"x" * 100, ())
     acc = accumulator(buffer_memory=size + 10)
     acc.append(TP, 1000, None, b"x" * 100, (), max_block_ms=0)
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     results: list[object] = []
     appender = threading.Thread(
         target=lambda: results.append(acc.append(TP, 1, None, b"y" * 100, (), max_block_ms=5000))
@@ -96,6 +96,7 @@ def test_a_blocked_append_goes_through_once_space_is_freed() -> None:
     appender.start()
     appender.join(0.05)
     assert appender.is_alive(), "the append blocks while the buffer is full"
+    batch.complete(0, -1)
     acc.deallocate(batch)
     appender.join(5)
     assert results and results[0] is not None
@@ -126,7 +127,7 @@ def test_a_record_the_builder_refuses_leaves_no_trace() -> None:
     assert acc.used_bytes() == 0
     assert not acc.has_pending()
     acc.append(TP, 1000, None, b"ok", (), max_block_ms=0)
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     assert [r.value for r in decode_batch(batch.builder.build())] == [b"ok"]
 
 
@@ -139,5 +140,22 @@ def test_an_expired_batch_takes_no_more_records() -> None:
     future = acc.append(TP, 1000, None, b"new", (), max_block_ms=0)
     assert future is not None and not future.done()
     assert acc.used_bytes() == record_size_bytes(None, b"new", ())
-    (batch,) = acc.drain([TP])
+    (batch,) = acc.drain([TP], lambda _: True)
     assert batch is not expired
+
+
+def test_delivery_counts_count_each_done_batch_once_with_the_last_error() -> None:
+    acc = accumulator(batch_size=100)
+    for value in (b"a" * 40, b"b" * 40, b"c" * 40):
+        acc.append(TP, 1000, None, value, (), max_block_ms=0)
+    first, second = (acc.drain([TP], lambda _: True)[0] for _ in range(2))
+    first.complete(0, -1)
+    acc.deallocate(first)
+    acc.deallocate(first)  # a second deallocate counts nothing
+    error = RuntimeError("refused")
+    second.fail(error)
+    acc.deallocate(second)
+    counts = acc.delivery_counts()
+    delivered, failed = first.builder.record_count(), second.builder.record_count()
+    assert (counts.records_delivered, counts.records_failed) == (delivered, failed)
+    assert counts.last_error is error

@@ -116,6 +116,24 @@ def test_non_retriable_errors_fail_the_future_with_the_typed_error() -> None:
         assert len(reports) == 1 and isinstance(reports[0][1], MessageTooLargeError)
 
 
+def test_delivery_counts_tell_delivered_and_failed_records_after_flush() -> None:
+    with running({"t": 1}) as cluster:
+        with Producer(bootstrap_servers=cluster.bootstrap, linger_ms=0) as producer:
+            for i in range(10):
+                producer.send("t", b"v%d" % i)
+            producer.flush(WAIT_S)
+            counts = producer.delivery_counts()
+            assert (counts.records_delivered, counts.records_failed) == (10, 0)
+            assert counts.last_error is None
+            cluster.produce_errors[T0] = [common_pb2.MESSAGE_TOO_LARGE]
+            with pytest.raises(MessageTooLargeError):
+                producer.send("t", b"refused").result(WAIT_S)
+            producer.flush(WAIT_S)
+            counts = producer.delivery_counts()
+        assert (counts.records_delivered, counts.records_failed) == (10, 1)
+        assert isinstance(counts.last_error, MessageTooLargeError)
+
+
 def test_delivery_timeout_fails_records_that_never_succeed() -> None:
     with running({"t": 1}) as cluster:
         cluster.produce_errors[T0] = [common_pb2.NOT_ENOUGH_REPLICAS] * 10_000
@@ -377,3 +395,62 @@ def test_requests_stay_within_max_request_size() -> None:
             future.result(WAIT_S)
         # Four ~480-byte batches: at most two fit in one request.
         assert cluster.requests[(1, "Produce")] >= 2
+
+
+def test_pipelined_batches_survive_a_failure_in_their_midst_once_each_and_in_order() -> None:
+    """Several batches of one partition in flight (Produce answers wait, as acks=all does); one
+    fails retriably, so the broker refuses those sent behind it OUT_OF_ORDER_SEQUENCE_NUMBER:
+    they go again in order, and the partition holds every record once, in send order."""
+    with running({"t": 1}) as cluster:
+        cluster.produce_answer_delay_s = 0.02
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, batch_size=100, linger_ms=0, retry_backoff_ms=5
+        ) as producer:
+            values = [b"v%04d" % i for i in range(300)]
+            futures = [producer.send("t", v, partition=0) for v in values[:100]]
+            wait_for(lambda: cluster.produces_in_flight_max > 1)
+            cluster.produce_errors[T0] = [common_pb2.NOT_ENOUGH_REPLICAS]
+            futures += [producer.send("t", v, partition=0) for v in values[100:]]
+            offsets = [f.result(WAIT_S).offset for f in futures]
+        assert cluster.values(T0) == values
+        assert offsets == list(range(len(values)))
+        assert cluster.producer_ids_given == 1, "no batch failed for good"
+
+
+def test_a_batch_refused_behind_an_unresolved_one_goes_again_without_a_backoff() -> None:
+    """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch sent while an earlier one was unanswered means
+    it overtook that one: it is sent again once the earlier one is acknowledged, with no
+    retry_backoff_ms (a minute here) of its own, and nothing fails."""
+    with running({"t": 1}) as cluster:
+        cluster.produce_answer_delay_s = 0.2
+        cluster.produce_errors[T0] = [common_pb2.NONE, common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER]
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, linger_ms=0, retry_backoff_ms=60_000
+        ) as producer:
+            first = producer.send("t", b"a", partition=0)
+            wait_for(lambda: cluster.requests[(1, "Produce")] >= 1)
+            second = producer.send("t", b"b", partition=0)
+            assert second.result(WAIT_S).offset == 1
+            assert first.result(0).offset == 0
+        assert cluster.values(T0) == [b"a", b"b"]
+        assert cluster.requests[(1, "Produce")] == 3
+        assert cluster.producer_ids_given == 1
+
+
+def test_a_first_batch_overtaken_on_the_broker_costs_no_new_producer_id() -> None:
+    """The broker answers UNKNOWN_PRODUCER_ID to a batch with sequence above 0 while it has
+    nothing of the producer on the partition: sent behind the partition's first batch, which
+    failed (or has not been written yet), it goes again in order under the same id; a new id
+    would let a batch whose answer was lost be written twice."""
+    with running({"t": 1}) as cluster:
+        cluster.produce_answer_delay_s = 0.2
+        cluster.produce_errors[T0] = [common_pb2.NOT_ENOUGH_REPLICAS]
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, linger_ms=0, retry_backoff_ms=5
+        ) as producer:
+            first = producer.send("t", b"a", partition=0)
+            wait_for(lambda: cluster.requests[(1, "Produce")] >= 1)
+            second = producer.send("t", b"b", partition=0)
+            assert [first.result(WAIT_S).offset, second.result(WAIT_S).offset] == [0, 1]
+        assert cluster.values(T0) == [b"a", b"b"]
+        assert cluster.producer_ids_given == 1

@@ -35,6 +35,7 @@ PUBLIC_NAMES = [
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
     "CorruptMessageError",
+    "DeliveryCounts",
     "DuplicateBrokerRegistrationError",
     "DuplicateSequenceNumberError",
     "ElectionNotNeededError",
