@@ -33,6 +33,7 @@ EXTENSIONS = (
     ("pykraft.proto.record_batch._codec", "proto/record_batch/_codec.pyx"),
     ("pykraft.client.producer._murmur2", "client/producer/_murmur2.pyx"),
     ("pykraft.client.consumer._consumer_records", "client/consumer/_consumer_records.pyx"),
+    ("pykraft.client.producer._record_future", "client/producer/_record_future.pyx"),
 )
 INCLUDE_PATH = ["proto/record_batch"]
 

@@ -21,6 +21,7 @@ COMPILED_MODULES: Final = (
     "pykraft.proto.record_batch._codec",
     "pykraft.client.producer._murmur2",
     "pykraft.client.consumer._consumer_records",
+    "pykraft.client.producer._record_future",
 )
 
 
