@@ -108,6 +108,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/follower_fetch_latency.py
 	$(BIN)/python bench/client.py --records 200000
 	$(BIN)/python bench/client_cpu.py --records 200000
+	$(BIN)/python bench/producer_pipelining.py --records 200000
 	$(BIN)/python bench/groups.py --records 200000
 	$(BIN)/python bench/spark.py --records 200000
 	$(BIN)/python bench/kafka_compare.py --records 200000

@@ -417,6 +417,15 @@ def test_pipelined_batches_survive_a_failure_in_their_midst_once_each_and_in_ord
         assert cluster.producer_ids_given == 1, "no batch failed for good"
 
 
+def _send_one_behind_another(
+    cluster: FakeCluster, producer: Producer
+) -> tuple[FutureRecordMetadata, FutureRecordMetadata]:
+    """b"a" then b"b" to partition 0, b"b" in a batch of its own sent once b"a"'s is out."""
+    first = producer.send("t", b"a", partition=0)
+    wait_for(lambda: cluster.requests[(1, "Produce")] >= 1)
+    return first, producer.send("t", b"b", partition=0)
+
+
 def test_a_batch_refused_behind_an_unresolved_one_goes_again_without_a_backoff() -> None:
     """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch sent while an earlier one was unanswered means
     it overtook that one: it is sent again once the earlier one is acknowledged, with no
@@ -427,9 +436,7 @@ def test_a_batch_refused_behind_an_unresolved_one_goes_again_without_a_backoff()
         with Producer(
             bootstrap_servers=cluster.bootstrap, linger_ms=0, retry_backoff_ms=60_000
         ) as producer:
-            first = producer.send("t", b"a", partition=0)
-            wait_for(lambda: cluster.requests[(1, "Produce")] >= 1)
-            second = producer.send("t", b"b", partition=0)
+            first, second = _send_one_behind_another(cluster, producer)
             assert second.result(WAIT_S).offset == 1
             assert first.result(0).offset == 0
         assert cluster.values(T0) == [b"a", b"b"]
@@ -448,9 +455,7 @@ def test_a_first_batch_overtaken_on_the_broker_costs_no_new_producer_id() -> Non
         with Producer(
             bootstrap_servers=cluster.bootstrap, linger_ms=0, retry_backoff_ms=5
         ) as producer:
-            first = producer.send("t", b"a", partition=0)
-            wait_for(lambda: cluster.requests[(1, "Produce")] >= 1)
-            second = producer.send("t", b"b", partition=0)
+            first, second = _send_one_behind_another(cluster, producer)
             assert [first.result(WAIT_S).offset, second.result(WAIT_S).offset] == [0, 1]
         assert cluster.values(T0) == [b"a", b"b"]
         assert cluster.producer_ids_given == 1
