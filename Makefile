@@ -29,11 +29,12 @@ test: proto-check lint chaos-tools kafka-tools
 	$(BIN)/python -m pytest -q
 	$(MAKE) codec-python
 
-# The codec, partitioner and consumer tests with the compiled extensions switched off.
+# The codec, partitioner, consumer and producer tests with the compiled extensions switched off.
 CODEC_TESTS := tests/unit/proto tests/unit/client/test_partitioner.py \
 	tests/unit/client/test_consumer.py tests/unit/client/test_consumer_records_extension.py \
 	tests/unit/client/test_producer.py tests/unit/client/test_accumulator.py \
-	tests/unit/client/test_consumer_arrow.py tests/unit/spark/test_read_range.py
+	tests/unit/client/test_consumer_arrow.py tests/unit/spark/test_read_range.py \
+	tests/unit/client/test_record_future_extension.py
 codec-python: $(STAMP)
 	PYKRAFT_NO_EXTENSIONS=1 $(BIN)/python -m pytest -q $(CODEC_TESTS)
 

@@ -9,19 +9,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pykraft.client.consumer import fetch_buffer
-from pykraft.client.producer import partitioner
+from pykraft.client.producer import accumulator, partitioner
+from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.proto.extensions import compiled
 from pykraft.proto.record_batch import build, decode
 
 _codec = compiled("pykraft.proto.record_batch._codec")
 _murmur2 = compiled("pykraft.client.producer._murmur2")
 _consumer_records = compiled("pykraft.client.consumer._consumer_records")
+_record_future = compiled("pykraft.client.producer._record_future")
 
 # (module, attribute, compiled, pure)
 _SWITCHES = (
     (build, "encode_record", _codec.encode_record, build.encode_record_python),
     (decode, "decode_records", _codec.decode_records, decode.decode_records_python),
     (partitioner, "murmur2", _murmur2.murmur2, partitioner.murmur2_python),
+    (accumulator, "record_future", _record_future.record_future, FutureRecordMetadata),
     (
         fetch_buffer,
         "consumer_records",

@@ -22,6 +22,7 @@ COMPILED_MODULES: Final = (
     "pykraft.client.producer._murmur2",
     "pykraft.client.consumer._consumer_records",
     "pykraft.proto.record_batch._columns_ext",
+    "pykraft.client.producer._record_future",
 )
 
 

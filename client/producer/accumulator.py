@@ -18,7 +18,16 @@ from pykraft.client.clock import monotonic_ms
 from pykraft.client.errors import MessageTooLargeError, RequestTimedOutError
 from pykraft.client.producer.future import BatchResult, FutureRecordMetadata
 from pykraft.client.types import TopicPartition
+from pykraft.proto import extensions
 from pykraft.proto.record_batch import NO_PRODUCER_ID, BatchBuilder, Compression
+
+# A record's future: compiled, untracked by the garbage collector, unless disabled or not
+# built (pykraft.proto.extensions); the class itself otherwise.
+record_future: Callable[[BatchResult, TopicPartition, int, int], FutureRecordMetadata]
+record_future = FutureRecordMetadata
+_compiled = extensions.load("pykraft.client.producer._record_future")
+if _compiled is not None:
+    record_future = _compiled.record_future
 
 # A record's bytes in the batch beyond key, value and headers (length, attributes, deltas).
 RECORD_OVERHEAD_BYTES = 21
@@ -131,7 +140,6 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         headers: Headers,
-        *,
         max_block_ms: int,
         abort_on_new_batch: bool = False,
     ) -> FutureRecordMetadata | None:
@@ -139,7 +147,10 @@ class RecordAccumulator:
         `abort_on_new_batch` is set and the record would open a new batch, so the caller may
         choose another partition first. Blocks up to `max_block_ms` for buffer space, then
         raises BufferExhaustedError."""
-        size = record_size_bytes(key, value, headers)
+        # record_size_bytes, inlined for the common record without headers: this runs per record.
+        size = RECORD_OVERHEAD_BYTES + (len(key) if key else 0) + (len(value) if value else 0)
+        if headers:
+            size = record_size_bytes(key, value, headers)
         if size > self._max_request_size or size > self._buffer_memory:
             raise MessageTooLargeError(
                 f"a record of about {size} bytes is larger than max_request_size "
@@ -168,7 +179,7 @@ class RecordAccumulator:
             self._used_bytes += size
         if full or estimate >= self._batch_size:
             self._wakeup.set()
-        return FutureRecordMetadata(batch.result, tp, index, timestamp_ms)
+        return record_future(batch.result, tp, index, timestamp_ms)
 
     def _register(self, tp: TopicPartition, builder: BatchBuilder) -> tuple[ProducerBatch, bool]:
         """Holding the lock: queues a new open batch for `tp` around `builder`, and says whether

@@ -113,6 +113,7 @@ class Producer:
         self._sender = Sender(self._accumulator, self._metadata, self._pool, config, wakeup)
         self._sender.start()
         self._topic_partitions: dict[str, tuple[TopicPartition, ...]] = {}
+        self._max_block_ms = config.max_block_ms  # read per record
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -151,7 +152,14 @@ class Producer:
             tps = self._topic_partitions[topic] = tuple(
                 TopicPartition(topic, p) for p in range(count)
             )
-        future = self._append(tps, partition, timestamp, key, value, record_headers)
+        sticky = partition is None and key is None
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, count)
+        future = self._accumulator.append(
+            tps[partition], timestamp, key, value, record_headers, self._max_block_ms, sticky
+        )
+        if future is None:  # the sticky partition's batch is full: move on, as Kafka does
+            future = self._append_elsewhere(tps, partition, timestamp, value, record_headers)
         if on_delivery is not None:
             callback = on_delivery
 
@@ -180,30 +188,23 @@ class Producer:
             raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
         return count
 
-    def _append(
+    def _append_elsewhere(
         self,
         tps: tuple[TopicPartition, ...],
-        partition: int | None,
+        full: int,
         timestamp: int,
-        key: bytes | None,
         value: bytes | None,
         headers: Headers,
     ) -> FutureRecordMetadata:
-        """Appends to the chosen partition of `tps` (the topic's partitions, reused so no
-        TopicPartition is built per record)."""
+        """Appends a keyless record after the sticky partition `full` of `tps` (the topic's
+        partitions, reused so no TopicPartition is built per record) would have needed a new
+        batch: the partitioner moves on first, so a new batch starts elsewhere."""
         topic, count = tps[0].topic, len(tps)
-        sticky = partition is None and key is None
-        chosen = self._partitioner.partition(topic, key, count) if partition is None else partition
-        args = (timestamp, key, value, headers)
+        self._partitioner.on_new_batch(topic, full, count)
+        chosen = self._partitioner.partition(topic, None, count)
         future = self._accumulator.append(
-            tps[chosen], *args, max_block_ms=self._config.max_block_ms, abort_on_new_batch=sticky
+            tps[chosen], timestamp, None, value, headers, self._max_block_ms
         )
-        if future is None:  # the sticky partition's batch is full: move on, as Kafka does
-            self._partitioner.on_new_batch(topic, chosen, count)
-            chosen = self._partitioner.partition(topic, key, count)
-            future = self._accumulator.append(
-                tps[chosen], *args, max_block_ms=self._config.max_block_ms
-            )
         assert future is not None
         return future
 
