@@ -7,7 +7,9 @@ factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this
   with pykraft's compiled extensions and with PYKRAFT_NO_EXTENSIONS=1, alternating;
 - `pykraft perf produce` and `pykraft perf consume` run as a user runs them (their printed
   records/s; CPU of the whole command, start-up included);
-- consume of a topic the library produced, the same four ways, then the perf consume;
+- consume of a topic the library produced, the same four ways, then the perf consume (with
+  Kafka's default settings only: `perf consume` takes no consumer properties);
+- `--rounds N` runs all of the above N times over, interleaved, and keeps each one's median;
 - end-to-end latency at a paced 10,000 records/s, acks=all (bench/cluster.py's latency_ms: the
   send time heads each value, a consumer in this process takes the difference on receipt).
 
@@ -16,13 +18,15 @@ node each and no replication (bench/peers.py), right after our cluster is stoppe
 competes with another. The last table puts each of our figures beside each peer's as a ratio.
 
 Run (where clusters share the machine, under `flock /tmp/pykraft-cluster.lock`):
-`.venv/bin/python bench/client.py [--records 1000000] [--no-peers] [--latency-seconds 10]`.
+`.venv/bin/python bench/client.py [--records 1000000] [--rounds 1] [--latency-seconds 10]
+[--no-peers]`.
 Figures depend on the machine; the ratios in the last table are taken in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -80,6 +84,14 @@ def _topic(how: str) -> str:
     return "bench-" + how.replace(" ", "-").replace(",", "").replace("=", "")
 
 
+# The library's produce runs' topics, one each (the order of _library's runs).
+LIBRARY_TOPICS = [
+    _topic(f"library, {profile}, {extensions}")
+    for profile in PROFILES
+    for extensions in ("extensions", "no extensions")
+]
+
+
 def _record(figures: list[Figure], figure: Figure) -> None:
     figures.append(figure)
     print(
@@ -102,28 +114,49 @@ def _library(
             _record(figures, Figure(kind, how, run.rate, run.cpu_us_per_record))
 
 
+def _one_round(address: str, records: int) -> list[Figure]:
+    """Each of our throughput measurements once, in the order the module docstring gives. A
+    produce run appends `records` to its own topic; consume runs read all of the first library
+    topic, the perf consume `records` of the perf topic."""
+    figures: list[Figure] = []
+    _library(figures, address, "produce", records, consume_from="")
+    for profile, props in PERF_PROPS.items():
+        run = perf_produce(address, _topic(f"perf {profile}"), records, VALUE_BYTES, props)
+        how = f"pykraft perf, {profile}"
+        _record(figures, Figure("produce", how, run.rate, run.cpu_us_per_record))
+    _library(figures, address, "consume", records, consume_from=LIBRARY_TOPICS[0])
+    run = perf_consume(address, _topic("perf defaults"), records)
+    _record(figures, Figure("consume", "pykraft perf, defaults", run.rate, run.cpu_us_per_record))
+    return figures
+
+
+def _medians(rounds: list[list[Figure]]) -> list[Figure]:
+    """Each measurement's median rate and CPU over the rounds (in the rounds' order)."""
+    return [
+        Figure(
+            same[0].direction,
+            same[0].how,
+            statistics.median(f.rate for f in same),
+            statistics.median(f.cpu_us_per_record for f in same),
+        )
+        for same in zip(*rounds, strict=True)
+    ]
+
+
 def ours(
     quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Namespace
 ) -> tuple[list[Figure], list[float]]:
-    """Every measurement of ours on one cluster; (figures, latencies in ms)."""
+    """Every measurement of ours on one cluster, `args.rounds` times over (the medians) then the
+    latency run; (figures, latencies in ms)."""
     address = bootstrap(brokers)
-    perf_topics = {profile: _topic(f"perf {profile}") for profile in PERF_PROPS}
-    lib_topics = [
-        _topic(f"library, {p}, {e}") for p in PROFILES for e in ("extensions", "no extensions")
-    ]
-    for topic in [*lib_topics, *perf_topics.values()]:
+    for topic in [*LIBRARY_TOPICS, *(_topic(f"perf {profile}") for profile in PERF_PROPS)]:
         create_topic(quorum, topic, PARTITIONS, *TOPIC_ARGS)
         wait_until_brokers_know(brokers, topic, PARTITIONS)
-    figures: list[Figure] = []
-    _library(figures, address, "produce", args.records, consume_from="")
-    for profile, props in PERF_PROPS.items():
-        run = perf_produce(address, perf_topics[profile], args.records, VALUE_BYTES, props)
-        _record(
-            figures, Figure("produce", f"pykraft perf, {profile}", run.rate, run.cpu_us_per_record)
-        )
-    _library(figures, address, "consume", args.records, consume_from=lib_topics[0])
-    run = perf_consume(address, perf_topics["defaults"], args.records)
-    _record(figures, Figure("consume", "pykraft perf, defaults", run.rate, run.cpu_us_per_record))
+    rounds = []
+    for number in range(1, args.rounds + 1):
+        print(f"-- round {number} of {args.rounds}", flush=True)
+        rounds.append(_one_round(address, args.records))
+    figures = _medians(rounds)
     if not args.latency_seconds:
         return figures, []
     latencies, reached = latency_ms(address, LATENCY_RATE, args.latency_seconds)
@@ -140,38 +173,57 @@ def print_table(
     figures: list[Figure], latencies: list[float], peers: dict[str, PeerFigures]
 ) -> None:
     """Each of our figures and its ratio to each peer's (above 1: pykraft is ahead)."""
-    names = list(peers)
-    print(
-        "\n| pykraft (3 brokers, RF 3, acks=all) | records/s | client CPU us/record | "
-        + " | ".join(f"pykraft / {name}" for name in names)
-        + " |\n|---|---|---|"
-        + "---|" * len(names)
-    )
+    _row(
+        "pykraft (3 brokers, RF 3, acks=all)", "records/s", "client CPU us/record",
+        *(f"pykraft / {name}" for name in peers),
+    )  # fmt: skip
+    _row(*["---"] * (3 + len(peers)))
     for figure in figures:
         ratios = [
             figure.rate
             / (peer.produce_rate if figure.direction == "produce" else peer.consume_rate)
             for peer in peers.values()
         ]
-        print(
-            f"| {figure.direction}, {figure.how} | {figure.rate:,.0f} | "
-            f"{figure.cpu_us_per_record:.2f} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |"
-        )
-    if latencies:
-        for label, fraction in (("p50", 0.5), ("p99", 0.99)):
-            ours_ms = percentile(latencies, fraction)
-            theirs = [getattr(peer, f"latency_{label}_ms") for peer in peers.values()]
-            print(
-                f"| latency {label} at {LATENCY_RATE:,}/s (ms; peer / pykraft) | {ours_ms:.1f} | | "
-                + " | ".join(f"{t / ours_ms:.2f}" if t else "-" for t in theirs)
-                + " |"
-            )
+        _row(
+            f"{figure.direction}, {figure.how}", f"{figure.rate:,.0f}",
+            f"{figure.cpu_us_per_record:.2f}", *(f"{ratio:.2f}" for ratio in ratios),
+        )  # fmt: skip
+    for label, fraction in (("p50", 0.5), ("p99", 0.99)) if latencies else ():
+        ours_ms = percentile(latencies, fraction)
+        theirs = [getattr(peer, f"latency_{label}_ms") for peer in peers.values()]
+        _row(
+            f"latency {label} ms at {LATENCY_RATE:,}/s (ratio: peer / pykraft)", f"{ours_ms:.1f}",
+            "", *(f"{t / ours_ms:.2f}" if t is not None else "-" for t in theirs),
+        )  # fmt: skip
+    print()
+    _row(
+        "peer (1 node, no replication)",
+        "produce records/s",
+        "consume records/s",
+        "p50 ms",
+        "p99 ms",
+    )
+    _row(*["---"] * 5)
+    for name, peer in peers.items():
+        _row(
+            name, f"{peer.produce_rate:,.0f}", f"{peer.consume_rate:,.0f}",
+            _ms(peer.latency_p50_ms), _ms(peer.latency_p99_ms),
+        )  # fmt: skip
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _row(*cells: str) -> None:
+    print("| " + " | ".join(cells) + " |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no latency")
+    parser.add_argument("--rounds", type=int, default=1, help="each measurement's repeats")
     parser.add_argument("--no-peers", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:
@@ -181,6 +233,7 @@ def main() -> int:
         name: run_peer(name, args.records, args.latency_seconds, LATENCY_RATE)
         for name in peer_names
     }
+    print()
     print_table(figures, latencies, {n: f for n, f in theirs.items() if f is not None})
     return 0
 
