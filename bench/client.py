@@ -9,7 +9,8 @@ factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this
   records/s; CPU of the whole command, start-up included);
 - consume of a topic the library produced, the same four ways, then the perf consume (with
   Kafka's default settings only: `perf consume` takes no consumer properties);
-- `--rounds N` runs all of the above N times over, interleaved, and keeps each one's median;
+- `--rounds N` runs all of the above N times over (the library's four runs in reverse order
+  every other round) and keeps each one's median;
 - end-to-end latency at a paced 10,000 records/s, acks=all (bench/cluster.py's latency_ms: the
   send time heads each value, a consumer in this process takes the difference on receipt).
 
@@ -102,44 +103,50 @@ def _record(figures: list[Figure], figure: Figure) -> None:
 
 
 def _library(
-    figures: list[Figure], address: str, kind: str, records: int, consume_from: str
+    figures: list[Figure], address: str, kind: str, records: int, *, reverse: bool
 ) -> None:
-    """The library `kind` runs: each profile with extensions, then without."""
-    for profile, (producer, consumer) in PROFILES.items():
-        for extensions in (True, False):
-            how = f"library, {profile}, " + ("extensions" if extensions else "no extensions")
-            topic = _topic(how) if kind == "produce" else consume_from
-            settings: Mapping[str, Any] = producer if kind == "produce" else consumer
-            run = run_in_process(kind, address, topic, records, settings, extensions=extensions)
-            _record(figures, Figure(kind, how, run.rate, run.cpu_us_per_record))
+    """The library `kind` runs: each profile with extensions, then without; all four in the
+    opposite order when `reverse` (every other round, so that order effects cancel out)."""
+    runs = [(profile, extensions) for profile in PROFILES for extensions in (True, False)]
+    for profile, extensions in reversed(runs) if reverse else runs:
+        producer, consumer = PROFILES[profile]
+        how = f"library, {profile}, " + ("extensions" if extensions else "no extensions")
+        topic = _topic(how) if kind == "produce" else LIBRARY_TOPICS[0]
+        settings: Mapping[str, Any] = producer if kind == "produce" else consumer
+        run = run_in_process(kind, address, topic, records, settings, extensions=extensions)
+        _record(figures, Figure(kind, how, run.rate, run.cpu_us_per_record))
 
 
-def _one_round(address: str, records: int) -> list[Figure]:
-    """Each of our throughput measurements once, in the order the module docstring gives. A
-    produce run appends `records` to its own topic; consume runs read all of the first library
-    topic, the perf consume `records` of the perf topic."""
+def _one_round(address: str, records: int, *, reverse: bool) -> list[Figure]:
+    """Each of our throughput measurements once, in the order the module docstring gives (the
+    library's reversed when `reverse`). A produce run appends `records` to its own topic;
+    consume runs read all of the first library topic, the perf consume `records` of the perf
+    topic."""
     figures: list[Figure] = []
-    _library(figures, address, "produce", records, consume_from="")
+    _library(figures, address, "produce", records, reverse=reverse)
     for profile, props in PERF_PROPS.items():
         run = perf_produce(address, _topic(f"perf {profile}"), records, VALUE_BYTES, props)
         how = f"pykraft perf, {profile}"
         _record(figures, Figure("produce", how, run.rate, run.cpu_us_per_record))
-    _library(figures, address, "consume", records, consume_from=LIBRARY_TOPICS[0])
+    _library(figures, address, "consume", records, reverse=reverse)
     run = perf_consume(address, _topic("perf defaults"), records)
     _record(figures, Figure("consume", "pykraft perf, defaults", run.rate, run.cpu_us_per_record))
     return figures
 
 
 def _medians(rounds: list[list[Figure]]) -> list[Figure]:
-    """Each measurement's median rate and CPU over the rounds (in the rounds' order)."""
+    """Each measurement's median rate and CPU over the rounds, in the first round's order."""
+    same: dict[tuple[str, str], list[Figure]] = {}
+    for figure in (figure for figures in rounds for figure in figures):
+        same.setdefault((figure.direction, figure.how), []).append(figure)
     return [
         Figure(
-            same[0].direction,
-            same[0].how,
-            statistics.median(f.rate for f in same),
-            statistics.median(f.cpu_us_per_record for f in same),
+            direction,
+            how,
+            statistics.median(f.rate for f in runs),
+            statistics.median(f.cpu_us_per_record for f in runs),
         )
-        for same in zip(*rounds, strict=True)
+        for (direction, how), runs in same.items()
     ]
 
 
@@ -155,7 +162,7 @@ def ours(
     rounds = []
     for number in range(1, args.rounds + 1):
         print(f"-- round {number} of {args.rounds}", flush=True)
-        rounds.append(_one_round(address, args.records))
+        rounds.append(_one_round(address, args.records, reverse=number % 2 == 0))
     figures = _medians(rounds)
     if not args.latency_seconds:
         return figures, []
@@ -193,8 +200,10 @@ def print_table(
         theirs = [getattr(peer, f"latency_{label}_ms") for peer in peers.values()]
         _row(
             f"latency {label} ms at {LATENCY_RATE:,}/s (ratio: peer / pykraft)", f"{ours_ms:.1f}",
-            "", *(f"{t / ours_ms:.2f}" if t is not None else "-" for t in theirs),
+            "", *(f"{t / ours_ms:.2g}" if t is not None else "-" for t in theirs),
         )  # fmt: skip
+    if not peers:
+        return
     print()
     _row(
         "peer (1 node, no replication)",
