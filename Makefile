@@ -7,7 +7,7 @@ PACKAGES := proto server_common quorum broker metadata_log client spark mirror c
 TYPECHECK_TREE := build/typecheck/pykraft
 
 .PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
-	chaos chaos-tools kafka-tools kafka-fuzz codec-python
+	chaos chaos-tools kafka-tools kafka-fuzz codec-python bench-peers
 
 # Creates .venv and installs pykraft (editable) with its development tools.
 $(STAMP): pyproject.toml setup.py
@@ -116,6 +116,23 @@ bench: $(STAMP)
 	$(BIN)/python bench/spark.py --records 200000
 	$(BIN)/python bench/kafka_compare.py --records 200000
 	$(BIN)/python bench/mirror_throughput.py --records 200000
+
+# The peers bench/client.py runs beside pykraft (../shared/bench/peers/README.md): redis-server,
+# nats-server and rabbitmq-server (Debian packages) and a venv /tmp/peers/venv with their Python
+# clients. The servers are installed only when missing and only as root, like chaos-tools;
+# bench/client.py skips a peer that is missing, saying so.
+PEERS_VENV := /tmp/peers/venv
+PEER_SERVERS := redis-server nats-server rabbitmq-server
+bench-peers:
+	@missing=; for s in $(PEER_SERVERS); do [ -x /usr/bin/$$s ] || [ -x /usr/sbin/$$s ] \
+		|| missing=1; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends redis-tools $(PEER_SERVERS); \
+	else echo "bench-peers: cannot install $(PEER_SERVERS) (not root, or no apt-get)"; fi
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet 'redis[hiredis]' nats-py rstream
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

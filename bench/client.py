@@ -1,121 +1,252 @@
-"""Benchmark of the Python client beside the peers (issue 5 §6), all in one run.
+"""Benchmark of the Python client beside the peers (issue 17 §7), all in one run.
 
-Ours: three controllers and three brokers on 127.0.0.1, a topic of 6 partitions with replication
-factor 3 (min.insync.replicas=2), one client process (this one): producer records/s with acks=1
-and with acks=all (idempotent, Kafka's default), consumer records/s reading everything back,
-and the client's CPU microseconds per record for each (this process's CPU time: the cluster runs
-in other processes).
+Ours: three controllers and three brokers on 127.0.0.1, topics of 6 partitions with replication
+factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this order:
+- the library, each run a process of its own (bench/client_process.py) so its client CPU is its
+  own, with Kafka's default client settings and with tuned ones (DEFAULT_*, TUNED_* below), each
+  with pykraft's compiled extensions and with PYKRAFT_NO_EXTENSIONS=1, alternating;
+- `pykraft perf produce` and `pykraft perf consume` run as a user runs them (their printed
+  records/s; CPU of the whole command, start-up included);
+- consume of a topic the library produced, the same four ways, then the perf consume (with
+  Kafka's default settings only: `perf consume` takes no consumer properties);
+- `--rounds N` runs all of the above N times over (the library's four runs in reverse order
+  every other round) and keeps each one's median;
+- end-to-end latency at a paced 10,000 records/s, acks=all (bench/cluster.py's latency_ms: the
+  send time heads each value, a consumer in this process takes the difference on receipt).
 
-Peers: the same record count through Redis Streams, NATS JetStream and RabbitMQ Streams with
-their Python clients, one node each and no replication, run by the scripts in
-../shared/bench/peers (W1 produce, W2 consume; see their README for install). They run after our
-cluster is stopped, so no run competes with another. A peer that is not installed is skipped
-with a line that says so.
+Peers: the same record count through Redis Streams, NATS JetStream and RabbitMQ Streams, one
+node each and no replication (bench/peers.py), right after our cluster is stopped, so no run
+competes with another. The last table puts each of our figures beside each peer's as a ratio.
 
-Run: `.venv/bin/python bench/client.py [--records 1000000] [--no-peers]`. Figures depend on
-the machine; the ratios in the last table are taken in one run.
+Run (where clusters share the machine, under `flock /tmp/pykraft-cluster.lock`):
+`.venv/bin/python bench/client.py [--records 1000000] [--rounds 1] [--latency-seconds 10]
+[--no-peers]`.
+Figures depend on the machine; the ratios in the last table are taken in one run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
+import statistics
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster import VALUE_BYTES, consume_run, produce_run  # noqa: E402
-from tests.integration.test_cluster_e2e import bootstrap, three_broker_cluster  # noqa: E402
+from bench.client_process import run_in_process  # noqa: E402
+from bench.cluster import VALUE_BYTES, latency_ms, percentile  # noqa: E402
+from bench.peers import PEER_RUNS, PeerFigures, run_peer  # noqa: E402
+from bench.perf_cli_runs import perf_consume, perf_produce  # noqa: E402
+from tests.integration.cluster import create_topic, wait_until_brokers_know  # noqa: E402
+from tests.integration.controllers import Quorum  # noqa: E402
+from tests.integration.processes import BrokerProcess  # noqa: E402
+from tests.integration.test_cluster_e2e import (  # noqa: E402
+    PARTITIONS,
+    bootstrap,
+    three_broker_cluster,
+)
 
-PEERS_DIR = ROOT.parent / "shared" / "bench" / "peers"
-PEERS_PYTHON = Path("/tmp/peers/venv/bin/python")
-# Each peer script with the arguments that make it one run of W1 and W2 only.
-PEER_RUNS: dict[str, list[str]] = {
-    "Redis Streams": ["bench_redis.py", "--mode", "default", "--skip-native"],
-    "NATS JetStream": ["bench_nats.py", "--mode", "default"],
-    "RabbitMQ Streams": ["bench_rabbit.py"],
+# Kafka's producer defaults, spelled out (they are pykraft's defaults too).
+DEFAULT_PRODUCER: dict[str, Any] = {
+    "acks": "all", "enable_idempotence": True, "batch_size": 16384, "linger_ms": 5,
+}  # fmt: skip
+TUNED_PRODUCER: dict[str, Any] = {**DEFAULT_PRODUCER, "batch_size": 262144, "linger_ms": 10}
+DEFAULT_CONSUMER: dict[str, Any] = {}  # Kafka's: 1 MiB a partition a fetch, 500 records a poll
+# 4 MiB a partition a fetch. Measured on 1M records (3 rounds, alternating): no fetch setting
+# beat the defaults (this one ties them), and more records a poll cost more client CPU a record
+# (max_poll_records 2000: 1.55 us, 10000: 1.75 us, against 1.31 us at 500), so it stays at 500.
+TUNED_CONSUMER: dict[str, Any] = {"max_partition_fetch_bytes": 4194304}
+# The same settings as `pykraft perf produce --producer-prop` takes them.
+PERF_PROPS: dict[str, dict[str, str]] = {
+    "defaults": {},
+    "tuned": {"batch.size": "262144", "linger.ms": "10"},
 }
-PEER_TIMEOUT_S = 900
+PROFILES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "defaults": (DEFAULT_PRODUCER, DEFAULT_CONSUMER),
+    "tuned": (TUNED_PRODUCER, TUNED_CONSUMER),
+}
+TOPIC_ARGS = ("--config", "min.insync.replicas=2")
+LATENCY_RATE = 10_000  # records/s, the peers' W3 rate
 
 
 @dataclass(frozen=True)
-class Figures:
-    produce_rate: float
-    consume_rate: float
+class Figure:
+    """One of our measurements: which way (produce or consume), how, records/s, client CPU."""
+
+    direction: str
+    how: str
+    rate: float
+    cpu_us_per_record: float
 
 
-def ours(records: int) -> Figures:
-    with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as (_, brokers):
-        address = bootstrap(brokers)
-        rates: dict[str, float] = {}
-        for acks in ("1", "all"):
-            run = produce_run(address, acks, records)
-            rates[acks] = run.rate
-            print(
-                f"pykraft producer, acks={acks}, {records} records of {VALUE_BYTES} B, RF 3: "
-                f"{run.rate:,.0f} records/s, client CPU {run.cpu_us_per_record:.2f} us/record",
-                flush=True,
-            )
-        run = consume_run(address)
-        print(
-            f"pykraft consumer, {run.records} records from 6 partitions: {run.rate:,.0f} "
-            f"records/s, client CPU {run.cpu_us_per_record:.2f} us/record",
-            flush=True,
-        )
-        return Figures(rates["all"], run.rate)
+def _topic(how: str) -> str:
+    return "bench-" + how.replace(" ", "-").replace(",", "").replace("=", "")
 
 
-def peer(name: str, records: int) -> Figures | None:
-    """One run of W1 and W2 through the peer's own script; None if it is not installed."""
-    if not PEERS_PYTHON.exists() or not PEERS_DIR.exists():
-        print(f"{name}: skipped (install as {PEERS_DIR}/README.md says)")
-        return None
-    script, *options = PEER_RUNS[name]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "result.json"
-        command = [
-            str(PEERS_PYTHON), script, *options, "--runs", "1", "--records", str(records),
-            "--skip-w3", "--workdir", str(Path(tmp) / "data"), "--out", str(out),
-        ]  # fmt: skip
-        done = subprocess.run(
-            command, cwd=PEERS_DIR, capture_output=True, text=True, timeout=PEER_TIMEOUT_S
-        )
-        if done.returncode != 0 or not out.exists():
-            print(f"{name}: failed ({done.stderr.strip().splitlines()[-1:]})")
-            return None
-        (result,) = json.loads(out.read_text())["runs"]
-    figures = Figures(result["W1"]["rec_s"], result["W2"]["rec_s"])
+# The library's produce runs' topics, one each (the order of _library's runs).
+LIBRARY_TOPICS = [
+    _topic(f"library, {profile}, {extensions}")
+    for profile in PROFILES
+    for extensions in ("extensions", "no extensions")
+]
+
+
+def _record(figures: list[Figure], figure: Figure) -> None:
+    figures.append(figure)
     print(
-        f"{name} (1 node, no replication): produce {figures.produce_rate:,.0f} records/s, "
-        f"consume {figures.consume_rate:,.0f} records/s",
+        f"pykraft {figure.direction}, {figure.how}: {figure.rate:,.0f} records/s, "
+        f"client CPU {figure.cpu_us_per_record:.2f} us/record",
         flush=True,
     )
+
+
+def _library(
+    figures: list[Figure], address: str, kind: str, records: int, *, reverse: bool
+) -> None:
+    """The library `kind` runs: each profile with extensions, then without; all four in the
+    opposite order when `reverse` (every other round, so that order effects cancel out)."""
+    runs = [(profile, extensions) for profile in PROFILES for extensions in (True, False)]
+    for profile, extensions in reversed(runs) if reverse else runs:
+        producer, consumer = PROFILES[profile]
+        how = f"library, {profile}, " + ("extensions" if extensions else "no extensions")
+        topic = _topic(how) if kind == "produce" else LIBRARY_TOPICS[0]
+        settings: Mapping[str, Any] = producer if kind == "produce" else consumer
+        run = run_in_process(kind, address, topic, records, settings, extensions=extensions)
+        _record(figures, Figure(kind, how, run.rate, run.cpu_us_per_record))
+
+
+def _one_round(address: str, records: int, *, reverse: bool) -> list[Figure]:
+    """Each of our throughput measurements once, in the order the module docstring gives (the
+    library's reversed when `reverse`). A produce run appends `records` to its own topic;
+    consume runs read all of the first library topic, the perf consume `records` of the perf
+    topic."""
+    figures: list[Figure] = []
+    _library(figures, address, "produce", records, reverse=reverse)
+    for profile, props in PERF_PROPS.items():
+        run = perf_produce(address, _topic(f"perf {profile}"), records, VALUE_BYTES, props)
+        how = f"pykraft perf, {profile}"
+        _record(figures, Figure("produce", how, run.rate, run.cpu_us_per_record))
+    _library(figures, address, "consume", records, reverse=reverse)
+    run = perf_consume(address, _topic("perf defaults"), records)
+    _record(figures, Figure("consume", "pykraft perf, defaults", run.rate, run.cpu_us_per_record))
     return figures
+
+
+def _medians(rounds: list[list[Figure]]) -> list[Figure]:
+    """Each measurement's median rate and CPU over the rounds, in the first round's order."""
+    same: dict[tuple[str, str], list[Figure]] = {}
+    for figure in (figure for figures in rounds for figure in figures):
+        same.setdefault((figure.direction, figure.how), []).append(figure)
+    return [
+        Figure(
+            direction,
+            how,
+            statistics.median(f.rate for f in runs),
+            statistics.median(f.cpu_us_per_record for f in runs),
+        )
+        for (direction, how), runs in same.items()
+    ]
+
+
+def ours(
+    quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Namespace
+) -> tuple[list[Figure], list[float]]:
+    """Every measurement of ours on one cluster, `args.rounds` times over (the medians) then the
+    latency run; (figures, latencies in ms)."""
+    address = bootstrap(brokers)
+    for topic in [*LIBRARY_TOPICS, *(_topic(f"perf {profile}") for profile in PERF_PROPS)]:
+        create_topic(quorum, topic, PARTITIONS, *TOPIC_ARGS)
+        wait_until_brokers_know(brokers, topic, PARTITIONS)
+    rounds = []
+    for number in range(1, args.rounds + 1):
+        print(f"-- round {number} of {args.rounds}", flush=True)
+        rounds.append(_one_round(address, args.records, reverse=number % 2 == 0))
+    figures = _medians(rounds)
+    if not args.latency_seconds:
+        return figures, []
+    latencies, reached = latency_ms(address, LATENCY_RATE, args.latency_seconds)
+    print(
+        f"pykraft end-to-end latency at {LATENCY_RATE:,} records/s (reached {reached:,.0f}/s) "
+        f"for {args.latency_seconds:g} s, acks=all, linger_ms=0: p50 "
+        f"{percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms",
+        flush=True,
+    )
+    return figures, latencies
+
+
+def print_table(
+    figures: list[Figure], latencies: list[float], peers: dict[str, PeerFigures]
+) -> None:
+    """Each of our figures and its ratio to each peer's (above 1: pykraft is ahead)."""
+    _row(
+        "pykraft (3 brokers, RF 3, acks=all)", "records/s", "client CPU us/record",
+        *(f"pykraft / {name}" for name in peers),
+    )  # fmt: skip
+    _row(*["---"] * (3 + len(peers)))
+    for figure in figures:
+        ratios = [
+            figure.rate
+            / (peer.produce_rate if figure.direction == "produce" else peer.consume_rate)
+            for peer in peers.values()
+        ]
+        _row(
+            f"{figure.direction}, {figure.how}", f"{figure.rate:,.0f}",
+            f"{figure.cpu_us_per_record:.2f}", *(f"{ratio:.2f}" for ratio in ratios),
+        )  # fmt: skip
+    for label, fraction in (("p50", 0.5), ("p99", 0.99)) if latencies else ():
+        ours_ms = percentile(latencies, fraction)
+        theirs = [getattr(peer, f"latency_{label}_ms") for peer in peers.values()]
+        _row(
+            f"latency {label} ms at {LATENCY_RATE:,}/s (ratio: peer / pykraft)", f"{ours_ms:.1f}",
+            "", *(f"{t / ours_ms:.2g}" if t is not None else "-" for t in theirs),
+        )  # fmt: skip
+    if not peers:
+        return
+    print()
+    _row(
+        "peer (1 node, no replication)",
+        "produce records/s",
+        "consume records/s",
+        "p50 ms",
+        "p99 ms",
+    )
+    _row(*["---"] * 5)
+    for name, peer in peers.items():
+        _row(
+            name, f"{peer.produce_rate:,.0f}", f"{peer.consume_rate:,.0f}",
+            _ms(peer.latency_p50_ms), _ms(peer.latency_p99_ms),
+        )  # fmt: skip
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _row(*cells: str) -> None:
+    print("| " + " | ".join(cells) + " |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no latency")
+    parser.add_argument("--rounds", type=int, default=1, help="each measurement's repeats")
     parser.add_argument("--no-peers", action="store_true")
     args = parser.parse_args()
-    mine = ours(args.records)
-    if args.no_peers:
-        return 0
-    theirs = {name: peer(name, args.records) for name in PEER_RUNS}
-    print("\n| peer | produce records/s | pykraft acks=all / peer | consume records/s | "
-          "pykraft / peer |\n|---|---|---|---|---|")  # fmt: skip
-    for name, figures in theirs.items():
-        if figures is not None:
-            print(
-                f"| {name} | {figures.produce_rate:,.0f} | "
-                f"{mine.produce_rate / figures.produce_rate:.2f} | "
-                f"{figures.consume_rate:,.0f} | {mine.consume_rate / figures.consume_rate:.2f} |"
-            )
+    with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:
+        figures, latencies = ours(*cluster, args)
+    peer_names = [] if args.no_peers else list(PEER_RUNS)
+    theirs = {
+        name: run_peer(name, args.records, args.latency_seconds, LATENCY_RATE)
+        for name in peer_names
+    }
+    print()
+    print_table(figures, latencies, {n: f for n, f in theirs.items() if f is not None})
     return 0
 
 
