@@ -26,6 +26,9 @@ from bench.cluster import consume_run, produce_run  # noqa: E402
 from bench.implementations import NAMES, implementation  # noqa: E402
 from tests.integration.test_cluster_e2e import bootstrap, three_broker_cluster  # noqa: E402
 
+# acks=1 keeps the brokers' replication out of what the client waits for.
+ACKS_ONE = {"acks": "1", "linger_ms": 5, "batch_size": 65536}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -38,7 +41,7 @@ def main() -> int:
         for round_number in range(args.rounds):
             for compiled in (True, False):
                 with implementation(compiled):
-                    produced = produce_run(address, "1", args.records)
+                    produced = produce_run(address, args.records, ACKS_ONE)
                     consumed = consume_run(address)
                 print(
                     f"round {round_number} {NAMES[compiled]:<8}: produce "
