@@ -2,7 +2,9 @@
 
 Replay records one by one with `replay`, then `apply` to get the next immutable image. `apply`
 does not consume the delta and shares, by reference, every sub-image and every TopicImage the
-records did not touch, so keeping old images around costs only what changed.
+records did not touch, and derives each changed persistent map from the old one, so both the time
+of `apply` and the memory of keeping old images around grow with what changed, not with the size
+of the image.
 
 The controller decides the log, so a record that cannot apply (a partition of an unknown topic,
 a duplicate topic, an unknown broker, producer ids or offsets going back) is a bug somewhere:
@@ -13,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from types import MappingProxyType
 from typing import TypeVar, assert_never
 from uuid import UUID
+
+from immutables import Map
 
 from pykraft.metadata_log.errors import MetadataReplayError
 from pykraft.metadata_log.image import (
@@ -29,6 +32,8 @@ from pykraft.metadata_log.image import (
     ProducerIdsImage,
     TopicImage,
     TopicsImage,
+    frozen_entries,
+    frozen_mapping,
 )
 from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
@@ -50,15 +55,17 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _overlay(base: Mapping[_K, _V], changes: Mapping[_K, _V | None]) -> Mapping[_K, _V]:
-    """`base` with `changes` laid over it, where a `None` change removes the key."""
-    merged = dict(base)
-    for key, value in changes.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return MappingProxyType(merged)
+def _overlay(base: Mapping[_K, _V], changes: Mapping[_K, _V | None]) -> Map[_K, _V]:
+    """`base` with `changes` laid over it, where a `None` change removes the key; `base` is left
+    as it was and shares all it can with the result (time in proportion to `changes`)."""
+    with frozen_mapping(base).mutate() as merged:
+        for key, value in changes.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        result = merged.finish()
+    return result
 
 
 class _TopicChange:
@@ -77,9 +84,9 @@ class _TopicChange:
         return self.base.partitions.get(partition_id)
 
     def to_image(self) -> TopicImage:
-        base_partitions = {} if self.base is None else self.base.partitions
-        partitions = MappingProxyType({**base_partitions, **self.partitions})
-        return TopicImage(self.name, self.topic_id, partitions)
+        if self.base is None:
+            return TopicImage(self.name, self.topic_id, Map(self.partitions))
+        return TopicImage(self.name, self.topic_id, _overlay(self.base.partitions, self.partitions))
 
 
 class _TopicsDelta:
@@ -296,7 +303,7 @@ class MetadataDelta:
         if not self._configs:
             return self._image.configs
         changes = {
-            resource: MappingProxyType(dict(entries)) if entries else None
+            resource: frozen_entries(entries) if entries else None
             for resource, entries in self._configs.items()
         }
         return ConfigsImage(_overlay(self._image.configs.resources, changes))

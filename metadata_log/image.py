@@ -1,9 +1,12 @@
 """Immutable images of the cluster metadata: what the log says after replaying it up to an offset.
 
-Every class here is a frozen dataclass and every mapping is a read-only `MappingProxyType` over a
-dict nobody else holds, so an image can be shared between threads and kept as history without
-copying. Images compare by value (`==`). A new image comes from `MetadataDelta.apply`, which
-shares, by reference, every part that did not change.
+Every class here is a frozen dataclass and every mapping is an `immutables.Map` (a persistent
+hash array mapped trie, as Kafka's `TopicsImage` keeps persistent maps), so an image can be shared
+between threads and kept as history without copying. Images compare by value (`==`). A new image
+comes from `MetadataDelta.apply`, which shares, by reference, every part that did not change:
+a changed map is derived from the old one in time proportional to the change (logarithmic in its
+size), never by copying it, so a delta costs the same on a cluster of a million partitions as on
+one of a hundred.
 
 `MetadataImage.write()` turns an image into records (a snapshot) and `delta.replay_all` turns
 them back: `replay_all(MetadataImage.EMPTY, image.write()).apply(offset=o, epoch=e) == image`
@@ -17,6 +20,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar, Final, TypeVar
 from uuid import UUID
+
+from immutables import Map
 
 from pykraft.metadata_log.records import (
     METADATA_VERSION_FEATURE,
@@ -39,12 +44,12 @@ _V = TypeVar("_V")
 _NO_BROKER = -1
 
 
-def frozen_mapping(mapping: Mapping[_K, _V]) -> Mapping[_K, _V]:
-    """A read-only view of `mapping`: a `MappingProxyType` is kept as it is (the caller promises
-    nobody holds its dict), anything else is copied first so later changes cannot leak in."""
-    if isinstance(mapping, MappingProxyType):
+def frozen_mapping(mapping: Mapping[_K, _V]) -> Map[_K, _V]:
+    """`mapping` as a persistent map: a `Map` is kept as it is (it cannot change), anything else
+    is copied into one, so later changes to it cannot leak in."""
+    if isinstance(mapping, Map):
         return mapping
-    return MappingProxyType(dict(mapping))
+    return Map(mapping)
 
 
 def _freeze_field(instance: object, name: str) -> None:
@@ -52,6 +57,14 @@ def _freeze_field(instance: object, name: str) -> None:
 
 
 EMPTY_CONFIG: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+def frozen_entries(entries: Mapping[str, str]) -> Mapping[str, str]:
+    """One resource's config entries, read-only: a few keys each, so a change copies them whole
+    (a plain read-only dict, which compares equal to a dict of the same entries)."""
+    if isinstance(entries, MappingProxyType):
+        return entries
+    return MappingProxyType(dict(entries))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -267,10 +280,12 @@ class ConfigsImage:
     resources: Mapping[ConfigResource, Mapping[str, str]]
 
     def __post_init__(self) -> None:
+        # A Map comes from `MetadataDelta.apply`, whose entries are frozen already; checking them
+        # here would cost a pass over every resource on every change.
         resources = self.resources
-        if not all(isinstance(entries, MappingProxyType) for entries in resources.values()):
-            resources = {key: frozen_mapping(entries) for key, entries in resources.items()}
-        object.__setattr__(self, "resources", frozen_mapping(resources))
+        if not isinstance(resources, Map):
+            resources = Map({key: frozen_entries(entries) for key, entries in resources.items()})
+        object.__setattr__(self, "resources", resources)
 
     def get(self, resource_type: ConfigResourceType, resource_name: str) -> Mapping[str, str]:
         """The overrides of one resource; an empty mapping when it has none."""
@@ -328,10 +343,10 @@ class MetadataImage:
         ]
 
 
-FeaturesImage.EMPTY = FeaturesImage(MappingProxyType({}))
-ClusterImage.EMPTY = ClusterImage(MappingProxyType({}))
-TopicsImage.EMPTY = TopicsImage(MappingProxyType({}), MappingProxyType({}))
-ConfigsImage.EMPTY = ConfigsImage(MappingProxyType({}))
+FeaturesImage.EMPTY = FeaturesImage(Map())
+ClusterImage.EMPTY = ClusterImage(Map())
+TopicsImage.EMPTY = TopicsImage(Map(), Map())
+ConfigsImage.EMPTY = ConfigsImage(Map())
 ProducerIdsImage.EMPTY = ProducerIdsImage(0)
 MetadataImage.EMPTY = MetadataImage(
     offset=-1,
