@@ -14,6 +14,7 @@ a duplicate topic, an unknown broker, producer ids or offsets going back) is a b
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TypeVar, assert_never
 from uuid import UUID
@@ -32,6 +33,7 @@ from pykraft.metadata_log.image import (
     ProducerIdsImage,
     TopicImage,
     TopicsImage,
+    count_load,
     frozen_entries,
     frozen_mapping,
 )
@@ -68,6 +70,17 @@ def _overlay(base: Mapping[_K, _V], changes: Mapping[_K, _V | None]) -> Map[_K, 
     return result
 
 
+def _added(base: Mapping[int, int] | None, loads: Counter[int]) -> Map[int, int]:
+    """`base`'s counts plus `loads`; a count that reaches zero leaves the map."""
+    assert base is not None, "an image's counts are set once it is built"
+    changes: dict[int, int | None] = {}
+    for broker_id, load in loads.items():
+        count = base.get(broker_id, 0) + load
+        assert count >= 0, f"broker {broker_id}'s count would go below zero"
+        changes[broker_id] = count or None
+    return _overlay(base, changes)
+
+
 class _TopicChange:
     """A topic created or changed in this delta: its base image (if any) and changed partitions."""
 
@@ -76,6 +89,14 @@ class _TopicChange:
         self.topic_id = topic_id
         self.base = base
         self.partitions: dict[int, PartitionRegistration] = {}
+
+    def current_partitions(self) -> Iterable[PartitionRegistration]:
+        """Every partition of the topic as this delta leaves it."""
+        if self.base is not None:
+            for partition_id, partition in self.base.partitions.items():
+                if partition_id not in self.partitions:
+                    yield partition
+        yield from self.partitions.values()
 
     def partition(self, partition_id: int) -> PartitionRegistration | None:
         changed = self.partitions.get(partition_id)
@@ -98,6 +119,17 @@ class _TopicsDelta:
         self.changed: dict[UUID, _TopicChange] = {}
         self.removed: set[UUID] = set()
         self.names: dict[str, UUID | None] = {}
+        # What the changes add to (or take from) each broker's replica and leader counts.
+        self.replica_loads: Counter[int] = Counter()
+        self.leader_loads: Counter[int] = Counter()
+
+    def _set(self, change: _TopicChange, partition_id: int, new: PartitionRegistration) -> None:
+        old = change.partition(partition_id)
+        if old is not None:
+            count_load(old, self.replica_loads, self.leader_loads, -1)
+        count_load(new, self.replica_loads, self.leader_loads, 1)
+        change.partitions[partition_id] = new
+        self.changed[change.topic_id] = change
 
     def _exists(self, topic_id: UUID) -> bool:
         return topic_id in self.changed or (
@@ -129,26 +161,22 @@ class _TopicsDelta:
 
     def set_partition(self, record: PartitionRecord) -> None:
         change = self._change_of(record.topic_id, record)
-        change.partitions[record.partition_id] = PartitionRegistration.from_record(record)
-        self.changed[record.topic_id] = change
+        self._set(change, record.partition_id, PartitionRegistration.from_record(record))
 
     def change_partition(self, record: PartitionChangeRecord) -> None:
         change = self._change_of(record.topic_id, record)
         current = change.partition(record.partition_id)
         if current is None:
             raise MetadataReplayError(f"{record}: topic has no partition {record.partition_id}")
-        change.partitions[record.partition_id] = current.merge(record)
-        self.changed[record.topic_id] = change
+        self._set(change, record.partition_id, current.merge(record))
 
     def remove(self, record: RemoveTopicRecord) -> str:
         """Removes the topic and returns its name (its configs go too)."""
-        change = self.changed.pop(record.topic_id, None)
-        if change is not None:
-            name = change.name
-        elif self._exists(record.topic_id):
-            name = self.base.by_id[record.topic_id].name
-        else:
-            raise MetadataReplayError(f"{record}: no topic with id {record.topic_id}")
+        change = self._change_of(record.topic_id, record)
+        self.changed.pop(record.topic_id, None)
+        name = change.name
+        for partition in change.current_partitions():
+            count_load(partition, self.replica_loads, self.leader_loads, -1)
         if record.topic_id in self.base.by_id:
             self.removed.add(record.topic_id)
         self.names[name] = None
@@ -160,7 +188,10 @@ class _TopicsDelta:
         by_id_changes: dict[UUID, TopicImage | None] = dict.fromkeys(self.removed)
         by_id_changes.update((tid, change.to_image()) for tid, change in self.changed.items())
         return TopicsImage(
-            _overlay(self.base.by_id, by_id_changes), _overlay(self.base.by_name, self.names)
+            _overlay(self.base.by_id, by_id_changes),
+            _overlay(self.base.by_name, self.names),
+            _added(self.base.replica_counts, self.replica_loads),
+            _added(self.base.leader_counts, self.leader_loads),
         )
 
 

@@ -16,6 +16,7 @@ when `o` and `e` are the image's own.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar, Final, TypeVar
@@ -25,6 +26,7 @@ from immutables import Map
 
 from pykraft.metadata_log.records import (
     METADATA_VERSION_FEATURE,
+    NO_LEADER,
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
@@ -240,19 +242,45 @@ class TopicImage:
         return records
 
 
+def count_load(
+    partition: PartitionRegistration, replicas: Counter[int], leaders: Counter[int], sign: int
+) -> None:
+    """Adds (`sign` 1) or takes away (-1) `partition`'s replicas and leader in the counts."""
+    for broker_id in partition.replicas:
+        replicas[broker_id] += sign
+    if partition.leader != NO_LEADER:
+        leaders[partition.leader] += sign
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicsImage:
-    """The topics by id, with an index from name to id."""
+    """The topics by id, with an index from name to id, and how many partitions each broker
+    holds a replica of and leads (what replica placement balances; brokers with none absent).
+
+    `MetadataDelta.apply` keeps the counts in step with each change; an image built directly
+    (counts left None) counts them once here."""
 
     EMPTY: ClassVar[TopicsImage]
 
     by_id: Mapping[UUID, TopicImage]
     by_name: Mapping[str, UUID]
+    replica_counts: Mapping[int, int] | None = None
+    leader_counts: Mapping[int, int] | None = None
 
     def __post_init__(self) -> None:
         _freeze_field(self, "by_id")
         _freeze_field(self, "by_name")
         assert len(self.by_id) == len(self.by_name), "topic name index out of step with topics"
+        if self.replica_counts is None or self.leader_counts is None:
+            replicas: Counter[int] = Counter()
+            leaders: Counter[int] = Counter()
+            for topic in self.by_id.values():
+                for partition in topic.partitions.values():
+                    count_load(partition, replicas, leaders, 1)
+            object.__setattr__(self, "replica_counts", replicas)
+            object.__setattr__(self, "leader_counts", leaders)
+        _freeze_field(self, "replica_counts")
+        _freeze_field(self, "leader_counts")
 
     def get(self, topic_id: UUID) -> TopicImage | None:
         return self.by_id.get(topic_id)

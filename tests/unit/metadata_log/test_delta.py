@@ -372,3 +372,37 @@ def test_a_small_delta_on_a_large_image_allocates_in_proportion_to_the_change() 
     assert len(after.topics.by_id) == 4_002
     assert after.topics.by_id[wide].partitions[7].isr == (1, 2)
     assert image.topics.by_id[wide].partitions[7].isr == (1, 2, 3)
+
+
+def recount(image: MetadataImage) -> tuple[dict[int, int], dict[int, int]]:
+    replicas: dict[int, int] = {}
+    leaders: dict[int, int] = {}
+    for topic in image.topics.by_id.values():
+        for registration in topic.partitions.values():
+            for broker_id in registration.replicas:
+                replicas[broker_id] = replicas.get(broker_id, 0) + 1
+            if registration.leader != NO_LEADER:
+                leaders[registration.leader] = leaders.get(registration.leader, 0) + 1
+    return replicas, leaders
+
+
+def counts(image: MetadataImage) -> tuple[dict[int, int], dict[int, int]]:
+    return dict(image.topics.replica_counts or {}), dict(image.topics.leader_counts or {})
+
+
+def test_broker_load_counts_follow_every_change() -> None:
+    """Replica placement reads each broker's replica and leader counts from the image, kept in
+    step by each delta instead of counted over every partition per decision (issue 18 §2.1)."""
+    image = apply(
+        two_topics(),
+        PartitionRecord(FOO, 2, (4, 5, 6), (4, 5), 4, 0, 0),
+        PartitionChangeRecord(FOO, 0, leader=NO_LEADER, isr=(2, 3)),
+        PartitionChangeRecord(FOO, 1, replicas=(1, 2, 7)),
+    )
+    assert counts(image) == recount(image)
+    assert counts(image)[1] == {1: 2, 4: 1}
+    gone = apply(image, RemoveTopicRecord(FOO), TopicRecord("baz", FOO), partition(FOO, 0, 3))
+    assert counts(gone) == recount(gone)
+    assert 4 not in (gone.topics.replica_counts or {}), "a count at zero leaves the map"
+    rebuilt = apply(MetadataImage.EMPTY, *gone.write())
+    assert rebuilt.topics == gone.topics
