@@ -44,6 +44,7 @@ from pykraft.metadata_log.records import (  # noqa: E402
     Record,
     TopicRecord,
 )
+from pykraft.quorum.controller.placement import ReplicaPlacer  # noqa: E402
 from pykraft.quorum.state_machine import MetadataStateMachine  # noqa: E402
 from tests.integration.controllers import Quorum, StandInBroker, fetch_image, make_quorum  # noqa: E402
 from tests.integration.processes import wait_for  # noqa: E402
@@ -159,12 +160,16 @@ def image_costs(partition_count: int, per_topic: int) -> None:
     for i in range(rounds):
         replay_all(image, [change]).apply(offset=image.offset + 1 + i, epoch=1)
     change_us = (time.perf_counter() - started) / rounds * 1e6
+    started = time.perf_counter()
+    ReplicaPlacer.from_image(image)  # what every CreateTopics decision starts with
+    placer_us = (time.perf_counter() - started) * 1e6
     snapshot_size, write_ms, restore_ms = snapshot_costs(image)
     print(
         f"[{partition_count} partitions, image in process] replay one topic per delta: "
         f"{replay_s:.1f} s, {partition_count / replay_s:.0f} partitions/s; image "
         f"{size / 2**20:.0f} MiB, {size / partition_count:.0f} bytes/partition; one partition "
-        f"change {change_us:.0f} us; snapshot {snapshot_size / 2**20:.1f} MiB, write "
+        f"change {change_us:.0f} us; replica placer {placer_us:.0f} us; snapshot "
+        f"{snapshot_size / 2**20:.1f} MiB, write "
         f"{write_ms:.0f} ms, restore {restore_ms:.0f} ms"
     )
 
