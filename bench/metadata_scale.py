@@ -185,7 +185,10 @@ def restart_ms(broker: StandInBroker) -> float:
 
     def registered_and_unfenced() -> bool:
         if broker.broker_epoch < 0:
-            broker.register()
+            try:
+                broker.register()
+            except AssertionError:  # DUPLICATE_BROKER_REGISTRATION while the old session lives
+                return False
         return not broker.heartbeat().is_fenced
 
     broker.broker_epoch = -1
