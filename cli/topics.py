@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Final, TextIO
+
 import click
 
 from pykraft.cli import formatting
 from pykraft.cli.options import properties_option
 from pykraft.cli.session import Session, admin_command
+from pykraft.client import NewTopic, TopicCreated
 
 
 @click.group()
@@ -14,9 +17,57 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
+# Topics per CreateTopics request of a batch creation, and partitions (records, nearly) per
+# request: the controller refuses an operation of more than 10,000 records as a whole.
+TOPICS_PER_REQUEST_MAX: Final = 500
+PARTITIONS_PER_REQUEST_MAX: Final = 9_000
+
+
+def topic_names(topic: str | None, count: int | None, topics_file: TextIO | None) -> list[str]:
+    """The names a create asks for: `topic`, or `topic-0` .. `topic-{count-1}` with a count,
+    then every non-blank line of `topics_file`."""
+    names = [] if topic is None else [topic]
+    if count is not None:
+        if topic is None:
+            raise click.UsageError("--count needs --topic, the names' prefix.")
+        names = [f"{topic}-{i}" for i in range(count)]
+    if topics_file is not None:
+        names += [line.strip() for line in topics_file if line.strip()]
+    if not names:
+        raise click.UsageError("Name the topics: --topic, --topic with --count, or --topics-file.")
+    return names
+
+
+def request_batches(topics: list[NewTopic]) -> list[list[NewTopic]]:
+    """`topics` cut into requests of at most TOPICS_PER_REQUEST_MAX topics and, where the
+    partition counts are given, PARTITIONS_PER_REQUEST_MAX partitions (one topic at least)."""
+    batches: list[list[NewTopic]] = []
+    partitions = 0
+    for topic in topics:
+        weight = max(topic.num_partitions, 1)
+        full = batches and (
+            len(batches[-1]) >= TOPICS_PER_REQUEST_MAX
+            or partitions + weight > PARTITIONS_PER_REQUEST_MAX
+        )
+        if not batches or full:
+            batches.append([])
+            partitions = 0
+        batches[-1].append(topic)
+        partitions += weight
+    return batches
+
+
 @topics.command("create")
 @admin_command
-@click.option("--topic", required=True, help="Name of the topic to create.")
+@click.option("--topic", help="Name of the topic to create (the names' prefix with --count).")
+@click.option(
+    "--count", type=click.IntRange(min=1), help="Create TOPIC-0 .. TOPIC-<count-1> at once."
+)
+@click.option(
+    "--topics-file",
+    type=click.File("r"),
+    help="Create the topics this file names, one a line ('-': standard input).",
+)
 @click.option("--partitions", type=click.IntRange(min=1), help="Default: num.partitions.")
 @click.option(
     "--replication-factor",
@@ -28,20 +79,38 @@ def topics() -> None:
 )
 def topics_create(
     session: Session,
-    topic: str,
+    topic: str | None,
+    count: int | None,
+    topics_file: TextIO | None,
     partitions: int | None,
     replication_factor: int | None,
     configs: dict[str, str],
 ) -> None:
-    """Create a topic."""
-    with session.admin() as admin:
-        created = admin.create_topic(
-            topic,
+    """Create a topic, or many at once (--count, --topics-file): many topics go in few
+    CreateTopics requests, each of which the controller commits together."""
+    new_topics = [
+        NewTopic(
+            name,
             -1 if partitions is None else partitions,
             -1 if replication_factor is None else replication_factor,
             configs,
         )
-    session.emit(created, formatting.topic_created_json, lambda c: f"Created topic {c.name}.")
+        for name in topic_names(topic, count, topics_file)
+    ]
+    created: list[TopicCreated] = []
+    with session.admin() as admin:
+        for batch in request_batches(new_topics):
+            created += admin.create_topics(batch).values()
+    if count is None and topics_file is None:
+        session.emit(
+            created[0], formatting.topic_created_json, lambda c: f"Created topic {c.name}."
+        )
+    else:
+        session.emit(
+            created,
+            lambda cs: [formatting.topic_created_json(c) for c in cs],
+            lambda cs: "\n".join(f"Created topic {c.name}." for c in cs),
+        )
 
 
 @topics.command("list")

@@ -2,7 +2,9 @@
 
 Replay records one by one with `replay`, then `apply` to get the next immutable image. `apply`
 does not consume the delta and shares, by reference, every sub-image and every TopicImage the
-records did not touch, so keeping old images around costs only what changed.
+records did not touch, and derives each changed persistent map from the old one, so both the time
+of `apply` and the memory of keeping old images around grow with what changed, not with the size
+of the image.
 
 The controller decides the log, so a record that cannot apply (a partition of an unknown topic,
 a duplicate topic, an unknown broker, producer ids or offsets going back) is a bug somewhere:
@@ -12,10 +14,12 @@ a duplicate topic, an unknown broker, producer ids or offsets going back) is a b
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from types import MappingProxyType
 from typing import TypeVar, assert_never
 from uuid import UUID
+
+from immutables import Map
 
 from pykraft.metadata_log.errors import MetadataReplayError
 from pykraft.metadata_log.image import (
@@ -29,6 +33,9 @@ from pykraft.metadata_log.image import (
     ProducerIdsImage,
     TopicImage,
     TopicsImage,
+    count_load,
+    frozen_entries,
+    frozen_mapping,
 )
 from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
@@ -50,15 +57,28 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _overlay(base: Mapping[_K, _V], changes: Mapping[_K, _V | None]) -> Mapping[_K, _V]:
-    """`base` with `changes` laid over it, where a `None` change removes the key."""
-    merged = dict(base)
-    for key, value in changes.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return MappingProxyType(merged)
+def _overlay(base: Mapping[_K, _V], changes: Mapping[_K, _V | None]) -> Map[_K, _V]:
+    """`base` with `changes` laid over it, where a `None` change removes the key; `base` is left
+    as it was and shares all it can with the result (time in proportion to `changes`)."""
+    with frozen_mapping(base).mutate() as merged:
+        for key, value in changes.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        result = merged.finish()
+    return result
+
+
+def _added(base: Mapping[int, int] | None, loads: Counter[int]) -> Map[int, int]:
+    """`base`'s counts plus `loads`; a count that reaches zero leaves the map."""
+    assert base is not None, "an image's counts are set once it is built"
+    changes: dict[int, int | None] = {}
+    for broker_id, load in loads.items():
+        count = base.get(broker_id, 0) + load
+        assert count >= 0, f"broker {broker_id}'s count would go below zero"
+        changes[broker_id] = count or None
+    return _overlay(base, changes)
 
 
 class _TopicChange:
@@ -70,6 +90,14 @@ class _TopicChange:
         self.base = base
         self.partitions: dict[int, PartitionRegistration] = {}
 
+    def current_partitions(self) -> Iterable[PartitionRegistration]:
+        """Every partition of the topic as this delta leaves it."""
+        if self.base is not None:
+            for partition_id, partition in self.base.partitions.items():
+                if partition_id not in self.partitions:
+                    yield partition
+        yield from self.partitions.values()
+
     def partition(self, partition_id: int) -> PartitionRegistration | None:
         changed = self.partitions.get(partition_id)
         if changed is not None or self.base is None:
@@ -77,9 +105,9 @@ class _TopicChange:
         return self.base.partitions.get(partition_id)
 
     def to_image(self) -> TopicImage:
-        base_partitions = {} if self.base is None else self.base.partitions
-        partitions = MappingProxyType({**base_partitions, **self.partitions})
-        return TopicImage(self.name, self.topic_id, partitions)
+        if self.base is None:
+            return TopicImage(self.name, self.topic_id, Map(self.partitions))
+        return TopicImage(self.name, self.topic_id, _overlay(self.base.partitions, self.partitions))
 
 
 class _TopicsDelta:
@@ -91,6 +119,17 @@ class _TopicsDelta:
         self.changed: dict[UUID, _TopicChange] = {}
         self.removed: set[UUID] = set()
         self.names: dict[str, UUID | None] = {}
+        # What the changes add to (or take from) each broker's replica and leader counts.
+        self.replica_loads: Counter[int] = Counter()
+        self.leader_loads: Counter[int] = Counter()
+
+    def _set(self, change: _TopicChange, partition_id: int, new: PartitionRegistration) -> None:
+        old = change.partition(partition_id)
+        if old is not None:
+            count_load(old, self.replica_loads, self.leader_loads, -1)
+        count_load(new, self.replica_loads, self.leader_loads, 1)
+        change.partitions[partition_id] = new
+        self.changed[change.topic_id] = change
 
     def _exists(self, topic_id: UUID) -> bool:
         return topic_id in self.changed or (
@@ -122,26 +161,22 @@ class _TopicsDelta:
 
     def set_partition(self, record: PartitionRecord) -> None:
         change = self._change_of(record.topic_id, record)
-        change.partitions[record.partition_id] = PartitionRegistration.from_record(record)
-        self.changed[record.topic_id] = change
+        self._set(change, record.partition_id, PartitionRegistration.from_record(record))
 
     def change_partition(self, record: PartitionChangeRecord) -> None:
         change = self._change_of(record.topic_id, record)
         current = change.partition(record.partition_id)
         if current is None:
             raise MetadataReplayError(f"{record}: topic has no partition {record.partition_id}")
-        change.partitions[record.partition_id] = current.merge(record)
-        self.changed[record.topic_id] = change
+        self._set(change, record.partition_id, current.merge(record))
 
     def remove(self, record: RemoveTopicRecord) -> str:
         """Removes the topic and returns its name (its configs go too)."""
-        change = self.changed.pop(record.topic_id, None)
-        if change is not None:
-            name = change.name
-        elif self._exists(record.topic_id):
-            name = self.base.by_id[record.topic_id].name
-        else:
-            raise MetadataReplayError(f"{record}: no topic with id {record.topic_id}")
+        change = self._change_of(record.topic_id, record)
+        self.changed.pop(record.topic_id, None)
+        name = change.name
+        for partition in change.current_partitions():
+            count_load(partition, self.replica_loads, self.leader_loads, -1)
         if record.topic_id in self.base.by_id:
             self.removed.add(record.topic_id)
         self.names[name] = None
@@ -153,7 +188,10 @@ class _TopicsDelta:
         by_id_changes: dict[UUID, TopicImage | None] = dict.fromkeys(self.removed)
         by_id_changes.update((tid, change.to_image()) for tid, change in self.changed.items())
         return TopicsImage(
-            _overlay(self.base.by_id, by_id_changes), _overlay(self.base.by_name, self.names)
+            _overlay(self.base.by_id, by_id_changes),
+            _overlay(self.base.by_name, self.names),
+            _added(self.base.replica_counts, self.replica_loads),
+            _added(self.base.leader_counts, self.leader_loads),
         )
 
 
@@ -296,7 +334,7 @@ class MetadataDelta:
         if not self._configs:
             return self._image.configs
         changes = {
-            resource: MappingProxyType(dict(entries)) if entries else None
+            resource: frozen_entries(entries) if entries else None
             for resource, entries in self._configs.items()
         }
         return ConfigsImage(_overlay(self._image.configs.resources, changes))

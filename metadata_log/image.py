@@ -1,9 +1,12 @@
 """Immutable images of the cluster metadata: what the log says after replaying it up to an offset.
 
-Every class here is a frozen dataclass and every mapping is a read-only `MappingProxyType` over a
-dict nobody else holds, so an image can be shared between threads and kept as history without
-copying. Images compare by value (`==`). A new image comes from `MetadataDelta.apply`, which
-shares, by reference, every part that did not change.
+Every class here is a frozen dataclass and every mapping is an `immutables.Map` (a persistent
+hash array mapped trie, as Kafka's `TopicsImage` keeps persistent maps), so an image can be shared
+between threads and kept as history without copying. Images compare by value (`==`). A new image
+comes from `MetadataDelta.apply`, which shares, by reference, every part that did not change:
+a changed map is derived from the old one in time proportional to the change (logarithmic in its
+size), never by copying it, so a delta costs the same on a cluster of a million partitions as on
+one of a hundred.
 
 `MetadataImage.write()` turns an image into records (a snapshot) and `delta.replay_all` turns
 them back: `replay_all(MetadataImage.EMPTY, image.write()).apply(offset=o, epoch=e) == image`
@@ -13,13 +16,17 @@ when `o` and `e` are the image's own.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar, Final, TypeVar
 from uuid import UUID
 
+from immutables import Map
+
 from pykraft.metadata_log.records import (
     METADATA_VERSION_FEATURE,
+    NO_LEADER,
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
@@ -39,12 +46,12 @@ _V = TypeVar("_V")
 _NO_BROKER = -1
 
 
-def frozen_mapping(mapping: Mapping[_K, _V]) -> Mapping[_K, _V]:
-    """A read-only view of `mapping`: a `MappingProxyType` is kept as it is (the caller promises
-    nobody holds its dict), anything else is copied first so later changes cannot leak in."""
-    if isinstance(mapping, MappingProxyType):
+def frozen_mapping(mapping: Mapping[_K, _V]) -> Map[_K, _V]:
+    """`mapping` as a persistent map: a `Map` is kept as it is (it cannot change), anything else
+    is copied into one, so later changes to it cannot leak in."""
+    if isinstance(mapping, Map):
         return mapping
-    return MappingProxyType(dict(mapping))
+    return Map(mapping)
 
 
 def _freeze_field(instance: object, name: str) -> None:
@@ -52,6 +59,14 @@ def _freeze_field(instance: object, name: str) -> None:
 
 
 EMPTY_CONFIG: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+def frozen_entries(entries: Mapping[str, str]) -> Mapping[str, str]:
+    """One resource's config entries, read-only: a few keys each, so a change copies them whole
+    (a plain read-only dict, which compares equal to a dict of the same entries)."""
+    if isinstance(entries, MappingProxyType):
+        return entries
+    return MappingProxyType(dict(entries))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -227,19 +242,45 @@ class TopicImage:
         return records
 
 
+def count_load(
+    partition: PartitionRegistration, replicas: Counter[int], leaders: Counter[int], sign: int
+) -> None:
+    """Adds (`sign` 1) or takes away (-1) `partition`'s replicas and leader in the counts."""
+    for broker_id in partition.replicas:
+        replicas[broker_id] += sign
+    if partition.leader != NO_LEADER:
+        leaders[partition.leader] += sign
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicsImage:
-    """The topics by id, with an index from name to id."""
+    """The topics by id, with an index from name to id, and how many partitions each broker
+    holds a replica of and leads (what replica placement balances; brokers with none absent).
+
+    `MetadataDelta.apply` keeps the counts in step with each change; an image built directly
+    (counts left None) counts them once here."""
 
     EMPTY: ClassVar[TopicsImage]
 
     by_id: Mapping[UUID, TopicImage]
     by_name: Mapping[str, UUID]
+    replica_counts: Mapping[int, int] | None = None
+    leader_counts: Mapping[int, int] | None = None
 
     def __post_init__(self) -> None:
         _freeze_field(self, "by_id")
         _freeze_field(self, "by_name")
         assert len(self.by_id) == len(self.by_name), "topic name index out of step with topics"
+        if self.replica_counts is None or self.leader_counts is None:
+            replicas: Counter[int] = Counter()
+            leaders: Counter[int] = Counter()
+            for topic in self.by_id.values():
+                for partition in topic.partitions.values():
+                    count_load(partition, replicas, leaders, 1)
+            object.__setattr__(self, "replica_counts", replicas)
+            object.__setattr__(self, "leader_counts", leaders)
+        _freeze_field(self, "replica_counts")
+        _freeze_field(self, "leader_counts")
 
     def get(self, topic_id: UUID) -> TopicImage | None:
         return self.by_id.get(topic_id)
@@ -267,10 +308,12 @@ class ConfigsImage:
     resources: Mapping[ConfigResource, Mapping[str, str]]
 
     def __post_init__(self) -> None:
+        # A Map comes from `MetadataDelta.apply`, whose entries are frozen already; checking them
+        # here would cost a pass over every resource on every change.
         resources = self.resources
-        if not all(isinstance(entries, MappingProxyType) for entries in resources.values()):
-            resources = {key: frozen_mapping(entries) for key, entries in resources.items()}
-        object.__setattr__(self, "resources", frozen_mapping(resources))
+        if not isinstance(resources, Map):
+            resources = Map({key: frozen_entries(entries) for key, entries in resources.items()})
+        object.__setattr__(self, "resources", resources)
 
     def get(self, resource_type: ConfigResourceType, resource_name: str) -> Mapping[str, str]:
         """The overrides of one resource; an empty mapping when it has none."""
@@ -328,10 +371,10 @@ class MetadataImage:
         ]
 
 
-FeaturesImage.EMPTY = FeaturesImage(MappingProxyType({}))
-ClusterImage.EMPTY = ClusterImage(MappingProxyType({}))
-TopicsImage.EMPTY = TopicsImage(MappingProxyType({}), MappingProxyType({}))
-ConfigsImage.EMPTY = ConfigsImage(MappingProxyType({}))
+FeaturesImage.EMPTY = FeaturesImage(Map())
+ClusterImage.EMPTY = ClusterImage(Map())
+TopicsImage.EMPTY = TopicsImage(Map(), Map())
+ConfigsImage.EMPTY = ConfigsImage(Map())
 ProducerIdsImage.EMPTY = ProducerIdsImage(0)
 MetadataImage.EMPTY = MetadataImage(
     offset=-1,

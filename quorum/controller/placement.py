@@ -16,12 +16,10 @@ Brokers without a rack count as one rack of their own, as in Kafka.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pykraft.metadata_log.image import MetadataImage
-from pykraft.metadata_log.records import NO_LEADER
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +53,9 @@ class ReplicaPlacer:
     @classmethod
     def from_image(cls, image: MetadataImage) -> ReplicaPlacer:
         """A placer over the image's usable brokers, loaded with the image's current placement."""
-        leaders: Counter[int] = Counter()
-        replicas: Counter[int] = Counter()
-        for topic in image.topics.by_id.values():
-            for partition in topic.partitions.values():
-                if partition.leader != NO_LEADER:
-                    leaders[partition.leader] += 1
-                replicas.update(partition.replicas)
+        leaders = image.topics.leader_counts
+        replicas = image.topics.replica_counts
+        assert leaders is not None and replicas is not None
         usable = []
         for broker_id in image.cluster.unfenced_broker_ids():
             registration = image.cluster.broker(broker_id)

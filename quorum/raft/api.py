@@ -56,6 +56,10 @@ class RaftConfig:
     compaction_min_entries: int = 5000
     compaction_min_time_ms: int = 600_000
     queue_entries_max: int = 10_000  # pending appends before QUEUE_FULL
+    # The largest entry (TOO_LARGE beyond), and the bytes of entries one replication message
+    # carries: pysyncobj cuts a larger entry into pieces and loses its tail (its last piece is
+    # found by the entry's length, not the longer pickled one), killing the followers.
+    entry_bytes_max: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -78,6 +82,8 @@ class RaftConfig:
             raise ValueError("compaction_min_entries must be >= 2, compaction_min_time_ms > 0")
         if self.queue_entries_max <= 0:
             raise ValueError("queue_entries_max must be > 0")
+        if self.entry_bytes_max <= 0:
+            raise ValueError("entry_bytes_max must be > 0")
 
 
 class AppendError(enum.Enum):
@@ -90,6 +96,7 @@ class AppendError(enum.Enum):
     DISCARDED = "discarded"  # the entry was appended but overwritten by a newer leader's log
     DENIED = "denied"  # a voter change while another is uncommitted, or one that changes nothing
     SHUTDOWN = "shutdown"  # the log was closed before the outcome was known
+    TOO_LARGE = "too_large"  # the entry is entry_bytes_max or more: nothing was appended
 
 
 AppendCallback = Callable[[object | None, AppendError | None], None]  # (apply() result, error)

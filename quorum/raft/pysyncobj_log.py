@@ -142,6 +142,8 @@ def _pysyncobj_conf(config: RaftConfig, storage: Storage) -> Any:
         raftMinTimeout=config.election_timeout_min_ms / 1000,
         raftMaxTimeout=config.election_timeout_max_ms / 1000,
         appendEntriesPeriod=config.append_entries_period_ms / 1000,
+        # Above every entry append() accepts, so none is ever cut into pieces (see RaftConfig).
+        appendEntriesBatchSizeBytes=config.entry_bytes_max,
         connectionRetryTime=config.connection_retry_ms / 1000,
         connectionTimeout=max(config.election_timeout_max_ms, CONNECTION_TIMEOUT_MS_MIN) / 1000,
         leaderFallbackTimeout=config.leader_fallback_timeout_ms / 1000,
@@ -236,6 +238,8 @@ class PySyncObjRaftLog:
             self._outcomes.append((callback, None, AppendError.NOT_LEADER))
         elif len(self._in_flight) >= self._config.queue_entries_max:
             self._outcomes.append((callback, None, AppendError.QUEUE_FULL))
+        elif len(payload) >= self._config.entry_bytes_max:
+            self._outcomes.append((callback, None, AppendError.TOO_LARGE))
         else:
             append_id = self._next_append_id
             self._next_append_id += 1

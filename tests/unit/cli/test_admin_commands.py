@@ -72,3 +72,43 @@ def test_cli_reports_kafka_errors_by_code_name(start_node: Callable[[int], FakeN
     sent = node.requests[0][1]
     assert isinstance(sent, pb.CreatePartitionsRequest)
     assert [(t.name, t.count) for t in sent.topics] == [("t", 2)]
+
+
+def created_names(node: FakeNode) -> list[list[str]]:
+    requests = [request for _, request in node.requests]
+    assert all(isinstance(r, pb.CreateTopicsRequest) for r in requests)
+    return [[t.name for t in r.topics] for r in requests if isinstance(r, pb.CreateTopicsRequest)]
+
+
+def test_cli_creates_many_topics_in_few_requests(start_node: Callable[[int], FakeNode]) -> None:
+    """Issue 18 §2.3: a count or a file of names goes in requests of at most 500 topics and
+    9,000 partitions, in order, each topic with the partitions and factor given."""
+    node = start_node(1)
+    base = ["topics", "create", "--bootstrap-controller", node.address, "--topic", "load"]
+    result = CliRunner().invoke(cli, [*base, "--count", "1200", "--partitions", "10"])
+    assert result.exit_code == 0, result.output
+    batches = created_names(node)
+    assert [len(names) for names in batches] == [500, 500, 200]
+    assert [name for names in batches for name in names] == [f"load-{i}" for i in range(1200)]
+    sent = node.requests[0][1]
+    assert isinstance(sent, pb.CreateTopicsRequest)
+    assert {(t.num_partitions, t.replication_factor) for t in sent.topics} == {(10, -1)}
+
+    node.requests.clear()
+    result = CliRunner().invoke(cli, [*base, "--count", "200", "--partitions", "100"])
+    assert result.exit_code == 0, result.output
+    assert [len(names) for names in created_names(node)] == [90, 90, 20]
+
+    node.requests.clear()
+    from_file = ["topics", "create", "--bootstrap-controller", node.address, "--topics-file", "-"]
+    result = CliRunner().invoke(cli, from_file, input="a\n\nb\n c \n")
+    assert result.exit_code == 0, result.output
+    assert created_names(node) == [["a", "b", "c"]]
+
+
+def test_cli_create_needs_names(start_node: Callable[[int], FakeNode]) -> None:
+    node = start_node(1)
+    base = ["topics", "create", "--bootstrap-controller", node.address]
+    assert CliRunner().invoke(cli, [*base, "--count", "3"]).exit_code == 2
+    assert CliRunner().invoke(cli, base).exit_code == 2
+    assert node.requests == []

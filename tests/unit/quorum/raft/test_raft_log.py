@@ -142,6 +142,22 @@ def test_a_compaction_cut_short_by_a_crash_keeps_the_later_entries(tmp_path: Pat
         log.close()
 
 
+def test_an_entry_of_entry_bytes_max_or_more_is_refused(tmp_path: Path) -> None:
+    state_machine = ListStateMachine()
+    config = raft_config(1, free_voters(1), tmp_path, entry_bytes_max=1024)
+    log = PySyncObjRaftLog(config, state_machine)
+    try:
+        _poll_until(log, lambda: log.status().is_leader, "the lone voter leads")
+        outcomes: list[AppendError | None] = []
+        log.append(b"x" * 1024, lambda result, error: outcomes.append(error))
+        log.append(b"y" * 1023, lambda result, error: outcomes.append(error))
+        _poll_until(log, lambda: len(outcomes) == 2, "both answered")
+        assert outcomes == [AppendError.TOO_LARGE, None]
+        assert state_machine.applied == [b"y" * 1023]
+    finally:
+        log.close()
+
+
 def test_a_lone_voter_acknowledges_only_what_its_journal_synced(tmp_path: Path) -> None:
     """With one voter nothing is ever sent, so only poll()'s flush-before-callbacks can make
     the entry durable before its acknowledgement."""
@@ -196,6 +212,21 @@ def test_leader_appends_apply_in_the_same_order_on_every_voter(cluster: list[Vot
         follower_status = follower.status()
         assert follower_status.term == status.term
         assert all(v.match_index is None for v in follower_status.voters)
+
+
+def test_entries_larger_than_a_replication_message_reach_every_voter(
+    cluster: list[VoterThread],
+) -> None:
+    """pysyncobj cuts an entry of at least `appendEntriesBatchSizeBytes` into pieces and marks
+    the last by the entry's own length, not its pickled one (protocol 2 pickles bytes >= 0x80
+    in two bytes each): a follower then unpickled a cut entry and its Raft thread died with
+    EOFError (a CreateTopics of 90 topics x 100 partitions, a 300 KB entry, killed both
+    followers). Entries up to `RAFT_ENTRY_BYTES_MAX` now travel whole."""
+    before = _applied_now(cluster)
+    large = [bytes(range(256)) * 400 + bytes([i]) for i in range(2)]  # 100 KiB each
+    acknowledged = append_through_leader(cluster, large)
+    assert acknowledged == large
+    wait_applied(cluster, before + acknowledged)
 
 
 def test_a_follower_refuses_appends_instead_of_forwarding(cluster: list[VoterThread]) -> None:
