@@ -250,6 +250,9 @@ class QuorumController:
         if self._failure is not None:
             failed = "controller failed"
             return error_response(response_cls, common_pb2.UNKNOWN_SERVER_ERROR, failed)
+        if self._stopping.is_set():
+            stopping = "controller is shutting down"
+            return error_response(response_cls, common_pb2.NOT_CONTROLLER, stopping)
         request_id = next(self._request_ids)
         future: Future[Message | None] = Future()
         self._waiting[request_id] = future

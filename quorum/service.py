@@ -1,12 +1,24 @@
 """The controller's gRPC services. Handlers only translate: every request becomes an event for the
 controller thread (see `quorum_controller.py` and `controller_core.py`), which decides,
-commits and answers."""
+commits and answers. `BrokerSession` turns a stream's opening and its end into two writes
+(`controller/sessions.py`); the end of a broker's stream fences it."""
 
 from __future__ import annotations
 
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Final
+
 import grpc
 
-from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
+from pykraft.proto import (
+    admin_pb2,
+    admin_pb2_grpc,
+    common_pb2,
+    controller_pb2,
+    controller_pb2_grpc,
+)
 from pykraft.quorum import describe, voter_changes
 from pykraft.quorum.controller import (
     cluster,
@@ -15,13 +27,19 @@ from pykraft.quorum.controller import (
     producer_ids,
     reads,
     reassignment,
+    sessions,
     topics,
 )
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.replies import controller_listeners
+from pykraft.quorum.roles import Role, RoleState
 from pykraft.server_common.grpc_server import start_server
+
+# How often a held session stream looks whether this controller is still the active one in the
+# epoch that opened it; when not, the stream ends so the broker opens one to the new controller.
+SESSION_ROLE_CHECK_MS: Final = 200
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):
@@ -157,6 +175,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     def __init__(self, controller: QuorumController) -> None:
         self._controller = controller
         self._timeout_ms = controller.config.request_timeout_ms
+        self._stream_ids = itertools.count()  # next() is atomic under the GIL
 
     def RegisterBroker(
         self, request: controller_pb2.BrokerRegistrationRequest, context: grpc.ServicerContext
@@ -226,6 +245,40 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             self._timeout_ms,
             allow_standby=request.allow_standby,
         )
+
+    def BrokerSession(
+        self, request: controller_pb2.BrokerSessionRequest, context: grpc.ServicerContext
+    ) -> Iterator[controller_pb2.BrokerSessionResponse]:
+        """Opens the broker's session stream, holds it while this controller stays active in
+        the same epoch, and fences the broker when the broker's side ends it. A stream this
+        controller ends itself (leadership moved) fences nothing: the broker reconnects."""
+        stream_id = next(self._stream_ids)
+        role = self._controller.core.role
+        opened = self._controller.write(
+            lambda ctx: sessions.open_session(ctx.image, request, ctx.heartbeats, stream_id),
+            controller_pb2.BrokerSessionResponse,
+            self._timeout_ms,
+        )
+        yield opened
+        if opened.header.error_code != common_pb2.NONE or self._controller.core.role != role:
+            return
+        ended = threading.Event()
+        if context.add_callback(ended.set) and not self._wait_for_end(ended, role):
+            return
+        self._controller.write(
+            lambda ctx: sessions.end_session(ctx.image, request, ctx.heartbeats, stream_id),
+            common_pb2.ResponseHeader,
+            self._timeout_ms,
+        )
+
+    def _wait_for_end(self, ended: threading.Event, role: RoleState) -> bool:
+        """True once `ended` is set; False as soon as this controller is no longer active in
+        the epoch of `role`."""
+        assert role.role is Role.ACTIVE
+        while not ended.wait(SESSION_ROLE_CHECK_MS / 1000):
+            if self._controller.core.role != role:
+                return False
+        return True
 
 
 def serve(controller: QuorumController, address: str, workers_max: int) -> grpc.Server:
