@@ -121,7 +121,7 @@ def _first_answer(channel: grpc.Channel, rpc: Rpc, payload: bytes) -> object:
         return channel.unary_unary(rpc.path, **identity)(payload, timeout=CALL_TIMEOUT_S)
     stream = channel.unary_stream(rpc.path, **identity)(payload, timeout=CALL_TIMEOUT_S)
     try:
-        return next(stream)
+        return next(iter(stream))
     except StopIteration:
         raise AssertionError(f"{rpc.name} ended its stream without an answer") from None
     finally:
