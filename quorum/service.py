@@ -6,6 +6,7 @@ commits and answers. `BrokerSession` turns a stream's opening and its end into t
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Final
@@ -34,8 +35,9 @@ from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.replies import controller_listeners
-from pykraft.quorum.roles import Role, RoleState
 from pykraft.server_common.grpc_server import start_server
+
+log = logging.getLogger(__name__)
 
 # How often a held session stream looks whether this controller is still the active one in the
 # epoch that opened it; when not, the stream ends so the broker opens one to the new controller.
@@ -249,9 +251,10 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     def BrokerSession(
         self, request: controller_pb2.BrokerSessionRequest, context: grpc.ServicerContext
     ) -> Iterator[controller_pb2.BrokerSessionResponse]:
-        """Opens the broker's session stream, holds it while this controller stays active in
-        the same epoch, and fences the broker when the broker's side ends it. A stream this
-        controller ends itself (leadership moved) fences nothing: the broker reconnects."""
+        """Opens the broker's session stream and holds it while this controller stays active
+        in the same epoch. Its end, seen by gRPC's termination callback (which runs even when
+        this generator is never resumed), queues the write that fences the broker; a stream
+        this controller ends itself (leadership moved) fences nothing: the broker reconnects."""
         stream_id = next(self._stream_ids)
         role = self._controller.core.role
         opened = self._controller.write(
@@ -259,26 +262,39 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             controller_pb2.BrokerSessionResponse,
             self._timeout_ms,
         )
-        yield opened
         if opened.header.error_code != common_pb2.NONE or self._controller.core.role != role:
+            yield opened
             return
         ended = threading.Event()
-        if context.add_callback(ended.set) and not self._wait_for_end(ended, role):
+        ended_here = threading.Event()
+
+        def on_end() -> None:
+            ended.set()
+            if not ended_here.is_set():
+                self._end_session(request, stream_id)
+
+        if not context.add_callback(on_end):
+            on_end()  # the broker went away while its stream opened
             return
-        self._controller.write(
+        yield opened
+        while not ended.wait(SESSION_ROLE_CHECK_MS / 1000):
+            if self._controller.core.role != role:
+                ended_here.set()
+                return
+
+    def _end_session(self, request: controller_pb2.BrokerSessionRequest, stream_id: int) -> None:
+        """Queues the decision on a stream's end without waiting (gRPC's callback thread)."""
+        queued = self._controller.write_nowait(
             lambda ctx: sessions.end_session(ctx.image, request, ctx.heartbeats, stream_id),
             common_pb2.ResponseHeader,
             self._timeout_ms,
         )
-
-    def _wait_for_end(self, ended: threading.Event, role: RoleState) -> bool:
-        """True once `ended` is set; False as soon as this controller is no longer active in
-        the epoch of `role`."""
-        assert role.role is Role.ACTIVE
-        while not ended.wait(SESSION_ROLE_CHECK_MS / 1000):
-            if self._controller.core.role != role:
-                return False
-        return True
+        if not queued:
+            log.info(
+                "broker %d's session stream ended while this controller stops or is busy; "
+                "its session timeout fences it if it is gone",
+                request.broker_id,
+            )
 
 
 def serve(controller: QuorumController, address: str, workers_max: int) -> grpc.Server:
