@@ -5,8 +5,9 @@ waiting for `broker.session.timeout.ms` (heartbeats still renew the session; a b
 paused or cut off is fenced by that timeout alone).
 
 `SessionStream` opens the stream with the broker epoch it registered, follows NOT_CONTROLLER
-redirects, and opens it again when it ends (controller failover, a transient error) after
-`broker.heartbeat.interval.ms`, or at once for a redirect. Registering again (a new broker
+redirects, and opens it again when it ends (controller failover, a transient error): at once
+after a redirect or a stream that lasted `broker.heartbeat.interval.ms` or more, else after that
+interval (so a controller that keeps refusing is not hammered). Registering again (a new broker
 epoch) ends the current stream so the next one carries the new epoch.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -42,6 +44,7 @@ class SessionStream:
         self._broker_epoch = broker_epoch
         self._retry_ms = retry_ms
         self._call: Any = None  # the open stream, so another thread may cancel it
+        self._cancelled_here = False  # the open stream ends by `reopen` or `stop`
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="controller-session", daemon=True)
@@ -50,9 +53,11 @@ class SessionStream:
         self._thread.start()
 
     def reopen(self) -> None:
-        """Ends the current stream (if any); the next one carries the broker epoch of now."""
+        """Ends the current stream (if any); the next one, opened at once, carries the broker
+        epoch of now."""
         with self._lock:
             if self._call is not None:
+                self._cancelled_here = True
                 self._call.cancel()
 
     def stop(self) -> None:
@@ -63,17 +68,19 @@ class SessionStream:
             self._thread.join(timeout=STOP_WAIT_S)
 
     def _loop(self) -> None:
-        redirects = 0
+        at_once = 0  # attempts in a row made without waiting
         while not self._stop.is_set():
-            redirected = self._hold_one()
-            redirects = redirects + 1 if redirected else 0
-            if not redirected or redirects > REDIRECTS_MAX:
-                redirects = 0
+            if self._hold_one() and at_once < REDIRECTS_MAX:
+                at_once += 1
+            else:
+                at_once = 0
                 self._stop.wait(self._retry_ms / 1000)
 
     def _hold_one(self) -> bool:
-        """Opens a stream and holds it until it ends; True when it was refused NOT_CONTROLLER
-        with the active controller's address (worth trying there at once)."""
+        """Opens a stream and holds it until it ends; True when worth opening again at once:
+        refused NOT_CONTROLLER with the active controller's address, or held `retry_ms` or
+        more before it ended."""
+        opened_ms = time.monotonic() * 1000
         request = controller_pb2.BrokerSessionRequest(
             broker_id=self._broker_id, broker_epoch=self._broker_epoch()
         )
@@ -95,11 +102,14 @@ class SessionStream:
             log.info("session stream open to %s", address)
             for _ in call:  # the controller sends nothing more: this waits for the end
                 pass
+            log.info("session stream to %s ended by the controller", address)
         except (grpc.RpcError, StopIteration) as error:
-            if not self._stop.is_set():
-                log.info("session stream to %s ended: %s", address, error)
-                self._caller.redirect(None)
+            if self._cancelled_here:
+                return True
+            log.info("session stream to %s ended: %s", address, error)
+            self._caller.redirect(None)
         finally:
             with self._lock:
                 self._call = None
-        return False
+                self._cancelled_here = False
+        return time.monotonic() * 1000 - opened_ms >= self._retry_ms

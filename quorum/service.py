@@ -35,6 +35,7 @@ from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.replies import controller_listeners
+from pykraft.quorum.roles import Role, RoleState
 from pykraft.server_common.grpc_server import start_server
 
 log = logging.getLogger(__name__)
@@ -256,13 +257,16 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         this generator is never resumed), queues the write that fences the broker; a stream
         this controller ends itself (leadership moved) fences nothing: the broker reconnects."""
         stream_id = next(self._stream_ids)
-        role = self._controller.core.role
+        epoch = self._controller.core.role.epoch
         opened = self._controller.write(
             lambda ctx: sessions.open_session(ctx.image, request, ctx.heartbeats, stream_id),
             controller_pb2.BrokerSessionResponse,
             self._timeout_ms,
         )
-        if opened.header.error_code != common_pb2.NONE or self._controller.core.role != role:
+        # Taken by the active controller of `epoch` (only an active one decides, and epochs
+        # never go back), unless another epoch began meanwhile: then its sessions are fresh.
+        role = self._controller.core.role
+        if opened.header.error_code != common_pb2.NONE or role != RoleState(Role.ACTIVE, epoch):
             yield opened
             return
         ended = threading.Event()
