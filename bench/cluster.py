@@ -8,8 +8,8 @@ Prints:
 - end-to-end latency p50/p99 at a fixed rate (the send time is in the value; a consumer in the
   same process takes the difference on receipt);
 - the time from kill -9 of a partition leader to the first acknowledged acks=all write on each of
-  its partitions. The controllers keep Kafka's default broker.session.timeout.ms (9 s): a
-  killed broker is noticed only when its session runs out, which bounds this figure from below.
+  its partitions. The controller fences a killed broker when its session stream ends, without
+  waiting for broker.session.timeout.ms (`bench/failover.py` breaks this time down).
 
 Run: `.venv/bin/python bench/cluster.py [--records 1000000] [--rate 10000] [--latency-seconds 5]`.
 Figures depend on the machine; compare ratios taken in one run.

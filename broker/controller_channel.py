@@ -79,7 +79,8 @@ class ControllerCaller:
             with self._lock:
                 self._bootstrap = list(addresses)
 
-    def _redirect(self, address: str | None) -> None:
+    def redirect(self, address: str | None) -> None:
+        """Sends the next calls to `address` (None: try the bootstrap addresses in turn)."""
         with self._lock:
             self._active = address or None
 
@@ -104,15 +105,28 @@ class ControllerCaller:
                 )
             except grpc.RpcError as error:
                 last_problem = f"{address}: {error.code()}"
-                self._redirect(None)
+                self.redirect(None)
                 continue
             assert isinstance(response, response_type)
             header = response.header  # type: ignore[attr-defined]
             if header.error_code != common_pb2.NOT_CONTROLLER:
                 return response
             last_problem = f"{address}: NOT_CONTROLLER"
-            self._redirect(header.controller_address)
+            self.redirect(header.controller_address)
         raise ControllerUnavailableError(f"no active controller answered {method}: {last_problem}")
+
+    def open_stream(
+        self,
+        method: str,
+        request: Message,
+        *,
+        stub_class: type[Any] = controller_pb2_grpc.ControllerServiceStub,
+    ) -> tuple[str, Any]:
+        """Starts the server-streaming `method` (no deadline) at the controller calls now go
+        to: (its address, the call, an iterator of responses that can be cancelled). Redirects
+        are the caller's to follow (`redirect`)."""
+        address = self._target()
+        return address, getattr(self._stub(address, stub_class), method)(request)
 
     def close(self) -> None:
         with self._lock:
@@ -132,12 +146,14 @@ class ControllerChannel:
         applied_offset: Callable[[], int],
         clock_ms: Callable[[], int] = monotonic_ms,
         offline_replicas: Callable[[], Mapping[uuid.UUID, Sequence[int]]] = dict,
+        on_registered: Callable[[], None] = lambda: None,
     ) -> None:
         self._config = config
         self._caller = caller
         self._lifecycle = lifecycle
         self._applied_offset = applied_offset
         self._offline_replicas = offline_replicas
+        self._on_registered = on_registered  # the broker epoch changed (the session stream)
         self._clock_ms = clock_ms
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
@@ -184,6 +200,7 @@ class ControllerChannel:
                     self.broker_epoch = response.broker_epoch
                     self._last_heartbeat_ok_ms = self._clock_ms()
                     log.info("registered with broker epoch %d", self.broker_epoch)
+                    self._on_registered()
                     return True
                 if code in (common_pb2.INCONSISTENT_CLUSTER_ID, common_pb2.INVALID_REQUEST):
                     raise RuntimeError(f"registration refused: {response.header.error_message}")

@@ -23,6 +23,7 @@ from pykraft.broker.admin_forwarding import AdminForwarder
 from pykraft.broker.alter_partition import IsrUpdater
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import ControllerCaller, ControllerChannel, monotonic_ms
+from pykraft.broker.controller_session import SessionStream
 from pykraft.broker.group.coordinator import GroupCoordinator
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.kafka.api import KafkaServices
@@ -63,12 +64,19 @@ class Broker:
             fetch_wait_ms=config.metadata_fetch_wait_ms,
             request_timeout_ms=config.request_timeout_ms,
         )
+        self.session = SessionStream(
+            self._caller,
+            config.node_id,
+            lambda: self.channel.broker_epoch,
+            retry_ms=config.heartbeat_interval_ms,
+        )
         self.channel = ControllerChannel(
             config,
             self._caller,
             self.lifecycle,
             lambda: self.metadata.applied_offset,
             offline_replicas=self.replica_manager.offline_replicas,
+            on_registered=self.session.reopen,
         )
         self.fetchers = ReplicaFetcherManager(
             self.replica_manager,
@@ -160,6 +168,7 @@ class Broker:
         self.groups.start()
         self.replica_manager.maintenance.start()
         self.channel.start()
+        self.session.start()
         self.metadata.start()
         self.isr_updater.start()
         log.info("broker %d serving on %s", self.config.node_id, self.config.listener)
@@ -228,6 +237,7 @@ class Broker:
         self.fetchers.close()
         self.groups.close()
         self.channel.stop()
+        self.session.stop()
         self.replica_manager.close()
         self.producer_ids.close()
         self._caller.close()

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from pykraft.proto import common_pb2 as pykraft_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1epykraft/proto/controller.proto\x12\x07pykraft\x1a\x1apykraft/proto/common.proto\"O\n\x08Listener\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x19\n\x11security_protocol\x18\x04 \x01(\t\"\xad\x01\n\x19\x42rokerRegistrationRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x16\n\x0eincarnation_id\x18\x03 \x01(\t\x12$\n\tlisteners\x18\x04 \x03(\x0b\x32\x11.pykraft.Listener\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x1d\n\x15previous_broker_epoch\x18\x06 \x01(\x03\"[\n\x1a\x42rokerRegistrationResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xc2\x01\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1f\n\x17\x63urrent_metadata_offset\x18\x03 \x01(\x03\x12\x12\n\nwant_fence\x18\x04 \x01(\x08\x12\x16\n\x0ewant_shut_down\x18\x05 \x01(\x08\x12\x32\n\x10offline_replicas\x18\x06 \x03(\x0b\x32\x18.pykraft.OfflineReplicas\"7\n\x0fOfflineReplicas\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xa3\x01\n\x17\x42rokerHeartbeatResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x14\n\x0cis_caught_up\x18\x02 \x01(\x08\x12\x11\n\tis_fenced\x18\x03 \x01(\x08\x12\x18\n\x10should_shut_down\x18\x04 \x01(\x08\x12\x1c\n\x14\x63ontroller_listeners\x18\x05 \x03(\t\"6\n\x0b\x42rokerState\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x98\x01\n\x12\x41lterPartitionItem\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x03 \x01(\x05\x12\x31\n\x13new_isr_with_epochs\x18\x05 \x03(\x0b\x32\x14.pykraft.BrokerStateJ\x04\x08\x04\x10\x05R\x07new_isr\"X\n\x13\x41lterPartitionTopic\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12/\n\npartitions\x18\x02 \x03(\x0b\x32\x1b.pykraft.AlterPartitionItem\"n\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12,\n\x06topics\x18\x03 \x03(\x0b\x32\x1c.pykraft.AlterPartitionTopic\"\xc6\x01\n\x14\x41lterPartitionResult\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12&\n\nerror_code\x18\x03 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x0b\n\x03isr\x18\x08 \x03(\x05\"t\n\x16\x41lterPartitionResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.pykraft.AlterPartitionResult\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"z\n\x1b\x41llocateProducerIdsResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\"~\n\x14MetadataFetchRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x61\x66ter_offset\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x15\n\rallow_standby\x18\x05 \x01(\x08\"D\n\rMetadataBatch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"B\n\x10MetadataSnapshot\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"\xae\x01\n\x15MetadataFetchResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12+\n\x08snapshot\x18\x02 \x01(\x0b\x32\x19.pykraft.MetadataSnapshot\x12\'\n\x07\x62\x61tches\x18\x03 \x03(\x0b\x32\x16.pykraft.MetadataBatch\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x32\xc9\x03\n\x11\x43ontrollerService\x12Y\n\x0eRegisterBroker\x12\".pykraft.BrokerRegistrationRequest\x1a#.pykraft.BrokerRegistrationResponse\x12T\n\x0f\x42rokerHeartbeat\x12\x1f.pykraft.BrokerHeartbeatRequest\x1a .pykraft.BrokerHeartbeatResponse\x12Q\n\x0e\x41lterPartition\x12\x1e.pykraft.AlterPartitionRequest\x1a\x1f.pykraft.AlterPartitionResponse\x12`\n\x13\x41llocateProducerIds\x12#.pykraft.AllocateProducerIdsRequest\x1a$.pykraft.AllocateProducerIdsResponse\x12N\n\rMetadataFetch\x12\x1d.pykraft.MetadataFetchRequest\x1a\x1e.pykraft.MetadataFetchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1epykraft/proto/controller.proto\x12\x07pykraft\x1a\x1apykraft/proto/common.proto\"O\n\x08Listener\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x19\n\x11security_protocol\x18\x04 \x01(\t\"\xad\x01\n\x19\x42rokerRegistrationRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x16\n\x0eincarnation_id\x18\x03 \x01(\t\x12$\n\tlisteners\x18\x04 \x03(\x0b\x32\x11.pykraft.Listener\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x1d\n\x15previous_broker_epoch\x18\x06 \x01(\x03\"[\n\x1a\x42rokerRegistrationResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xc2\x01\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1f\n\x17\x63urrent_metadata_offset\x18\x03 \x01(\x03\x12\x12\n\nwant_fence\x18\x04 \x01(\x08\x12\x16\n\x0ewant_shut_down\x18\x05 \x01(\x08\x12\x32\n\x10offline_replicas\x18\x06 \x03(\x0b\x32\x18.pykraft.OfflineReplicas\"7\n\x0fOfflineReplicas\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xa3\x01\n\x17\x42rokerHeartbeatResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x14\n\x0cis_caught_up\x18\x02 \x01(\x08\x12\x11\n\tis_fenced\x18\x03 \x01(\x08\x12\x18\n\x10should_shut_down\x18\x04 \x01(\x08\x12\x1c\n\x14\x63ontroller_listeners\x18\x05 \x03(\t\"?\n\x14\x42rokerSessionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"@\n\x15\x42rokerSessionResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\"6\n\x0b\x42rokerState\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x98\x01\n\x12\x41lterPartitionItem\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x03 \x01(\x05\x12\x31\n\x13new_isr_with_epochs\x18\x05 \x03(\x0b\x32\x14.pykraft.BrokerStateJ\x04\x08\x04\x10\x05R\x07new_isr\"X\n\x13\x41lterPartitionTopic\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12/\n\npartitions\x18\x02 \x03(\x0b\x32\x1b.pykraft.AlterPartitionItem\"n\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12,\n\x06topics\x18\x03 \x03(\x0b\x32\x1c.pykraft.AlterPartitionTopic\"\xc6\x01\n\x14\x41lterPartitionResult\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12&\n\nerror_code\x18\x03 \x01(\x0e\x32\x12.pykraft.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x0b\n\x03isr\x18\x08 \x03(\x05\"t\n\x16\x41lterPartitionResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.pykraft.AlterPartitionResult\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"z\n\x1b\x41llocateProducerIdsResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\"~\n\x14MetadataFetchRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x61\x66ter_offset\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x15\n\rallow_standby\x18\x05 \x01(\x08\"D\n\rMetadataBatch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"B\n\x10MetadataSnapshot\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"\xae\x01\n\x15MetadataFetchResponse\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x17.pykraft.ResponseHeader\x12+\n\x08snapshot\x18\x02 \x01(\x0b\x32\x19.pykraft.MetadataSnapshot\x12\'\n\x07\x62\x61tches\x18\x03 \x03(\x0b\x32\x16.pykraft.MetadataBatch\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x32\x9b\x04\n\x11\x43ontrollerService\x12Y\n\x0eRegisterBroker\x12\".pykraft.BrokerRegistrationRequest\x1a#.pykraft.BrokerRegistrationResponse\x12T\n\x0f\x42rokerHeartbeat\x12\x1f.pykraft.BrokerHeartbeatRequest\x1a .pykraft.BrokerHeartbeatResponse\x12Q\n\x0e\x41lterPartition\x12\x1e.pykraft.AlterPartitionRequest\x1a\x1f.pykraft.AlterPartitionResponse\x12`\n\x13\x41llocateProducerIds\x12#.pykraft.AllocateProducerIdsRequest\x1a$.pykraft.AllocateProducerIdsResponse\x12N\n\rMetadataFetch\x12\x1d.pykraft.MetadataFetchRequest\x1a\x1e.pykraft.MetadataFetchResponse\x12P\n\rBrokerSession\x12\x1d.pykraft.BrokerSessionRequest\x1a\x1e.pykraft.BrokerSessionResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,30 +44,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OFFLINEREPLICAS']._serialized_end=673
   _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=676
   _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=839
-  _globals['_BROKERSTATE']._serialized_start=841
-  _globals['_BROKERSTATE']._serialized_end=895
-  _globals['_ALTERPARTITIONITEM']._serialized_start=898
-  _globals['_ALTERPARTITIONITEM']._serialized_end=1050
-  _globals['_ALTERPARTITIONTOPIC']._serialized_start=1052
-  _globals['_ALTERPARTITIONTOPIC']._serialized_end=1140
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1142
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1252
-  _globals['_ALTERPARTITIONRESULT']._serialized_start=1255
-  _globals['_ALTERPARTITIONRESULT']._serialized_end=1453
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1455
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1571
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=1573
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=1642
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=1644
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=1766
-  _globals['_METADATAFETCHREQUEST']._serialized_start=1768
-  _globals['_METADATAFETCHREQUEST']._serialized_end=1894
-  _globals['_METADATABATCH']._serialized_start=1896
-  _globals['_METADATABATCH']._serialized_end=1964
-  _globals['_METADATASNAPSHOT']._serialized_start=1966
-  _globals['_METADATASNAPSHOT']._serialized_end=2032
-  _globals['_METADATAFETCHRESPONSE']._serialized_start=2035
-  _globals['_METADATAFETCHRESPONSE']._serialized_end=2209
-  _globals['_CONTROLLERSERVICE']._serialized_start=2212
-  _globals['_CONTROLLERSERVICE']._serialized_end=2669
+  _globals['_BROKERSESSIONREQUEST']._serialized_start=841
+  _globals['_BROKERSESSIONREQUEST']._serialized_end=904
+  _globals['_BROKERSESSIONRESPONSE']._serialized_start=906
+  _globals['_BROKERSESSIONRESPONSE']._serialized_end=970
+  _globals['_BROKERSTATE']._serialized_start=972
+  _globals['_BROKERSTATE']._serialized_end=1026
+  _globals['_ALTERPARTITIONITEM']._serialized_start=1029
+  _globals['_ALTERPARTITIONITEM']._serialized_end=1181
+  _globals['_ALTERPARTITIONTOPIC']._serialized_start=1183
+  _globals['_ALTERPARTITIONTOPIC']._serialized_end=1271
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1273
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1383
+  _globals['_ALTERPARTITIONRESULT']._serialized_start=1386
+  _globals['_ALTERPARTITIONRESULT']._serialized_end=1584
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1586
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1702
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=1704
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=1773
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=1775
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=1897
+  _globals['_METADATAFETCHREQUEST']._serialized_start=1899
+  _globals['_METADATAFETCHREQUEST']._serialized_end=2025
+  _globals['_METADATABATCH']._serialized_start=2027
+  _globals['_METADATABATCH']._serialized_end=2095
+  _globals['_METADATASNAPSHOT']._serialized_start=2097
+  _globals['_METADATASNAPSHOT']._serialized_end=2163
+  _globals['_METADATAFETCHRESPONSE']._serialized_start=2166
+  _globals['_METADATAFETCHRESPONSE']._serialized_end=2340
+  _globals['_CONTROLLERSERVICE']._serialized_start=2343
+  _globals['_CONTROLLERSERVICE']._serialized_end=2882
 # @@protoc_insertion_point(module_scope)

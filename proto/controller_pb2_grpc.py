@@ -59,6 +59,11 @@ class ControllerServiceStub:
                 request_serializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchResponse.FromString,
                 _registered_method=True)
+        self.BrokerSession = channel.unary_stream(
+                '/pykraft.ControllerService/BrokerSession',
+                request_serializer=pykraft_dot_proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
+                response_deserializer=pykraft_dot_proto_dot_controller__pb2.BrokerSessionResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -94,6 +99,15 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BrokerSession(self, request, context):
+        """A broker's connection to the active controller, held open while the broker lives: its end
+        (a killed broker's socket closes at once) fences the broker without waiting for the session
+        timeout. One response opens it (or refuses it); the stream then stays silent until it ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +135,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.MetadataFetch,
                     request_deserializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchResponse.SerializeToString,
+            ),
+            'BrokerSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.BrokerSession,
+                    request_deserializer=pykraft_dot_proto_dot_controller__pb2.BrokerSessionRequest.FromString,
+                    response_serializer=pykraft_dot_proto_dot_controller__pb2.BrokerSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,6 +277,33 @@ class ControllerService:
             '/pykraft.ControllerService/MetadataFetch',
             pykraft_dot_proto_dot_controller__pb2.MetadataFetchRequest.SerializeToString,
             pykraft_dot_proto_dot_controller__pb2.MetadataFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/pykraft.ControllerService/BrokerSession',
+            pykraft_dot_proto_dot_controller__pb2.BrokerSessionRequest.SerializeToString,
+            pykraft_dot_proto_dot_controller__pb2.BrokerSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

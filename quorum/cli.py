@@ -111,8 +111,10 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
             server.stop(grace=0)
             return 1
     log.info("controller %d stopping", config.node_id)
-    server.stop(grace=1).wait()
+    # The controller first: once stopping it refuses requests, so the session streams the
+    # server's stop ends are not taken for brokers that went away (nothing is fenced).
     quorum_controller.stop()
+    server.stop(grace=1).wait()
     if http is not None:
         http.stop()
     return 0

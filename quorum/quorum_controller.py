@@ -237,6 +237,19 @@ class QuorumController:
             self._raft.wakeup()
         return future.result(timeout=timeout_ms / 1000)
 
+    def write_nowait(self, decide: Decide, response_cls: type[Message], timeout_ms: int) -> bool:
+        """Queues a write whose answer nobody waits for, without blocking (a gRPC callback may
+        call it); False when it was not queued (the controller failed or stops, or its queue
+        is full)."""
+        queued = self._enqueue(
+            lambda request_id, deadline_ms: WriteRequest(
+                request_id, response_cls, deadline_ms, decide
+            ),
+            response_cls,
+            _monotonic_ms() + timeout_ms,
+        )
+        return isinstance(queued, Future)
+
     def _submit(
         self,
         make: Callable[[int, int], Request],
@@ -247,9 +260,33 @@ class QuorumController:
         """Queues the request `make(request_id, deadline_ms)` and waits for its answer."""
         deadline_ms = _monotonic_ms() + (timeout_ms if park_ms is None else park_ms)
         park_ms = park_ms or 0
+        future = self._enqueue(make, response_cls, deadline_ms)
+        if not isinstance(future, Future):
+            return future
+        try:
+            response = future.result(timeout=(timeout_ms + park_ms) / 1000)
+        except TimeoutError:
+            response = None
+        if response is None:
+            return error_response(
+                response_cls,
+                common_pb2.REQUEST_TIMED_OUT,
+                f"no answer within {timeout_ms} ms (a write may still commit)",
+            )
+        assert isinstance(response, response_cls), f"{type(response)} is not {response_cls}"
+        return response
+
+    def _enqueue(
+        self, make: Callable[[int, int], Request], response_cls: type[M], deadline_ms: int
+    ) -> Future[Message | None] | M:
+        """Queues `make(request_id, deadline_ms)`: the future of its answer, or the refusal
+        to answer at once (the controller failed or stops, or its queue is full)."""
         if self._failure is not None:
             failed = "controller failed"
             return error_response(response_cls, common_pb2.UNKNOWN_SERVER_ERROR, failed)
+        if self._stopping.is_set():
+            stopping = "controller is shutting down"
+            return error_response(response_cls, common_pb2.NOT_CONTROLLER, stopping)
         request_id = next(self._request_ids)
         future: Future[Message | None] = Future()
         self._waiting[request_id] = future
@@ -264,18 +301,7 @@ class QuorumController:
             )
         if self._raft is not None:
             self._raft.wakeup()
-        try:
-            response = future.result(timeout=(timeout_ms + park_ms) / 1000)
-        except TimeoutError:
-            response = None
-        if response is None:
-            return error_response(
-                response_cls,
-                common_pb2.REQUEST_TIMED_OUT,
-                f"no answer within {timeout_ms} ms (a write may still commit)",
-            )
-        assert isinstance(response, response_cls), f"{type(response)} is not {response_cls}"
-        return response
+        return future
 
     def _send_answers(self, out: Output) -> None:
         for answer in out.answers:

@@ -1,12 +1,25 @@
 """The controller's gRPC services. Handlers only translate: every request becomes an event for the
 controller thread (see `quorum_controller.py` and `controller_core.py`), which decides,
-commits and answers."""
+commits and answers. `BrokerSession` turns a stream's opening and its end into two writes
+(`controller/sessions.py`); the end of a broker's stream fences it."""
 
 from __future__ import annotations
 
+import itertools
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Final
+
 import grpc
 
-from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
+from pykraft.proto import (
+    admin_pb2,
+    admin_pb2_grpc,
+    common_pb2,
+    controller_pb2,
+    controller_pb2_grpc,
+)
 from pykraft.quorum import describe, voter_changes
 from pykraft.quorum.controller import (
     cluster,
@@ -15,13 +28,21 @@ from pykraft.quorum.controller import (
     producer_ids,
     reads,
     reassignment,
+    sessions,
     topics,
 )
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.replies import controller_listeners
+from pykraft.quorum.roles import Role, RoleState
 from pykraft.server_common.grpc_server import start_server
+
+log = logging.getLogger(__name__)
+
+# How often a held session stream looks whether this controller is still the active one in the
+# epoch that opened it; when not, the stream ends so the broker opens one to the new controller.
+SESSION_ROLE_CHECK_MS: Final = 200
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):
@@ -157,6 +178,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     def __init__(self, controller: QuorumController) -> None:
         self._controller = controller
         self._timeout_ms = controller.config.request_timeout_ms
+        self._stream_ids = itertools.count()  # next() is atomic under the GIL
 
     def RegisterBroker(
         self, request: controller_pb2.BrokerRegistrationRequest, context: grpc.ServicerContext
@@ -226,6 +248,57 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             self._timeout_ms,
             allow_standby=request.allow_standby,
         )
+
+    def BrokerSession(
+        self, request: controller_pb2.BrokerSessionRequest, context: grpc.ServicerContext
+    ) -> Iterator[controller_pb2.BrokerSessionResponse]:
+        """Opens the broker's session stream and holds it while this controller stays active
+        in the same epoch. Its end, seen by gRPC's termination callback (which runs even when
+        this generator is never resumed), queues the write that fences the broker; a stream
+        this controller ends itself (leadership moved) fences nothing: the broker reconnects."""
+        stream_id = next(self._stream_ids)
+        epoch = self._controller.core.role.epoch
+        opened = self._controller.write(
+            lambda ctx: sessions.open_session(ctx.image, request, ctx.heartbeats, stream_id),
+            controller_pb2.BrokerSessionResponse,
+            self._timeout_ms,
+        )
+        # Taken by the active controller of `epoch` (only an active one decides, and epochs
+        # never go back), unless another epoch began meanwhile: then its sessions are fresh.
+        role = self._controller.core.role
+        if opened.header.error_code != common_pb2.NONE or role != RoleState(Role.ACTIVE, epoch):
+            yield opened
+            return
+        ended = threading.Event()
+        ended_here = threading.Event()
+
+        def on_end() -> None:
+            ended.set()
+            if not ended_here.is_set():
+                self._end_session(request, stream_id)
+
+        if not context.add_callback(on_end):
+            on_end()  # the broker went away while its stream opened
+            return
+        yield opened
+        while not ended.wait(SESSION_ROLE_CHECK_MS / 1000):
+            if self._controller.core.role != role:
+                ended_here.set()
+                return
+
+    def _end_session(self, request: controller_pb2.BrokerSessionRequest, stream_id: int) -> None:
+        """Queues the decision on a stream's end without waiting (gRPC's callback thread)."""
+        queued = self._controller.write_nowait(
+            lambda ctx: sessions.end_session(ctx.image, request, ctx.heartbeats, stream_id),
+            common_pb2.ResponseHeader,
+            self._timeout_ms,
+        )
+        if not queued:
+            log.info(
+                "broker %d's session stream ended while this controller stops or is busy; "
+                "its session timeout fences it if it is gone",
+                request.broker_id,
+            )
 
 
 def serve(controller: QuorumController, address: str, workers_max: int) -> grpc.Server:

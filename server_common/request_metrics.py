@@ -51,9 +51,12 @@ def observe_request(request: str, listener: str, elapsed_s: float, *, failed: bo
 
 
 class RequestMetrics(UnaryInterceptor):
-    """Times every unary RPC (all of pykraft's are) under its method's short name."""
+    """Times every unary RPC under its method's short name. A stream (`BrokerSession`, held
+    for a broker's lifetime) has no latency to speak of and passes through."""
 
     def wrap(self, method: str, handler: Handler) -> Handler:
+        if handler.unary_unary is None:
+            return handler
         return _timed(method.rpartition("/")[2], handler)
 
 

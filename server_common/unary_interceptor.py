@@ -1,6 +1,6 @@
-"""The shape every pykraft server interceptor shares: each unary method's handler is wrapped once,
-on its first call, and the wrapped handler is kept per method (all of pykraft's RPCs are unary;
-any other kind passes through unwrapped)."""
+"""The shape every pykraft server interceptor shares: each method's handler that takes one request
+(unary-unary, or unary-stream: `BrokerSession`) is wrapped once, on its first call, and the
+wrapped handler is kept per method; any other kind passes through unwrapped."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class UnaryInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         """The handler that serves `method` (its full name, /package.Service/Method) instead of
-        `handler`, a unary-unary one."""
+        `handler`, a unary-unary or unary-stream one."""
         raise NotImplementedError
 
     def intercept_service(
@@ -37,7 +37,7 @@ class UnaryInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         if wrapped is not None:
             return wrapped
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None or (handler.unary_unary is None and handler.unary_stream is None):
             return handler
         wrapped = self.wrap(method, handler)
         with self._lock:

@@ -3,9 +3,9 @@
 Left to itself, grpc answers a request its deserializer cannot parse with INTERNAL ("Exception
 deserializing request!") and logs a traceback, as if the server had failed. Every pykraft
 server installs `RefuseUnparsableRequests` as an interceptor (`grpc_server.start_server`): it
-wraps each unary method's deserializer so a parse error becomes a marker, and the method answers
-the marker with INVALID_ARGUMENT naming the method and the parse error, without running the
-handler.
+wraps the deserializer of each method that takes one request (unary or server-streaming) so a
+parse error becomes a marker, and the method answers the marker with INVALID_ARGUMENT naming the
+method and the parse error, without running the handler.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class RefuseUnparsableRequests(UnaryInterceptor):
 
 def _refusing(method: str, handler: Handler) -> Handler:
     deserialize = handler.request_deserializer
-    behavior = handler.unary_unary
+    behavior = handler.unary_unary or handler.unary_stream
     assert deserialize is not None and behavior is not None
 
     def lenient(data: bytes) -> Any:
@@ -47,6 +47,11 @@ def _refusing(method: str, handler: Handler) -> Handler:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
         return behavior(request, context)
 
-    return grpc.unary_unary_rpc_method_handler(
+    make = (
+        grpc.unary_unary_rpc_method_handler
+        if handler.unary_unary is not None
+        else grpc.unary_stream_rpc_method_handler
+    )
+    return make(
         serve, request_deserializer=lenient, response_serializer=handler.response_serializer
     )

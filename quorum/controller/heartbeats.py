@@ -7,6 +7,11 @@ active controller; a broker that is really gone then expires one timeout later.
 A broker is alive while its last contact is at most `session_timeout_ms` old. Time is passed in
 (`now_ms`, monotonic); contacts never move back in time.
 
+Session streams: a broker holds a `BrokerSession` stream open to the active controller, each
+stream with an id the controller draws (increasing). Only the newest stream opened per broker is
+current, so the end of an older one, seen after a newer one opened, is ignored; `reset` forgets
+every stream, so a stream opened before this controller became active never fences anything.
+
 Controlled shutdown (Kafka's controlledShutdownOffset): the offset of the last record that moved
 a shutting broker's leaderships away is noted, and the broker is let go only once every live,
 unfenced broker (itself included) has reported metadata up to it, so no broker still believes the
@@ -19,8 +24,8 @@ from pykraft.metadata_log.image import MetadataImage
 
 
 class HeartbeatTracker:
-    """Last contact time per broker. Holds at most one entry per broker that has been touched or
-    reset and not removed; callers remove brokers they fence for expiry."""
+    """Last contact time and current session stream per broker. Holds at most one entry per
+    broker that has been touched or reset and not removed; callers remove brokers they fence."""
 
     def __init__(self, session_timeout_ms: int) -> None:
         assert session_timeout_ms > 0
@@ -30,6 +35,20 @@ class HeartbeatTracker:
         self._metadata_offsets: dict[int, int] = {}
         # Per broker in controlled shutdown: the offset every live broker must reach first.
         self._shutdown_offsets: dict[int, int] = {}
+        # Per broker, the id of its current session stream (the newest opened).
+        self._streams: dict[int, int] = {}
+
+    def open_stream(self, broker_id: int, stream_id: int) -> None:
+        """`broker_id` opened session stream `stream_id`; it is current unless a newer one is."""
+        self._streams[broker_id] = max(self._streams.get(broker_id, -1), stream_id)
+
+    def end_stream(self, broker_id: int, stream_id: int) -> bool:
+        """Session stream `stream_id` of `broker_id` ended: True when it was the current one
+        (then forgotten), False when a newer one opened since or it is not known here."""
+        if self._streams.get(broker_id) != stream_id:
+            return False
+        del self._streams[broker_id]
+        return True
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int = -1) -> None:
         """The broker was heard from (registration or heartbeat) at `now_ms`, having replayed
@@ -77,6 +96,7 @@ class HeartbeatTracker:
         live broker, since the offset its leaderships moved at is not known here."""
         self._last_contact_ms = dict.fromkeys(image.cluster.brokers, now_ms)
         self._metadata_offsets = {}
+        self._streams = {}
         self._shutdown_offsets = {
             broker_id: image.offset
             for broker_id, registration in image.cluster.brokers.items()
@@ -87,6 +107,7 @@ class HeartbeatTracker:
         self._last_contact_ms.pop(broker_id, None)
         self._metadata_offsets.pop(broker_id, None)
         self._shutdown_offsets.pop(broker_id, None)
+        self._streams.pop(broker_id, None)
 
     def next_expiry_ms(self, now_ms: int) -> int | None:
         """The earliest time after `now_ms` at which a session heard from now expires (None:

@@ -55,6 +55,7 @@ class Rpc:
     method: str
     request: Descriptor
     response: Descriptor
+    server_streaming: bool = False  # its answer is a stream (BrokerSession): the first counts
 
     @property
     def name(self) -> str:
@@ -73,7 +74,13 @@ def services() -> Iterator[ServiceDescriptor]:
 def all_rpcs() -> list[Rpc]:
     """Every method of every service in the proto files."""
     return [
-        Rpc(service.name, method.name, method.input_type, method.output_type)
+        Rpc(
+            service.name,
+            method.name,
+            method.input_type,
+            method.output_type,
+            method.server_streaming,
+        )
         for service in services()
         for method in service.methods
     ]
@@ -93,11 +100,8 @@ class Outcome:
 def call_raw(channel: grpc.Channel, rpc: Rpc, payload: bytes, node: str) -> Outcome:
     """Sends `payload` as the request of `rpc`; counts it under `rpc.name@node`."""
     REQUEST_COUNTS[f"{rpc.name}@{node}"] += 1
-    method = channel.unary_unary(
-        rpc.path, request_serializer=lambda data: data, response_deserializer=lambda data: data
-    )
     try:
-        raw = method(payload, timeout=CALL_TIMEOUT_S)
+        raw = _first_answer(channel, rpc, payload)
     except grpc.RpcError as error:
         code = error.code()
         return Outcome(None, code, str(error.details()))
@@ -107,6 +111,21 @@ def call_raw(channel: grpc.Channel, rpc: Rpc, payload: bytes, node: str) -> Outc
     except DecodeError as error:
         raise AssertionError(f"{rpc.name} answered bytes that do not parse: {error}") from None
     return Outcome(response, None, "")
+
+
+def _first_answer(channel: grpc.Channel, rpc: Rpc, payload: bytes) -> object:
+    """The answer's bytes; of a stream, its first message (the stream is then cancelled: a
+    fuzzed request that a node took would hold it open)."""
+    identity = {"request_serializer": lambda data: data, "response_deserializer": lambda data: data}
+    if not rpc.server_streaming:
+        return channel.unary_unary(rpc.path, **identity)(payload, timeout=CALL_TIMEOUT_S)
+    stream = channel.unary_stream(rpc.path, **identity)(payload, timeout=CALL_TIMEOUT_S)
+    try:
+        return next(iter(stream))
+    except StopIteration:
+        raise AssertionError(f"{rpc.name} ended its stream without an answer") from None
+    finally:
+        stream.cancel()
 
 
 def _error_items(message: Message) -> Iterator[Message]:

@@ -456,6 +456,10 @@ def fuzzers(facts: Facts) -> dict[str, Fuzz]:
         "ControllerService.BrokerHeartbeat": Fuzz(
             epoch_fuzz(controller_pb2.BrokerHeartbeatRequest.DESCRIPTOR, facts), _always
         ),
+        # A stale or unknown epoch only: a session the node took would fence a real broker.
+        "ControllerService.BrokerSession": Fuzz(
+            epoch_fuzz(controller_pb2.BrokerSessionRequest.DESCRIPTOR, facts), _always
+        ),
         "ControllerService.AlterPartition": Fuzz(_alter_partition(facts), _always),
         "ControllerService.AllocateProducerIds": Fuzz(
             epoch_fuzz(controller_pb2.AllocateProducerIdsRequest.DESCRIPTOR, facts), _always

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from pykraft.proto import admin_pb2, admin_pb2_grpc
+from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
 from pykraft.server_common.grpc_server import open_peer_channel, start_server
 from tests.ports import free_port
 
@@ -85,3 +85,41 @@ def test_messages_larger_than_grpc_default_pass_both_ways(
     request = admin_pb2.DescribeTopicsRequest(names=names)
     answer = admin_pb2.DescribeTopicsResponse.FromString(_raw(channel, request.SerializeToString()))
     assert [t.name for t in answer.topics] == names
+
+
+class Sessions(controller_pb2_grpc.ControllerServiceServicer):
+    """A server-streaming method: the interceptors wrap it too."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def BrokerSession(
+        self, request: controller_pb2.BrokerSessionRequest, context: grpc.ServicerContext
+    ) -> Iterator[controller_pb2.BrokerSessionResponse]:
+        self.calls += 1
+        yield controller_pb2.BrokerSessionResponse()
+
+
+def test_a_stream_refuses_bytes_that_do_not_parse_and_serves_good_ones() -> None:
+    servicer = Sessions()
+    address = f"127.0.0.1:{free_port()}"
+    add = controller_pb2_grpc.add_ControllerServiceServicer_to_server
+    server = start_server(address, 2, [(add, servicer)])
+    channel = open_peer_channel(address)
+    try:
+        method = channel.unary_stream(
+            "/pykraft.ControllerService/BrokerSession",
+            request_serializer=None,
+            response_deserializer=None,
+        )
+        with pytest.raises(grpc.RpcError) as raised:
+            list(method(b"\xff" * 11, timeout=5))
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "BrokerSession" in str(raised.value.details())
+        assert servicer.calls == 0
+        good = controller_pb2.BrokerSessionRequest(broker_id=1).SerializeToString()
+        assert len(list(method(good, timeout=5))) == 1
+        assert servicer.calls == 1
+    finally:
+        channel.close()
+        server.stop(grace=None)
