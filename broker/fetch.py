@@ -87,8 +87,9 @@ def _fetch(
     zero_copy: bool,
 ) -> tuple[broker_pb2.FetchResponse, dict[RangeSlot, FileRange]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
+    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     while True:
-        version = manager.version
+        mark = manager.change_mark(keys)
         ranges: dict[RangeSlot, FileRange] = {}
         try:
             response, size_bytes, at_once = _read_all(
@@ -101,7 +102,7 @@ def _fetch(
             _close(ranges)
             raise
         _close(ranges)
-        manager.await_change(version, deadline_ms=deadline_ms, clock_ms=clock_ms)
+        manager.await_change_of(keys, mark, deadline_ms=deadline_ms, clock_ms=clock_ms)
 
 
 def _count(

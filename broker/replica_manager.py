@@ -18,17 +18,21 @@ offline replica -> KAFKA_STORAGE_ERROR. `preferred_read_replica` is the leader's
 a consumer should read instead (`replica_selector`); `counters` counts what was served.
 Requests that wait (acks=all, Fetch long polls, the group coordinator) wait on one condition
 variable, `changed`: each `Partition` signals it when its log end, high-water mark or role
-changes (the `on_change` it is given is `notify`), and this manager on every metadata change.
+changes (the `on_change` it is given is `notify` of its key), and this manager on every
+metadata change. A Fetch long poll looks again only when one of its own partitions (or the
+metadata) changed (`change_mark`, `await_change_of`): with many partitions and waiters, every
+append elsewhere no longer costs every parked fetch a full re-read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Final
 from uuid import UUID
@@ -85,6 +89,10 @@ class ReplicaManager:
         # Signalled by the partitions' changes and on metadata changes (see the module doc).
         self.changed = threading.Condition()
         self._version = 0
+        # Under `changed`: the version of each partition's latest change, and of the latest
+        # change that may concern any partition (metadata, close).
+        self._partition_versions: dict[tuple[str, int], int] = {}
+        self._any_version = 0
         # What the request handlers served (Kafka's ReplicaManager keeps BrokerTopicStats).
         self.counters = Counters()
         self.maintenance = LogMaintenance(
@@ -117,6 +125,9 @@ class ReplicaManager:
             if image.configs is not previous.configs:
                 self._reconfigure(image, changes, now_ms)
             self._image = image
+        with self.changed:  # not under `_lock`: waiters' checks take it under `changed`
+            for key in changes.deletes:
+                self._partition_versions.pop(key, None)
         self.notify()
 
     def _apply(self, changes: LocalChanges, image: MetadataImage, now_ms: int) -> None:
@@ -178,7 +189,7 @@ class ReplicaManager:
             broker_id=self._broker_id,
             min_insync_replicas=min_insync,
             now_ms=now_ms,
-            on_change=self.notify,
+            on_change=functools.partial(self.notify, key),
         )
         self._partitions[key] = partition
         return partition
@@ -246,24 +257,47 @@ class ReplicaManager:
         shutil.rmtree(partition.log.directory, ignore_errors=True)
         log.info("%s-%d: deleted", *key)
 
-    def notify(self) -> None:
+    def notify(self, key: tuple[str, int] | None = None) -> None:
+        """Wakes every waiter: partition `key` changed, or (None) anything may have."""
         with self.changed:
             self._version += 1
+            if key is None:
+                self._any_version = self._version
+            else:
+                self._partition_versions[key] = self._version
             self.changed.notify_all()
 
-    @property
-    def version(self) -> int:
-        """Counts the changes `notify` signalled; read it before looking, then `await_change`."""
-        return self._version
+    def change_mark(self, keys: Collection[tuple[str, int]]) -> int:
+        """The version of the latest change signalled for any of `keys` (or for all): read it
+        before looking, then `await_change_of` the same keys."""
+        with self.changed:
+            return self._mark(keys)
 
-    def await_change(self, version: int, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
-        """Waits until a change after `version` is signalled (True) or `deadline_ms` passes."""
+    def _mark(self, keys: Collection[tuple[str, int]]) -> int:
+        versions = self._partition_versions
+        return max(self._any_version, max((versions.get(k, 0) for k in keys), default=0))
+
+    def await_change_of(
+        self,
+        keys: Collection[tuple[str, int]],
+        mark: int,
+        *,
+        deadline_ms: int,
+        clock_ms: Callable[[], int],
+    ) -> bool:
+        """Waits until a change of one of `keys` (or of all) after `mark` is signalled (True)
+        or `deadline_ms` passes; changes of other partitions only wake it to look."""
         return wait_until(
             self.changed,
-            lambda: self._version != version,
+            lambda: self._mark(keys) != mark,
             deadline_ms=deadline_ms,
             clock_ms=clock_ms,
         )
+
+    @property
+    def version(self) -> int:
+        """Counts the changes `notify` signalled (of any partition)."""
+        return self._version
 
     # --- finding the leader ---
 
