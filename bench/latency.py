@@ -15,14 +15,19 @@ its acknowledgement time and its receipt time, and prints for acks=1 and then ac
 The ack and the receipt are taken on different threads of this process, so a receipt may come
 just before the ack callback runs (a negative ack -> receipt).
 
+`--code DIR` runs the cluster from another source tree (a `pykraft` package directory inside
+DIR, put first on the servers' PYTHONPATH; the client stays this tree's): export main there
+(`git archive main | tar -x -C DIR/pykraft`) to take "before" figures in the same conditions.
+
 Run (it starts a cluster): `flock /tmp/pykraft-cluster.lock .venv/bin/python bench/latency.py
-[--rate 10000] [--seconds 10] [--linger-ms 0] [--fetch-max-wait-ms 500]`. Figures depend on the
-machine; compare lines of one run.
+[--rate 10000] [--seconds 10] [--linger-ms 0] [--fetch-max-wait-ms 500] [--code DIR]`. Figures
+depend on the machine; compare runs taken one after the other.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import threading
@@ -97,7 +102,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--linger-ms", type=int, default=0)
     parser.add_argument("--fetch-max-wait-ms", type=int, default=500)
+    parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
     args = parser.parse_args()
+    if args.code is not None:
+        os.environ["PYTHONPATH"] = str(args.code.resolve())
+        print(f"cluster code: {args.code}")
     with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:
         address = bootstrap(cluster[1])
         for acks in ("1", "all"):
