@@ -88,21 +88,22 @@ def _fetch(
 ) -> tuple[broker_pb2.FetchResponse, dict[RangeSlot, FileRange]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    while True:
-        mark = manager.change_mark(keys)
-        ranges: dict[RangeSlot, FileRange] = {}
-        try:
-            response, size_bytes, at_once = _read_all(
-                manager, request, clock_ms(), ranges if zero_copy else None
-            )
-            if at_once or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
-                _count(manager.counters, request, response, ranges)
-                return response, ranges
-        except BaseException:
+    with manager.watches.watch(keys) as watch:
+        while True:
+            watch.clear()  # before looking: a change during the look ends the wait at once
+            ranges: dict[RangeSlot, FileRange] = {}
+            try:
+                response, size_bytes, at_once = _read_all(
+                    manager, request, clock_ms(), ranges if zero_copy else None
+                )
+                if at_once or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
+                    _count(manager.counters, request, response, ranges)
+                    return response, ranges
+            except BaseException:
+                _close(ranges)
+                raise
             _close(ranges)
-            raise
-        _close(ranges)
-        manager.await_change_of(keys, mark, deadline_ms=deadline_ms, clock_ms=clock_ms)
+            watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
 
 
 def _count(

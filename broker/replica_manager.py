@@ -19,9 +19,8 @@ a consumer should read instead (`replica_selector`); `counters` counts what was 
 Requests that wait (acks=all, Fetch long polls, the group coordinator) wait on one condition
 variable, `changed`: each `Partition` signals it when its log end, high-water mark or role
 changes (the `on_change` it is given is `notify` of its key), and this manager on every
-metadata change. A Fetch long poll looks again only when one of its own partitions (or the
-metadata) changed (`change_mark`, `await_change_of`): with many partitions and waiters, every
-append elsewhere no longer costs every parked fetch a full re-read.
+metadata change. Fetch long polls wait on `watches` instead (`partition_watches`): only the
+ones waiting on the partition that changed (or all, on a metadata change) wake.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 from uuid import UUID
@@ -45,7 +44,7 @@ from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
-from pykraft.broker.waiting import wait_until
+from pykraft.broker.partition_watches import PartitionWatches
 from pykraft.metadata_log import (
     BROKER_SYNONYMS,
     MetadataDelta,
@@ -89,10 +88,7 @@ class ReplicaManager:
         # Signalled by the partitions' changes and on metadata changes (see the module doc).
         self.changed = threading.Condition()
         self._version = 0
-        # Under `changed`: the version of each partition's latest change, and of the latest
-        # change that may concern any partition (metadata, close).
-        self._partition_versions: dict[tuple[str, int], int] = {}
-        self._any_version = 0
+        self.watches = PartitionWatches()
         # What the request handlers served (Kafka's ReplicaManager keeps BrokerTopicStats).
         self.counters = Counters()
         self.maintenance = LogMaintenance(
@@ -125,9 +121,6 @@ class ReplicaManager:
             if image.configs is not previous.configs:
                 self._reconfigure(image, changes, now_ms)
             self._image = image
-        with self.changed:  # not under `_lock`: waiters' checks take it under `changed`
-            for key in changes.deletes:
-                self._partition_versions.pop(key, None)
         self.notify()
 
     def _apply(self, changes: LocalChanges, image: MetadataImage, now_ms: int) -> None:
@@ -258,41 +251,12 @@ class ReplicaManager:
         log.info("%s-%d: deleted", *key)
 
     def notify(self, key: tuple[str, int] | None = None) -> None:
-        """Wakes every waiter: partition `key` changed, or (None) anything may have."""
+        """Wakes every waiter on `changed`, and the fetches watching partition `key` (None:
+        anything may have changed, every fetch)."""
         with self.changed:
             self._version += 1
-            if key is None:
-                self._any_version = self._version
-            else:
-                self._partition_versions[key] = self._version
             self.changed.notify_all()
-
-    def change_mark(self, keys: Collection[tuple[str, int]]) -> int:
-        """The version of the latest change signalled for any of `keys` (or for all): read it
-        before looking, then `await_change_of` the same keys."""
-        with self.changed:
-            return self._mark(keys)
-
-    def _mark(self, keys: Collection[tuple[str, int]]) -> int:
-        versions = self._partition_versions
-        return max(self._any_version, max((versions.get(k, 0) for k in keys), default=0))
-
-    def await_change_of(
-        self,
-        keys: Collection[tuple[str, int]],
-        mark: int,
-        *,
-        deadline_ms: int,
-        clock_ms: Callable[[], int],
-    ) -> bool:
-        """Waits until a change of one of `keys` (or of all) after `mark` is signalled (True)
-        or `deadline_ms` passes; changes of other partitions only wake it to look."""
-        return wait_until(
-            self.changed,
-            lambda: self._mark(keys) != mark,
-            deadline_ms=deadline_ms,
-            clock_ms=clock_ms,
-        )
+        self.watches.changed(key)
 
     @property
     def version(self) -> int:

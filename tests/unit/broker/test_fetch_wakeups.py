@@ -8,26 +8,27 @@ import threading
 import pytest
 
 from pykraft.broker import fetch
-from pykraft.metadata_log.records import PartitionChangeRecord
+from pykraft.broker.partition_watches import PartitionWatches
 from pykraft.proto import broker_pb2
 
-from .images import ORDERS_ID
 from .replica_harness import Harness, record_values
 
 OTHER_APPENDS = 20
 
 
-def test_change_marks_follow_only_their_own_partitions(harness: Harness) -> None:
-    manager = harness.manager
-    mine = [("orders", 0)]
-    mark = manager.change_mark(mine)
-    harness.produce(1, [b"elsewhere"])
-    assert manager.change_mark(mine) == mark
-    harness.produce(0, [b"mine"])
-    moved = manager.change_mark(mine)
-    assert moved != mark
-    harness.change(PartitionChangeRecord(ORDERS_ID, 2, leader=2))
-    assert manager.change_mark(mine) != moved  # a metadata change may concern every partition
+def test_a_watch_wakes_only_for_its_own_partitions_or_all() -> None:
+    watches = PartitionWatches()
+    with watches.watch([("orders", 0)]) as watch:
+        watches.changed(("orders", 1))
+        assert not watch.wait(deadline_ms=0, clock_ms=lambda: 0)
+        watches.changed(("orders", 0))
+        assert watch.wait(deadline_ms=0, clock_ms=lambda: 0)
+        watch.clear()
+        watches.changed(None)  # a metadata change may concern every partition
+        assert watch.wait(deadline_ms=0, clock_ms=lambda: 0)
+    watch.clear()
+    watches.changed(None)
+    assert not watch.wait(deadline_ms=0, clock_ms=lambda: 0)  # no longer watching
 
 
 def test_a_parked_fetch_rereads_only_when_its_partition_changes(
