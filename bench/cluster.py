@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pykraft.client import Consumer, Producer, TopicPartition  # noqa: E402
+from pykraft.client import Consumer, FutureRecordMetadata, Producer, TopicPartition  # noqa: E402
 from tests.integration.controllers import Quorum  # noqa: E402
 from tests.integration.processes import BrokerProcess, wait_for  # noqa: E402
 from tests.integration.test_cluster_e2e import (  # noqa: E402
@@ -109,11 +109,14 @@ def consume_run(address: str, settings: Mapping[str, Any] | None = None, topic: 
 
 class LatencyReader:
     """A consumer of `partitions` from their current end, reading on a thread of its own: the
-    latency (ms) of each record, from the send time heading its value to its receipt."""
+    latency (ms) of each record, from the send time heading its value to its receipt, and its
+    send and receipt times ((partition, offset) -> perf_counter_ns of each)."""
 
     def __init__(self, address: str, partitions: list[TopicPartition], **settings: Any) -> None:
         self.latencies: list[float] = []
-        self._consumer = Consumer(bootstrap_servers=address, fetch_max_wait_ms=100, **settings)
+        self.arrivals_ns: dict[tuple[int, int], tuple[int, int]] = {}
+        settings.setdefault("fetch_max_wait_ms", 100)
+        self._consumer = Consumer(bootstrap_servers=address, **settings)
         self._consumer.assign(partitions)
         self._consumer.seek_to_end(partitions)
         for tp in partitions:
@@ -126,7 +129,9 @@ class LatencyReader:
         while not self._stop.is_set():
             for record in self._consumer.poll(100):
                 (sent_ns,) = STAMP.unpack_from(record.value or b"")
-                self.latencies.append((time.perf_counter_ns() - sent_ns) / 1e6)
+                received_ns = time.perf_counter_ns()
+                self.arrivals_ns[record.partition, record.offset] = sent_ns, received_ns
+                self.latencies.append((received_ns - sent_ns) / 1e6)
 
     def close(self, total: int) -> list[float]:
         """Waits until `total` records were read, stops; their latencies."""
@@ -137,18 +142,30 @@ class LatencyReader:
         return self.latencies
 
 
-def send_stamped(address: str, topic: str, rate: int, seconds: float) -> tuple[int, float]:
-    """Sends `rate` * `seconds` records of VALUE_BYTES at `rate`/s with acks=all and
-    linger_ms=0, each headed by its send time; (records sent, rate reached)."""
+def send_stamped(
+    address: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    *,
+    on_ack: Callable[[FutureRecordMetadata], None] | None = None,
+    **settings: Any,
+) -> tuple[int, float]:
+    """Sends `rate` * `seconds` records of VALUE_BYTES at `rate`/s (acks=all and linger_ms=0
+    unless `settings` say otherwise), each headed by its send time, calling `on_ack` on each
+    answer; (records sent, rate reached)."""
     total = int(rate * seconds)
     padding = b"p" * (VALUE_BYTES - STAMP.size)
-    with Producer(bootstrap_servers=address, acks="all", linger_ms=0) as producer:
+    settings = {"acks": "all", "linger_ms": 0, **settings}
+    with Producer(bootstrap_servers=address, **settings) as producer:
         started = time.perf_counter()
         for i in range(total):
             ahead_s = started + i / rate - time.perf_counter()
             if ahead_s > 0:
                 time.sleep(ahead_s)
-            producer.send(topic, STAMP.pack(time.perf_counter_ns()) + padding)
+            future = producer.send(topic, STAMP.pack(time.perf_counter_ns()) + padding)
+            if on_ack is not None:
+                future.add_done_callback(on_ack)
         reached = total / (time.perf_counter() - started)
     return total, reached
 

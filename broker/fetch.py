@@ -87,39 +87,37 @@ def _fetch(
     zero_copy: bool,
 ) -> tuple[broker_pb2.FetchResponse, dict[RangeSlot, FileRange]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
-    while True:
-        version = manager.version
-        ranges: dict[RangeSlot, FileRange] = {}
-        try:
-            response, size_bytes, at_once = _read_all(
-                manager, request, clock_ms(), ranges if zero_copy else None
-            )
-            if at_once or size_bytes >= request.min_bytes or clock_ms() >= deadline_ms:
-                _count(manager.counters, request, response, ranges)
-                return response, ranges
-        except BaseException:
+    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    with manager.watches.watch(keys) as watch:
+        while True:
+            watch.clear()  # before looking: a change during the look ends the wait at once
+            ranges: dict[RangeSlot, FileRange] = {}
+            try:
+                response, topic_bytes, at_once = _read_all(
+                    manager, request, clock_ms(), ranges if zero_copy else None
+                )
+                if at_once or sum(topic_bytes) >= request.min_bytes or clock_ms() >= deadline_ms:
+                    _count(manager.counters, request, response, topic_bytes)
+                    return response, ranges
+            except BaseException:
+                _close(ranges)
+                raise
             _close(ranges)
-            raise
-        _close(ranges)
-        manager.await_change(version, deadline_ms=deadline_ms, clock_ms=clock_ms)
+            watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
 
 
 def _count(
     counters: Counters,
     request: broker_pb2.FetchRequest,
     response: broker_pb2.FetchResponse,
-    ranges: dict[RangeSlot, FileRange],
+    topic_bytes: list[int],
 ) -> None:
     """Counts the request answered and its record bytes by topic (a consumer's or a
-    follower's)."""
+    follower's), as `_read_all` measured them: reading `records` back would copy them."""
     consumer = request.replica_id == CONSUMER_REPLICA_ID
     counters.add(REQUESTS_TOTAL, request=FETCH_CONSUMER if consumer else FETCH_FOLLOWER)
     bytes_out = CONSUMER_BYTES_OUT_TOTAL if consumer else REPLICATION_BYTES_OUT_TOTAL
-    for topic_slot, topic in enumerate(response.topics):
-        size_bytes = sum(
-            ranges[topic_slot, slot].length if (topic_slot, slot) in ranges else len(p.records)
-            for slot, p in enumerate(topic.partitions)
-        )
+    for topic, size_bytes in zip(response.topics, topic_bytes, strict=True):
         counters.add(bytes_out, size_bytes, topic=topic.topic)
 
 
@@ -133,12 +131,13 @@ def _read_all(
     request: broker_pb2.FetchRequest,
     now_ms: int,
     ranges: dict[RangeSlot, FileRange] | None,
-) -> tuple[broker_pb2.FetchResponse, int, bool]:
-    """One pass over the partitions: the response, its record bytes, and whether it is to be
-    answered at once, records or not (a partition failed, or a follower's is news to it). With
+) -> tuple[broker_pb2.FetchResponse, list[int], bool]:
+    """One pass over the partitions: the response, its record bytes by topic, and whether it is
+    to be answered at once, records or not (a partition failed, or a follower's is news to it). With
     `ranges`, consumers' records go there as FileRanges instead of into the response."""
     response = broker_pb2.FetchResponse()
     size_bytes, at_once = 0, False
+    topic_bytes = [0] * len(request.topics)
     for topic_slot, topic in enumerate(request.topics):
         topic_result = response.topics.add(topic=topic.topic)
         for partition_slot, item in enumerate(topic.partitions):
@@ -171,7 +170,8 @@ def _read_all(
             else:
                 result.records = data
             size_bytes += data_bytes
-    return response, size_bytes, at_once
+            topic_bytes[topic_slot] += data_bytes
+    return response, topic_bytes, at_once
 
 
 def _read_one(

@@ -199,14 +199,16 @@ class FetcherThread:
                 entry = fetch.partitions.get(key)
                 if entry is None:
                     continue
+                # Read once: every access of a bytes field copies it out of the message.
+                records = result.records
                 if key in fetch.throttled:
-                    throttled_bytes += len(result.records)
+                    throttled_bytes += len(records)
                 partition, epoch = entry
                 with partition.following(self.leader_id, epoch) as still_following:
                     if not still_following:
                         continue  # leadership moved while the fetch was out
                     try:
-                        self._handle_partition(partition, result)
+                        self._handle_partition(partition, result, records)
                     except LogError as error:
                         log.warning("%s-%d: cannot apply fetched data: %s", *key, error)
                         self._park(key)
@@ -214,9 +216,10 @@ class FetcherThread:
             self._throttle.spend(throttled_bytes, self._clock_ms())
 
     def _handle_partition(
-        self, partition: Partition, result: broker_pb2.FetchPartitionResult
+        self, partition: Partition, result: broker_pb2.FetchPartitionResult, records: bytes
     ) -> None:
-        """Applies one partition's answer (the partition wakes its own waiters)."""
+        """Applies one partition's answer, whose `records` the caller read out of it (the
+        partition wakes its own waiters)."""
         key = (partition.topic, partition.partition)
         if result.error_code == common_pb2.OFFSET_OUT_OF_RANGE and (
             partition.log_end_offset < result.log_start_offset
@@ -230,10 +233,8 @@ class FetcherThread:
             self._park(key)
         elif result.HasField("diverging_epoch"):
             self._truncate(partition, result.diverging_epoch)
-        elif result.records:
-            partition.append_as_follower(
-                result.records, leader_high_watermark=result.high_watermark
-            )
+        elif records:
+            partition.append_as_follower(records, leader_high_watermark=result.high_watermark)
         else:
             partition.take_leader_high_watermark(result.high_watermark)
 

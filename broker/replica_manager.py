@@ -16,14 +16,17 @@ serve (fenced, or no heartbeat within the session timeout) or a partition it doe
 host) -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry; an
 offline replica -> KAFKA_STORAGE_ERROR. `preferred_read_replica` is the leader's choice of where
 a consumer should read instead (`replica_selector`); `counters` counts what was served.
-Requests that wait (acks=all, Fetch long polls, the group coordinator) wait on one condition
-variable, `changed`: each `Partition` signals it when its log end, high-water mark or role
-changes (the `on_change` it is given is `notify`), and this manager on every metadata change.
+Requests that wait (acks=all, the group coordinator) wait on one condition variable, `changed`:
+each `Partition` signals it when its log end, high-water mark or role changes (the `on_change`
+it is given is `notify` of its key), and this manager on every metadata change. Fetch long polls
+wait on `watches` instead (`partition_watches`): only the ones waiting on the partition that
+changed (or all, on a metadata change) wake.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import shutil
 import threading
@@ -42,7 +45,7 @@ from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
-from pykraft.broker.waiting import wait_until
+from pykraft.broker.partition_watches import PartitionWatches
 from pykraft.metadata_log import (
     BROKER_SYNONYMS,
     MetadataDelta,
@@ -89,6 +92,7 @@ class ReplicaManager:
         # Signalled by the partitions' changes and on metadata changes (see the module doc).
         self.changed = threading.Condition()
         self._version = 0
+        self.watches = PartitionWatches()
         # What the request handlers served (Kafka's ReplicaManager keeps BrokerTopicStats).
         self.counters = Counters()
         self.maintenance = LogMaintenance(
@@ -229,7 +233,7 @@ class ReplicaManager:
             broker_id=self._broker_id,
             min_insync_replicas=min_insync,
             now_ms=now_ms,
-            on_change=self.notify,
+            on_change=functools.partial(self.notify, key),
         )
         self._partitions[(local.topic, local.partition)] = partition
         return partition
@@ -298,24 +302,18 @@ class ReplicaManager:
         self._log_dirs.removed(partition.log.directory.parent)
         log.debug("%s-%d: deleted", *key)
 
-    def notify(self) -> None:
+    def notify(self, key: tuple[str, int] | None = None) -> None:
+        """Wakes every waiter on `changed`, and the fetches watching partition `key` (None:
+        anything may have changed, every fetch)."""
         with self.changed:
             self._version += 1
             self.changed.notify_all()
+        self.watches.changed(key)
 
     @property
     def version(self) -> int:
-        """Counts the changes `notify` signalled; read it before looking, then `await_change`."""
+        """Counts the changes `notify` signalled (of any partition)."""
         return self._version
-
-    def await_change(self, version: int, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
-        """Waits until a change after `version` is signalled (True) or `deadline_ms` passes."""
-        return wait_until(
-            self.changed,
-            lambda: self._version != version,
-            deadline_ms=deadline_ms,
-            clock_ms=clock_ms,
-        )
 
     # --- finding the leader ---
 

@@ -1,5 +1,5 @@
 """Waiting on a condition variable until a predicate holds or a deadline passes: the one loop
-every broker wait with a deadline goes through (acks=all produce, Fetch long polls, the group
+every broker wait on a condition with a deadline goes through (acks=all produce, the group
 coordinator's replication and start-up waits, producer id blocks).
 
 Deadlines are in the caller's clock (`clock_ms`, monotonic milliseconds), so tests can drive

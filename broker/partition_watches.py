@@ -1,0 +1,76 @@
+"""Wake-ups of Fetch long polls by partition: a parked fetch is woken only by a change of one of
+its own partitions (its log end, high-water mark or role) or by a change that may concern every
+partition (metadata, close), never by appends elsewhere. With many partitions and parked fetches
+on one broker, an append then costs no thread but the ones waiting on it a wake-up and a re-read.
+
+Usage, free of lost wake-ups: `with watches.watch(keys) as watch:` then, in a loop, `clear()`,
+look, and `wait(...)`: a change signalled after `clear` (even during the look) ends the wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Collection, Iterator
+
+Key = tuple[str, int]
+
+
+class Watch:
+    """One waiter's wake-up signal (set by `PartitionWatches.changed`)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def clear(self) -> None:
+        """Forgets earlier changes: call it before looking."""
+        self._event.clear()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def wait(self, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
+        """True once a change is signalled after the last `clear`, False once `deadline_ms`
+        has passed by `clock_ms` (monotonic milliseconds) without one."""
+        while not self._event.is_set():
+            left_ms = deadline_ms - clock_ms()
+            if left_ms <= 0:
+                return False
+            self._event.wait(left_ms / 1000)
+        return True
+
+
+class PartitionWatches:
+    """The watches of parked fetches, by the partitions they wait on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_key: dict[Key, set[Watch]] = {}
+
+    @contextlib.contextmanager
+    def watch(self, keys: Collection[Key]) -> Iterator[Watch]:
+        """A watch woken by changes of `keys` (or of all) while the block runs."""
+        watch = Watch()
+        with self._lock:
+            for key in keys:
+                self._by_key.setdefault(key, set()).add(watch)
+        try:
+            yield watch
+        finally:
+            with self._lock:
+                for key in keys:
+                    watching = self._by_key.get(key)
+                    if watching is not None:
+                        watching.discard(watch)
+                        if not watching:
+                            del self._by_key[key]
+
+    def changed(self, key: Key | None) -> None:
+        """Wakes the watches of partition `key`, or (None) every watch."""
+        with self._lock:
+            if key is None:
+                woken = {w for watching in self._by_key.values() for w in watching}
+            else:
+                woken = set(self._by_key.get(key, ()))
+        for watch in woken:
+            watch.set()
