@@ -220,11 +220,12 @@ class ReplicaManager:
         offline meanwhile (the log is then closed and the replica offline). Hold the lock."""
         if log_ is None:
             return None
+        key = (local.topic, local.partition)
         reason = self._log_dirs.offline_reason(log_.directory.parent)
         if reason is not None:
             with contextlib.suppress(OSError, LogError):
                 log_.close()
-            self._offline[(local.topic, local.partition)] = (local, reason)
+            self._offline[key] = (local, reason)
             return None
         self.maintenance.track(log_)
         partition = Partition(
@@ -235,7 +236,7 @@ class ReplicaManager:
             now_ms=now_ms,
             on_change=functools.partial(self.notify, key),
         )
-        self._partitions[(local.topic, local.partition)] = partition
+        self._partitions[key] = partition
         return partition
 
     def _take_offline(self, log_dir: Path, reason: str) -> None:
