@@ -110,7 +110,6 @@ bench: $(STAMP)
 	$(BIN)/python bench/broker_scale.py
 	$(BIN)/python bench/log_open_close.py
 	$(BIN)/python bench/client.py --records 200000
-	$(BIN)/python bench/client_cpu.py --records 200000
 	$(BIN)/python bench/producer_pipelining.py --records 200000
 	$(BIN)/python bench/groups.py --records 200000
 	$(BIN)/python bench/spark.py --records 200000
