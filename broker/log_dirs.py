@@ -61,11 +61,15 @@ class LogDirs:
         counts = {
             d: count for d, count in self._partition_counts().items() if d not in self._offline
         }
-        if not counts:
-            raise StorageError(f"every log directory is offline: {self.reasons()}")
-        chosen = min(counts, key=lambda d: counts[d])
-        self._counts[chosen] += 1
-        return chosen
+        while counts:
+            chosen = min(counts, key=lambda d: counts[d])
+            if not chosen.exists() or chosen.is_dir():
+                self._counts[chosen] += 1
+                return chosen
+            # Counted in memory, so no listing noticed it: one stat per placement does.
+            self.fail(chosen, NotADirectoryError(f"{chosen} is not a directory"))
+            del counts[chosen]
+        raise StorageError(f"every log directory is offline: {self.reasons()}")
 
     def removed(self, log_dir: Path) -> None:
         """A partition directory under `log_dir` was deleted (keeps the counts in step)."""

@@ -47,3 +47,21 @@ def test_directories_are_listed_once_however_many_partitions_are_placed(
     for n in range(50):
         _place(dirs, f"t-{n}")
     assert sorted(listed) == [tmp_path / "a", tmp_path / "b"]
+
+
+def test_a_directory_replaced_behind_the_brokers_back_is_failed_when_chosen(tmp_path: Path) -> None:
+    """Counting in memory lists no directory again, so a directory that stopped being one is
+    noticed when placement picks it: it goes offline and the partition goes elsewhere."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    for name in ("old-0", "old-1"):
+        (a / name).mkdir()
+    failed: list[Path] = []
+    dirs = LogDirs([a, b], on_failure=lambda log_dir, reason: failed.append(log_dir))
+    assert _place(dirs, "t-0") == b
+    b.rename(tmp_path / "b.gone")
+    b.write_text("not a directory any more\n")
+    assert dirs.dir_for("t-1") == a
+    assert failed == [b]
+    assert dirs.offline_reason(b) is not None

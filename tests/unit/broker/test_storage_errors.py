@@ -62,14 +62,16 @@ def test_a_failed_open_takes_its_directory_offline_and_the_rest_keeps_serving(
 def test_a_directory_that_cannot_be_listed_goes_offline_with_its_replicas(
     harness: Harness, tmp_path: Path
 ) -> None:
-    """The disk under `b` is gone (a file in its place): the new partition placed there (b
-    holds the fewest; directories are listed once, not at every placement) fails to open, which
-    takes b offline with its replicas; the next new one goes to a."""
+    """The disk under `b` is gone (a file in its place): placement picks b (it holds the fewest;
+    directories are listed once, not at every placement), finds it is no directory, which takes
+    b offline with its replicas, and places the new partition and the next in a."""
     (tmp_path / "b").rename(tmp_path / "b.gone")
     (tmp_path / "b").write_text("not a directory\n")
     harness.change(*topic_records("events", EVENTS_ID, [(1,)]))
-    assert harness.manager.offline_replicas() == {ORDERS_ID: [1], EVENTS_ID: [0]}
+    assert harness.manager.offline_replicas() == {ORDERS_ID: [1]}
     assert harness.produce(1, [b"x"]).error_code == common_pb2.KAFKA_STORAGE_ERROR
+    events = harness.manager.partition("events", 0)
+    assert events is not None and events.log.directory.parent == tmp_path / "a"
     harness.change(*topic_records("more", MORE_ID, [(1,)]))
     more = harness.manager.partition("more", 0)
     assert more is not None and more.log.directory.parent == tmp_path / "a"
