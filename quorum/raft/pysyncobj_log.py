@@ -15,6 +15,8 @@ pysyncobj replicates and elects well but does not make anything durable before i
   followers acknowledge, only leave once the entries they cover are on disk. The leader counts
   itself toward the commit without persisting; that is safe here because its entries were
   flushed before they were sent to anyone.
+- Raft's AppendEntries rule. The transport plans each append request before pysyncobj handles
+  it (`append_entries.py`), so a follower deletes entries only from the first conflicting one.
 - Persist before acknowledge. Append outcomes that pysyncobj reports during a tick are
   collected; `poll()` runs the callbacks only after the ticks return and the journal is flushed.
 - Snapshots. The `serializer`/`deserializer` hooks write and read our own checked snapshot
