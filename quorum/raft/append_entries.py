@@ -16,6 +16,12 @@ Raft way:
   becomes a commit-only one (pysyncobj's form without `prevLogIdx`), with the leader's commit
   index capped at the request's last entry, since entries past it have not been checked against
   the leader's; the caller then answers success up to that entry, as Raft does.
+
+On the leader's side, `is_stale_reset` tells an answer that would send the leader back over
+entries the follower is known to hold: an answer to a request sent before later ones succeeded.
+etcd's raft drops such stale rejections; pysyncobj moved its next index back and re-sent
+everything from there.
+
 Pure: it reads the follower's log through `term_at` and does no I/O.
 """
 
@@ -84,3 +90,12 @@ def _commit_only(message: dict[str, Any], end_index: int) -> dict[str, Any]:
         "term": message["term"],
         "commit_index": min(message["commit_index"], end_index),
     }
+
+
+def is_stale_reset(message: dict[str, Any], match_index: int | None) -> bool:
+    """Whether a leader's `next_node_idx` answer asks it to go back to an index at or below
+    `match_index`, the last entry the follower already acknowledged holding (None: not a
+    follower of this leader)."""
+    if message.get("type") != "next_node_idx" or not message.get("reset"):
+        return False
+    return match_index is not None and message["next_node_idx"] <= match_index

@@ -23,7 +23,7 @@ from pysyncobj.serializer import Serializer
 from pysyncobj.transport import TCPTransport
 
 from pykraft.quorum.raft.api import StateMachine
-from pykraft.quorum.raft.append_entries import AppendPlan, Entry, plan_append
+from pykraft.quorum.raft.append_entries import AppendPlan, Entry, is_stale_reset, plan_append
 from pykraft.quorum.raft.journal import DurableJournal
 from pykraft.quorum.raft.snapshot_file import (
     read_snapshot_file,
@@ -163,6 +163,8 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         super().__init__(sync_obj, self_node, other_nodes)
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
+        if isinstance(message, dict) and is_stale_reset(message, self._match_index(node)):
+            message = {**message, "reset": False}  # still counts as the follower's answer
         plan = self._plan(message)
         if plan is None:
             super()._onMessageReceived(node, message)
@@ -198,6 +200,10 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
             return None
         entry, self._transmission = pickle.loads(self._transmission), b""
         return [entry]
+
+    def _match_index(self, node: Any) -> int | None:
+        match_indexes: dict[Any, int] = self._syncObj._SyncObj__raftMatchIndex
+        return match_indexes.get(node)
 
     def _term_at(self, index: int) -> int | None:
         journal = self._storage.journal

@@ -125,3 +125,28 @@ def test_a_large_entry_repeated_in_parts_leaves_the_entries_after_it(
         after = _deliver(follower, leader, {**request, "transmission": part, "data": chunk})
 
     assert after == before
+
+
+def test_the_leader_ignores_a_reset_below_what_the_follower_matched(
+    committed: tuple[VoterThread, VoterThread],
+) -> None:
+    """A reset answer to a request the follower answered long ago must not send the leader back
+    over entries it knows the follower holds (etcd's raft drops such stale rejections too)."""
+    leader, follower = committed
+    stale = {"type": "next_node_idx", "next_node_idx": 3, "reset": True, "success": False}
+
+    def progress_after_stale_reset(log: PySyncObjRaftLog) -> tuple[int, int]:
+        node = next(
+            node
+            for node in log._node._SyncObj__otherNodes
+            if node.node_id == follower.config.node_id
+        )
+        transport = log._storage.transport
+        assert transport is not None
+        transport._onMessageReceived(node, stale)
+        return log._node._SyncObj__raftMatchIndex[node], log._node._SyncObj__raftNextIndex[node]
+
+    match_index, next_index = leader.run(progress_after_stale_reset)
+
+    assert match_index > 3
+    assert next_index > match_index

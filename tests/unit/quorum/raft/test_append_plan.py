@@ -7,10 +7,11 @@ never acknowledge past the request's last entry nor commit past it.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pykraft.quorum.raft.append_entries import Entry, plan_append
+from pykraft.quorum.raft.append_entries import Entry, is_stale_reset, plan_append
 
 
 def _log(terms: list[int]) -> list[Entry]:
@@ -86,3 +87,19 @@ def test_the_plan_gives_raft_log_and_acknowledges_no_further(
         assert plan.message["commit_index"] <= end_index
     else:
         assert plan.message.get("entries", entries)[-1:] == entries[-1:]
+
+
+@pytest.mark.parametrize(
+    ("reset", "next_index", "match_index", "stale"),
+    [
+        (True, 5, 4, False),  # the next entry after what it holds: a real answer
+        (True, 4, 4, True),
+        (True, 2, None, False),  # not a follower this leader tracks
+        (False, 2, 4, False),  # not a reset
+    ],
+)
+def test_a_reset_is_stale_only_at_or_below_the_match_index(
+    reset: bool, next_index: int, match_index: int | None, stale: bool
+) -> None:
+    message = {"type": "next_node_idx", "next_node_idx": next_index, "reset": reset}
+    assert is_stale_reset(message, match_index) is stale
