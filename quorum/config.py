@@ -37,7 +37,10 @@ class ControllerConfig:
     raft_compaction_min_entries: int = 5000
     request_timeout_ms: int = 30_000
     events_queue_max: int = 10_000
+    # Threads for short requests; each broker's long-held calls (its session stream and its
+    # metadata long poll) get threads of their own, for up to `broker_sessions_max` brokers.
     grpc_workers_max: int = 64
+    broker_sessions_max: int = 1000
     # Kafka's automatic preferred leader election (see controller/elections.py).
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
@@ -61,6 +64,8 @@ class ControllerConfig:
             self.broker_session_timeout_ms <= 0
             or self.metadata_tail_records_max <= 0
             or self.leader_imbalance_check_interval_seconds <= 0
+            or self.grpc_workers_max <= 0
+            or self.broker_sessions_max <= 0
         ):
             raise ConfigError("timeouts and limits must be positive")
 
@@ -75,6 +80,8 @@ _KEYS = {
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "metadata.tail.records.max": "metadata_tail_records_max",
     "raft.compaction.min.entries": "raft_compaction_min_entries",
+    "grpc.workers.max": "grpc_workers_max",
+    "broker.sessions.max": "broker_sessions_max",
     "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
     "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
     METRICS_LISTEN_KEY: "metrics_listen",
