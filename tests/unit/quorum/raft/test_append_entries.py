@@ -57,16 +57,21 @@ def _entries(log: PySyncObjRaftLog) -> list[Entry]:
     return list(log._journal[:])
 
 
+def _receive(log: PySyncObjRaftLog, sender: VoterThread, message: dict[str, Any]) -> Any:
+    """Hands `message` to `log`'s transport as if `sender` sent it; returns the sender's node."""
+    sender_id = sender.config.node_id
+    node = next(node for node in log._node._SyncObj__otherNodes if node.node_id == sender_id)
+    transport = log._storage.transport
+    assert transport is not None
+    transport._onMessageReceived(node, message)
+    return node
+
+
 def _deliver(follower: VoterThread, leader: VoterThread, message: dict[str, Any]) -> list[Entry]:
     """Hands `message` to the follower as if it came from the leader; returns its log after."""
 
     def receive(log: PySyncObjRaftLog) -> list[Entry]:
-        node = next(
-            node for node in log._node._SyncObj__otherNodes if node.node_id == leader.config.node_id
-        )
-        transport = log._storage.transport
-        assert transport is not None
-        transport._onMessageReceived(node, message)
+        _receive(log, leader, message)
         return _entries(log)
 
     return follower.run(receive)
@@ -136,14 +141,7 @@ def test_the_leader_ignores_a_reset_below_what_the_follower_matched(
     stale = {"type": "next_node_idx", "next_node_idx": 3, "reset": True, "success": False}
 
     def progress_after_stale_reset(log: PySyncObjRaftLog) -> tuple[int, int]:
-        node = next(
-            node
-            for node in log._node._SyncObj__otherNodes
-            if node.node_id == follower.config.node_id
-        )
-        transport = log._storage.transport
-        assert transport is not None
-        transport._onMessageReceived(node, stale)
+        node = _receive(log, follower, stale)
         return log._node._SyncObj__raftMatchIndex[node], log._node._SyncObj__raftNextIndex[node]
 
     match_index, next_index = leader.run(progress_after_stale_reset)
