@@ -89,25 +89,18 @@ def _append_entries(follower: VoterThread, prev: Entry, entries: list[Entry]) ->
     }
 
 
-def test_a_repeated_batch_leaves_the_entries_after_it(
-    committed: tuple[VoterThread, VoterThread],
+@pytest.mark.parametrize(
+    ("prev_position", "count"),
+    [(6, 2), (2, 0)],
+    ids=["a batch re-sent from the middle", "a heartbeat from behind the end"],
+)
+def test_a_request_repeating_held_entries_leaves_the_entries_after_it(
+    committed: tuple[VoterThread, VoterThread], prev_position: int, count: int
 ) -> None:
     leader, follower = committed
     before = follower.run(_entries)
-    middle = len(before) // 2
-    message = _append_entries(follower, before[middle - 1], before[middle : middle + 2])
-
-    after = _deliver(follower, leader, message)
-
-    assert after == before
-
-
-def test_a_heartbeat_from_behind_the_end_leaves_the_log_whole(
-    committed: tuple[VoterThread, VoterThread],
-) -> None:
-    leader, follower = committed
-    before = follower.run(_entries)
-    message = _append_entries(follower, before[2], [])
+    held = before[prev_position + 1 : prev_position + 1 + count]
+    message = _append_entries(follower, before[prev_position], held)
 
     after = _deliver(follower, leader, message)
 
