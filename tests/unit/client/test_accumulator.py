@@ -8,11 +8,8 @@ import time
 import pytest
 
 from pykraft.client.clock import monotonic_ms
-from pykraft.client.producer.accumulator import (
-    BufferExhaustedError,
-    RecordAccumulator,
-    record_size_bytes,
-)
+from pykraft.client.producer.accumulator import BufferExhaustedError, RecordAccumulator
+from pykraft.client.producer.open_batches import record_size_bytes
 from pykraft.client.types import TopicPartition
 from pykraft.proto.record_batch import Compression, decode_batch
 
