@@ -70,6 +70,22 @@ def test_flush_makes_lingering_batches_ready_and_waits_for_them() -> None:
     assert future.result(0).offset == 5
 
 
+def test_flush_waits_for_every_batch_whatever_order_they_finish_in() -> None:
+    acc = accumulator(batch_size=100)
+    tps = [TopicPartition("t", p) for p in range(3)]
+    for number in range(12):
+        acc.append(tps[number % 3], 1000, None, b"x" * 60, (), max_block_ms=0)
+    batches = [b for _ in range(4) for b in acc.drain(tps, lambda _: True)]
+    assert len(batches) == 12
+    pending = list(batches)  # what a flush started now waits for, kept across its wake-ups
+    for batch in batches[1:] + batches[:1]:  # the first one finishes last
+        assert not acc._all_freed(pending), "flush would return before every batch was done"
+        batch.complete(0, -1)
+        acc.deallocate(batch)
+    assert acc._all_freed(pending)
+    assert acc.flush(0)
+
+
 def test_appends_block_while_the_buffer_is_full_then_raise() -> None:
     size = record_size_bytes(None, b"x" * 100, ())
     acc = accumulator(buffer_memory=size + 10)
