@@ -18,6 +18,7 @@ every batch's result.
 
 from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from pykraft.client.producer.future import BatchResult, FutureRecordMetadata
 from pykraft.client.producer.open_batches import RECORD_OVERHEAD_BYTES, record_size_bytes, too_large
@@ -45,6 +46,13 @@ cdef inline Py_ssize_t _length(object data) except -1:
     if PyBytes_Check(data):
         return PyBytes_GET_SIZE(data)
     return len(data)
+
+
+cdef object _now_ms():
+    """time.time_ns() // 1_000_000, without the call."""
+    cdef timespec now
+    clock_gettime(CLOCK_REALTIME, &now)
+    return <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
 
 
 cdef class OpenBatch:
@@ -178,6 +186,8 @@ cdef class OpenBatches:
         self, tp, timestamp_ms, key, value, headers, max_block_ms, bint abort_on_new_batch=False
     ):
         """open_batches.OpenBatches.append."""
+        if timestamp_ms is None:
+            timestamp_ms = _now_ms()
         cdef Py_ssize_t size = _RECORD_OVERHEAD + _length(key) + _length(value)
         if headers:
             size = record_size_bytes(key, value, headers)

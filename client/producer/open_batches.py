@@ -17,6 +17,7 @@ same errors (tests/unit/client/test_open_batches_extension.py).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from pykraft.client.errors import MessageTooLargeError
@@ -119,7 +120,7 @@ class OpenBatches:
     def append(
         self,
         tp: TopicPartition,
-        timestamp_ms: int,
+        timestamp_ms: int | None,
         key: bytes | None,
         value: bytes | None,
         headers: Headers,
@@ -128,8 +129,11 @@ class OpenBatches:
     ) -> FutureRecordMetadata | None:
         """Adds one record and returns its future; None (nothing added) when
         `abort_on_new_batch` is set and the record would open a new batch, so the caller may
-        choose another partition first. Blocks up to `max_block_ms` for buffer space, then
+        choose another partition first. A record without `timestamp_ms` is stamped now (wall
+        clock, ms), before any wait. Blocks up to `max_block_ms` for buffer space, then
         raises BufferExhaustedError; MessageTooLargeError for a record that can never fit."""
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
         # record_size_bytes, inlined for the common record without headers.
         size = RECORD_OVERHEAD_BYTES + (len(key) if key else 0) + (len(value) if value else 0)
         if headers:

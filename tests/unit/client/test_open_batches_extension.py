@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import gc
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -217,3 +218,17 @@ def test_only_the_compiled_futures_are_untracked_by_the_collector() -> None:
         _finish(side)
     assert _resolved(compiled.futures[0]) == _resolved(pure.futures[0])
     assert functools.reduce(lambda done, f: done and f.done(), compiled.futures, True)
+
+
+def test_both_stamp_a_record_without_a_timestamp_now() -> None:
+    """The record's timestamp in the batch and its metadata's are the wall clock's, in ms."""
+    for cls in (_compiled.OpenBatches, open_batches.OpenBatches):
+        side = _side(cls, {"batch_size": 16384, "buffer_memory": 1 << 20})
+        before_ms = time.time_ns() // 1_000_000
+        _append(side, ("append", PARTITIONS[0], None, None, b"v", [], False))
+        after_ms = time.time_ns() // 1_000_000
+        (batch,) = side.accumulator.drain([PARTITIONS[0]], lambda _: True)
+        (record,) = decode_batch(batch.seal(NO_PRODUCER_ID, -1, -1))
+        batch.complete(0, -1)
+        assert before_ms <= record.timestamp <= after_ms, cls
+        assert side.futures[0].result(timeout=0).timestamp == record.timestamp
