@@ -165,7 +165,7 @@ class RecordAccumulator:
                 builder = batch.builder
                 index = builder.record_count()
                 builder.append(timestamp_ms, key, value, headers)
-                full = False
+                wake = False
             elif abort_on_new_batch:
                 return None
             else:
@@ -173,17 +173,18 @@ class RecordAccumulator:
                 # no trace.
                 builder, index = BatchBuilder(compression=self._compression), 0
                 builder.append(timestamp_ms, key, value, headers)
-                batch, full = self._register(tp, builder)
+                batch = self._register(tp, builder)
+                # The sender sleeps until the lingers it knows of end (Kafka's newBatchCreated).
+                wake = True
             batch.size_estimate = estimate = builder.estimated_size_bytes()
             batch.reserved_bytes += size
             self._used_bytes += size
-        if full or estimate >= self._batch_size:
+        if wake or estimate >= self._batch_size:
             self._wakeup.set()
         return record_future(batch.result, tp, index, timestamp_ms)
 
-    def _register(self, tp: TopicPartition, builder: BatchBuilder) -> tuple[ProducerBatch, bool]:
-        """Holding the lock: queues a new open batch for `tp` around `builder`, and says whether
-        an earlier batch of `tp` is waiting (so one is ready to go)."""
+    def _register(self, tp: TopicPartition, builder: BatchBuilder) -> ProducerBatch:
+        """Holding the lock: queues a new open batch for `tp` around `builder`."""
         batch = ProducerBatch(tp, builder, created_ms=monotonic_ms())
         queue = self._queues.get(tp)
         if queue is None:
@@ -191,7 +192,7 @@ class RecordAccumulator:
         queue.append(batch)
         self._open[tp] = batch
         self._incomplete.add(batch)
-        return batch, len(queue) > 1
+        return batch
 
     def _wait_for_space(self, size: int, max_block_ms: int) -> None:
         """Holding the lock: waits up to `max_block_ms` until `size` bytes of buffer are free;
