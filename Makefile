@@ -107,6 +107,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/kafka_fetch_sendfile.py --mib 64
 	$(BIN)/python bench/cluster.py --records 200000
 	$(BIN)/python bench/follower_fetch_latency.py
+	$(BIN)/python bench/latency.py --seconds 5
 	$(BIN)/python bench/broker_scale.py
 	$(BIN)/python bench/log_open_close.py
 	$(BIN)/python bench/client.py --records 200000

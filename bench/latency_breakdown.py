@@ -106,11 +106,17 @@ class Trace:
             at = self.at_ns(event, topic, partition, offset, trace.NO_REPLICA)
             if at is not None:
                 found[event] = at
-        found.update(self._gating_follower(topic, partition, offset))
+        marked = found.get(trace.HIGH_WATERMARK)
+        if marked is not None:
+            found.update(self._gating_follower(topic, partition, offset, marked))
         return found
 
-    def _gating_follower(self, topic: str, partition: int, offset: int) -> dict[str, int]:
-        """The follower steps of the follower whose fetch past `offset` came last."""
+    def _gating_follower(
+        self, topic: str, partition: int, offset: int, marked_ns: int
+    ) -> dict[str, int]:
+        """The follower steps of the follower whose fetch past `offset` came last before the
+        high-water mark passed it (`marked_ns`); a replica that fetched it only later was not
+        in the way (a leader that became a follower at shutdown, say)."""
         best: dict[str, int] = {}
         for replica in self.replicas(trace.FOLLOWER_FETCH, topic, partition):
             steps = {
@@ -118,7 +124,9 @@ class Trace:
                 for event in _FOLLOWER_STEPS
             }
             fetched = steps[trace.FOLLOWER_FETCH]
-            if fetched is None or (best and fetched <= best[trace.FOLLOWER_FETCH]):
+            if fetched is None or fetched > marked_ns:
+                continue
+            if best and fetched <= best[trace.FOLLOWER_FETCH]:
                 continue
             best = {event: at for event, at in steps.items() if at is not None}
         return best
