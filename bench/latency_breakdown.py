@@ -25,20 +25,32 @@ _Steps = dict[tuple[str, str, int, int], tuple[list[int], list[int]]]
 # The rows printed: (name, from, to); "sent", "acked" and "received" are the bench's times,
 # "follower_*" the gating follower's.
 STAGES: tuple[tuple[str, str, str], ...] = (
-    ("send -> leader has the request (client, sender, trip)", "sent", trace.PRODUCE_IN),
-    ("leader append", trace.PRODUCE_IN, trace.LEADER_APPEND),
-    ("append -> follower fetch answered with it", trace.LEADER_APPEND, trace.FOLLOWER_READ),
-    ("-> follower appended (answer's trip, apply)", trace.FOLLOWER_READ, trace.FOLLOWER_APPEND),
-    ("-> follower's next fetch at the leader", trace.FOLLOWER_APPEND, trace.FOLLOWER_FETCH),
-    ("-> high-water mark moved", trace.FOLLOWER_FETCH, trace.HIGH_WATERMARK),
-    ("mark -> produce answered", trace.HIGH_WATERMARK, trace.PRODUCE_OUT),
-    ("produce answered -> ack callback", trace.PRODUCE_OUT, "acked"),
-    ("mark -> consumer fetch answered", trace.HIGH_WATERMARK, trace.CONSUMER_READ),
-    ("consumer fetch answered -> record polled", trace.CONSUMER_READ, "received"),
+    ("send -> leader has the request (client, sender, trip)", "sent", trace.Step.PRODUCE_IN),
+    ("leader append", trace.Step.PRODUCE_IN, trace.Step.LEADER_APPEND),
+    (
+        "append -> follower fetch answered with it",
+        trace.Step.LEADER_APPEND,
+        trace.Step.FOLLOWER_READ,
+    ),
+    (
+        "-> follower appended (answer's trip, apply)",
+        trace.Step.FOLLOWER_READ,
+        trace.Step.FOLLOWER_APPEND,
+    ),
+    (
+        "-> follower's next fetch at the leader",
+        trace.Step.FOLLOWER_APPEND,
+        trace.Step.FOLLOWER_FETCH,
+    ),
+    ("-> high-water mark moved", trace.Step.FOLLOWER_FETCH, trace.Step.HIGH_WATERMARK),
+    ("mark -> produce answered", trace.Step.HIGH_WATERMARK, trace.Step.PRODUCE_OUT),
+    ("produce answered -> ack callback", trace.Step.PRODUCE_OUT, "acked"),
+    ("mark -> consumer fetch answered", trace.Step.HIGH_WATERMARK, trace.Step.CONSUMER_READ),
+    ("consumer fetch answered -> record polled", trace.Step.CONSUMER_READ, "received"),
     ("send -> ack", "sent", "acked"),
     ("send -> receipt (end to end)", "sent", "received"),
 )
-_FOLLOWER_STEPS = (trace.FOLLOWER_READ, trace.FOLLOWER_APPEND, trace.FOLLOWER_FETCH)
+_FOLLOWER_STEPS = (trace.Step.FOLLOWER_READ, trace.Step.FOLLOWER_APPEND, trace.Step.FOLLOWER_FETCH)
 
 
 @dataclass
@@ -100,13 +112,13 @@ class Trace:
         found: dict[str, int] = {"sent": times.sent_ns, "received": times.received_ns}
         if times.acked_ns is not None:
             found["acked"] = times.acked_ns
-        for event in trace.EVENTS:
+        for event in trace.Step:
             if event in _FOLLOWER_STEPS:
                 continue
             at = self.at_ns(event, topic, partition, offset, trace.NO_REPLICA)
             if at is not None:
                 found[event] = at
-        marked = found.get(trace.HIGH_WATERMARK)
+        marked = found.get(trace.Step.HIGH_WATERMARK)
         if marked is not None:
             found.update(self._gating_follower(topic, partition, offset, marked))
         return found
@@ -118,15 +130,15 @@ class Trace:
         high-water mark passed it (`marked_ns`); a replica that fetched it only later was not
         in the way (a leader that became a follower at shutdown, say)."""
         best: dict[str, int] = {}
-        for replica in self.replicas(trace.FOLLOWER_FETCH, topic, partition):
+        for replica in self.replicas(trace.Step.FOLLOWER_FETCH, topic, partition):
             steps = {
                 event: self.at_ns(event, topic, partition, offset, replica)
                 for event in _FOLLOWER_STEPS
             }
-            fetched = steps[trace.FOLLOWER_FETCH]
+            fetched = steps[trace.Step.FOLLOWER_FETCH]
             if fetched is None or fetched > marked_ns:
                 continue
-            if best and fetched <= best[trace.FOLLOWER_FETCH]:
+            if best and fetched <= best[trace.Step.FOLLOWER_FETCH]:
                 continue
             best = {event: at for event, at in steps.items() if at is not None}
         return best

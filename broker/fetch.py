@@ -248,11 +248,13 @@ def _trace(
     records a fetch is answered with."""
     topic, partition_id, replica = partition.topic, partition.partition, request.replica_id
     if replica != CONSUMER_REPLICA_ID:
-        trace.note(latency_trace.FOLLOWER_FETCH, topic, partition_id, fetch_offset, replica=replica)
+        trace.note(
+            latency_trace.Step.FOLLOWER_FETCH, topic, partition_id, fetch_offset, replica=replica
+        )
     if read.next_offset > fetch_offset:
-        event = latency_trace.CONSUMER_READ
+        event = latency_trace.Step.CONSUMER_READ
         if replica != CONSUMER_REPLICA_ID:
-            event = latency_trace.FOLLOWER_READ
+            event = latency_trace.Step.FOLLOWER_READ
         trace.note(event, topic, partition_id, read.next_offset, replica=replica)
 
 

@@ -2,7 +2,7 @@
 
 Off by default. With the environment variable PYKRAFT_LATENCY_TRACE naming a directory, a
 broker notes, per partition, the moments a record passes each step as
-`event replica topic partition offset monotonic_ns` lines (`EVENTS`), kept in memory and
+`step replica topic partition offset monotonic_ns` lines (`Step`), kept in memory and
 written to `DIR/<pid>.trace` when the process exits. `offset` is an end offset (every record
 below it has passed the step): the produce request's arrival and its append, the leader's answer
 to a follower fetch carrying records, the follower's append, the follower's next fetch (its
@@ -17,6 +17,7 @@ the machine, so a bench lays them beside its own send, acknowledgement and recei
 from __future__ import annotations
 
 import atexit
+import enum
 import os
 import threading
 import time
@@ -28,20 +29,22 @@ ENVIRONMENT_VARIABLE: Final = "PYKRAFT_LATENCY_TRACE"
 TRACE_EVENTS_MAX: Final = 5_000_000
 NO_REPLICA: Final = -1
 
-PRODUCE_IN: Final = "produce_in"
-LEADER_APPEND: Final = "leader_append"
-FOLLOWER_READ: Final = "follower_read"
-FOLLOWER_APPEND: Final = "follower_append"
-FOLLOWER_FETCH: Final = "follower_fetch"
-HIGH_WATERMARK: Final = "high_watermark"
-PRODUCE_OUT: Final = "produce_out"
-CONSUMER_READ: Final = "consumer_read"
-EVENTS: Final = (
-    PRODUCE_IN, LEADER_APPEND, FOLLOWER_READ, FOLLOWER_APPEND, FOLLOWER_FETCH,
-    HIGH_WATERMARK, PRODUCE_OUT, CONSUMER_READ,
-)  # fmt: skip
 
-Event = tuple[str, int, str, int, int, int]
+class Step(enum.StrEnum):
+    """The steps a record passes, in the order it passes them (a consumer's read comes after
+    the high-water mark's move)."""
+
+    PRODUCE_IN = "produce_in"
+    LEADER_APPEND = "leader_append"
+    FOLLOWER_READ = "follower_read"
+    FOLLOWER_APPEND = "follower_append"
+    FOLLOWER_FETCH = "follower_fetch"
+    HIGH_WATERMARK = "high_watermark"
+    PRODUCE_OUT = "produce_out"
+    CONSUMER_READ = "consumer_read"
+
+
+Event = tuple[Step, int, str, int, int, int]
 
 
 class LatencyTrace:
@@ -55,7 +58,7 @@ class LatencyTrace:
 
     def note(
         self,
-        event: str,
+        event: Step,
         topic: str,
         partition: int,
         offset: int,

@@ -313,7 +313,7 @@ class Partition:
         if moved:
             if latency_trace.TRACE is not None:
                 latency_trace.TRACE.note(
-                    latency_trace.HIGH_WATERMARK, self.topic, self.partition, high_watermark
+                    latency_trace.Step.HIGH_WATERMARK, self.topic, self.partition, high_watermark
                 )
             self._on_change()
         return moved
@@ -396,7 +396,7 @@ class Partition:
         self._on_change()
         if latency_trace.TRACE is not None:
             latency_trace.TRACE.note(
-                latency_trace.FOLLOWER_APPEND,
+                latency_trace.Step.FOLLOWER_APPEND,
                 self.topic,
                 self.partition,
                 info.last_offset + 1,

@@ -114,17 +114,20 @@ def produce_records(
             appended.append(done)
     trace = latency_trace.TRACE
     if trace is not None:
-        _trace(trace, latency_trace.PRODUCE_IN, appended, arrived_ns)
-        _trace(trace, latency_trace.LEADER_APPEND, appended, time.perf_counter_ns())
+        _trace(trace, latency_trace.Step.PRODUCE_IN, appended, arrived_ns)
+        _trace(trace, latency_trace.Step.LEADER_APPEND, appended, time.perf_counter_ns())
     if appended and acks == -1:
         _await_high_watermark(manager, appended, clock_ms() + timeout_ms, clock_ms)
     if trace is not None:
-        _trace(trace, latency_trace.PRODUCE_OUT, appended, time.perf_counter_ns())
+        _trace(trace, latency_trace.Step.PRODUCE_OUT, appended, time.perf_counter_ns())
     return results
 
 
 def _trace(
-    trace: latency_trace.LatencyTrace, event: str, appended: list[_Appended], at_ns: int
+    trace: latency_trace.LatencyTrace,
+    event: latency_trace.Step,
+    appended: list[_Appended],
+    at_ns: int,
 ) -> None:
     for item in appended:
         partition = item.partition

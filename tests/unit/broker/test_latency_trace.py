@@ -18,8 +18,8 @@ def test_notes_become_lines_of_event_replica_topic_partition_offset_and_time(
     tmp_path: Path,
 ) -> None:
     trace = LatencyTrace(tmp_path / "1.trace")
-    trace.note(latency_trace.PRODUCE_IN, "t", 3, 11, at_ns=5)
-    trace.note(latency_trace.FOLLOWER_FETCH, "t", 3, 11, replica=2, at_ns=7)
+    trace.note(latency_trace.Step.PRODUCE_IN, "t", 3, 11, at_ns=5)
+    trace.note(latency_trace.Step.FOLLOWER_FETCH, "t", 3, 11, replica=2, at_ns=7)
     trace.write()
     lines = (tmp_path / "1.trace").read_text().splitlines()
     assert lines == ["produce_in -1 t 3 11 5", "follower_fetch 2 t 3 11 7"]
@@ -31,7 +31,7 @@ def test_notes_beyond_the_bound_are_counted_and_said(
     monkeypatch.setattr(latency_trace, "TRACE_EVENTS_MAX", 1)
     trace = LatencyTrace(tmp_path / "1.trace")
     for offset in range(3):
-        trace.note(latency_trace.HIGH_WATERMARK, "t", 0, offset, at_ns=offset)
+        trace.note(latency_trace.Step.HIGH_WATERMARK, "t", 0, offset, at_ns=offset)
     trace.write()
     lines = (tmp_path / "1.trace").read_text().splitlines()
     assert lines == ["high_watermark -1 t 0 0 0", "# dropped 2 events beyond 1"]
@@ -44,7 +44,7 @@ def _trace_in_child(tmp_path: Path, value: str | None) -> str:
     code = (
         "from pykraft.broker import latency_trace as t\n"
         "print(t.TRACE is not None)\n"
-        "if t.TRACE is not None: t.TRACE.note(t.HIGH_WATERMARK, 'x', 0, 1, at_ns=2)\n"
+        "if t.TRACE is not None: t.TRACE.note(t.Step.HIGH_WATERMARK, 'x', 0, 1, at_ns=2)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
