@@ -24,7 +24,6 @@ from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
 from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
-from pykraft.broker.waiting import wait_until
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
 
@@ -169,7 +168,8 @@ def _produce_one(
 def _await_high_watermark(
     manager: ReplicaManager, pending: list[_Appended], deadline_ms: int, clock_ms: Callable[[], int]
 ) -> None:
-    """Decides each wait once per wake-up (`Partition.ack_state`): LOST ends it with
+    """Decides each wait once per wake-up, woken by changes of its own partitions only
+    (`Partition.ack_state`, whose every input signals the partition): LOST ends it with
     NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on; REQUEST_TIMED_OUT
     for those still waiting at the deadline."""
     lost: list[_Appended] = []
@@ -186,7 +186,8 @@ def _await_high_watermark(
         pending = waiting_on
         return not pending
 
-    wait_until(manager.changed, all_decided, deadline_ms=deadline_ms, clock_ms=clock_ms)
+    keys = {(waiting.partition.topic, waiting.partition.partition) for waiting in pending}
+    manager.watches.wait_until(keys, all_decided, deadline_ms=deadline_ms, clock_ms=clock_ms)
     for waiting in lost:
         waiting.result.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
         waiting.result.error_message = (
