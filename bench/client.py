@@ -14,8 +14,10 @@ factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this
   library's produce runs;
 - `--rounds N` runs all of the above N times over (the library's four runs in reverse order
   every other round) and keeps each one's median;
-- end-to-end latency at a paced 10,000 records/s, acks=all (bench/cluster.py's latency_ms: the
-  send time heads each value, a consumer in this process takes the difference on receipt).
+- first of all, on the fresh cluster: end-to-end latency at a paced 10,000 records/s, acks=all,
+  linger_ms 0, `bench/latency.py`'s measure (the reference figure; taken after the throughput
+  runs it came out 2-3x higher: their topics' 36 partitions are in every follower fetch, and
+  their records in the brokers' logs and heaps).
 
 Peers: the same record count through Redis Streams, NATS JetStream and RabbitMQ Streams, one
 node each and no replication (bench/peers.py), right after our cluster is stopped, so no run
@@ -42,7 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.client_process import run_in_process  # noqa: E402
-from bench.cluster import VALUE_BYTES, latency_ms, percentile  # noqa: E402
+from bench.cluster import VALUE_BYTES, percentile  # noqa: E402
+from bench.latency import measure  # noqa: E402
 from bench.peers import PEER_RUNS, PeerFigures, run_peer  # noqa: E402
 from bench.perf_cli_runs import perf_consume, perf_produce  # noqa: E402
 from tests.integration.cluster import create_topic, wait_until_brokers_know  # noqa: E402
@@ -185,9 +188,10 @@ def _medians(rounds: list[list[Figure]]) -> list[Figure]:
 def ours(
     quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Namespace
 ) -> tuple[list[Figure], list[float]]:
-    """Every measurement of ours on one cluster, `args.rounds` times over (the medians) then the
-    latency run; (figures, latencies in ms)."""
+    """The latency run on the fresh cluster, then every throughput measurement of ours,
+    `args.rounds` times over (the medians); (figures, latencies in ms)."""
     address = bootstrap(brokers)
+    latencies = _latency_ms(address, args.latency_seconds) if args.latency_seconds else []
     perf_topics = [_topic(f"perf {profile}") for profile in PERF_PROPS]
     for topic in [*_library_topics(args.baseline), *perf_topics]:
         create_topic(quorum, topic, PARTITIONS, *TOPIC_ARGS)
@@ -196,17 +200,19 @@ def ours(
     for number in range(1, args.rounds + 1):
         print(f"-- round {number} of {args.rounds}", flush=True)
         rounds.append(_one_round(address, args, reverse=number % 2 == 0))
-    figures = _medians(rounds)
-    if not args.latency_seconds:
-        return figures, []
-    latencies, reached = latency_ms(address, LATENCY_RATE, args.latency_seconds)
+    return _medians(rounds), latencies
+
+
+def _latency_ms(address: str, seconds: float) -> list[float]:
+    run = measure(address, LATENCY_RATE, seconds, acks="all", linger_ms=0)
+    latencies = run.end_to_end_ms()
     print(
-        f"pykraft end-to-end latency at {LATENCY_RATE:,} records/s (reached {reached:,.0f}/s) "
-        f"for {args.latency_seconds:g} s, acks=all, linger_ms=0: p50 "
+        f"pykraft end-to-end latency at {LATENCY_RATE:,} records/s (reached {run.reached:,.0f}/s) "
+        f"for {seconds:g} s, acks=all, linger_ms=0: p50 "
         f"{percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms",
         flush=True,
     )
-    return figures, latencies
+    return latencies
 
 
 def print_table(

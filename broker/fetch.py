@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pykraft.broker import latency_trace
 from pykraft.broker.counters import (
     CONSUMER_BYTES_OUT_TOTAL,
     FETCH_CONSUMER,
@@ -217,6 +218,8 @@ def _read_one(
             result.preferred_read_replica = preferred
             return b"", True
     read = _read(partition, item, consumer=consumer, zero_copy=zero_copy)
+    if latency_trace.TRACE is not None:
+        _trace(latency_trace.TRACE, request, partition, item.fetch_offset, read)
     result.log_start_offset = read.log_start_offset
     high_watermark, news = read.high_watermark, False
     # Only an offset the leader holds tells it what the follower has (the read checked it);
@@ -232,6 +235,27 @@ def _read_one(
         high_watermark, news = partition.high_watermark_for(request.replica_id)
     result.high_watermark = result.last_stable_offset = high_watermark
     return b"" if read.data is None else read.data, news
+
+
+def _trace(
+    trace: latency_trace.LatencyTrace,
+    request: broker_pb2.FetchRequest,
+    partition: Partition,
+    fetch_offset: int,
+    read: ReadResult | RangeRead,
+) -> None:
+    """Notes a follower's fetch offset (it holds every record below), and the end of the
+    records a fetch is answered with."""
+    topic, partition_id, replica = partition.topic, partition.partition, request.replica_id
+    if replica != CONSUMER_REPLICA_ID:
+        trace.note(
+            latency_trace.Step.FOLLOWER_FETCH, topic, partition_id, fetch_offset, replica=replica
+        )
+    if read.next_offset > fetch_offset:
+        event = latency_trace.Step.CONSUMER_READ
+        if replica != CONSUMER_REPLICA_ID:
+            event = latency_trace.Step.FOLLOWER_READ
+        trace.note(event, topic, partition_id, read.next_offset, replica=replica)
 
 
 def _diverged(

@@ -1,7 +1,7 @@
-"""Wake-ups of Fetch long polls by partition: a parked fetch is woken only by a change of one of
+"""Wake-ups by partition: a parked fetch or acks=all produce is woken only by a change of one of
 its own partitions (its log end, high-water mark or role) or by a change that may concern every
-partition (metadata, close), never by appends elsewhere. With many partitions and parked fetches
-on one broker, an append then costs no thread but the ones waiting on it a wake-up and a re-read.
+partition (metadata, close), never by appends elsewhere. With many partitions and waiters on one
+broker, an append then costs no thread but the ones waiting on it a wake-up and a re-read.
 
 Usage, free of lost wake-ups: `with watches.watch(keys) as watch:` then, in a loop, `clear()`,
 look, and `wait(...)`: a change signalled after `clear` (even during the look) ends the wait.
@@ -64,6 +64,26 @@ class PartitionWatches:
                         watching.discard(watch)
                         if not watching:
                             del self._by_key[key]
+
+    def wait_until(
+        self,
+        keys: Collection[Key],
+        is_done: Callable[[], bool],
+        *,
+        deadline_ms: int,
+        clock_ms: Callable[[], int],
+    ) -> bool:
+        """Asks `is_done()` at once and after every change of `keys` (or of all): True as soon
+        as it says so, False once `deadline_ms` has passed by `clock_ms` with it still saying
+        no (`waiting.wait_until`, woken by these partitions only)."""
+        with self.watch(keys) as watch:
+            while True:
+                watch.clear()  # before looking: a change during the look ends the wait at once
+                if is_done():
+                    return True
+                if clock_ms() >= deadline_ms:
+                    return False
+                watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
 
     def changed(self, key: Key | None) -> None:
         """Wakes the watches of partition `key`, or (None) every watch."""

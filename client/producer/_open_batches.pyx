@@ -196,7 +196,7 @@ cdef class OpenBatches:
         cdef OpenBatch batch
         cdef PyObject* found
         cdef Py_ssize_t index
-        cdef bint full = False
+        cdef bint wake = False
         self._acquire()
         try:
             if self.used_bytes + size > self._buffer_memory or self.closing:
@@ -211,11 +211,13 @@ cdef class OpenBatches:
                 # Encoded before it is registered: a refused record leaves no trace.
                 batch = OpenBatch(tp, self._compression)
                 index = batch.add(timestamp_ms, key, value, headers, size)
-                full = self._register(batch)
+                self._register(batch)
+                # The sender sleeps until the lingers it knows of end (Kafka's newBatchCreated).
+                wake = True
             self.used_bytes += size
-            full = full or batch.size_bytes >= self._batch_size
+            wake = wake or batch.size_bytes >= self._batch_size
         finally:
             self._release()
-        if full:
+        if wake:
             self._wake()
         return _future(batch.result, tp, index, timestamp_ms)

@@ -135,9 +135,8 @@ class RecordAccumulator:
         # ours around it (see OpenBatches.append).
         self.append = self._batches.append
 
-    def _register(self, builder: OpenBatch) -> bool:
-        """Holding the lock: queues a new open batch around `builder`, and says whether an
-        earlier batch of its partition is waiting (so one is ready to go)."""
+    def _register(self, builder: OpenBatch) -> None:
+        """Holding the lock: queues a new open batch around `builder`."""
         tp = builder.tp
         batch = ProducerBatch(tp, builder, created_ms=monotonic_ms())
         queue = self._queues.get(tp)
@@ -146,7 +145,6 @@ class RecordAccumulator:
         queue.append(batch)
         self._open[tp] = builder
         self._incomplete.add(batch)
-        return len(queue) > 1
 
     def _wait_for_space(self, size: int, max_block_ms: int) -> None:
         """Holding the lock: waits up to `max_block_ms` until `size` bytes of buffer are free;

@@ -100,11 +100,10 @@ class OpenBatches:
         compression: Compression,
         wakeup: threading.Event,
         wait_for_space: Callable[[int, int], None],
-        register: Callable[[OpenBatch], bool],
+        register: Callable[[OpenBatch], None],
     ) -> None:
         """`wait_for_space(size, max_block_ms)` blocks (holding `lock`, through a condition on
-        it) until `size` bytes are free, or raises; `register(batch)` queues a new batch and says
-        whether an earlier one of its partition waits (so one is ready to go)."""
+        it) until `size` bytes are free, or raises; `register(batch)` queues a new batch."""
         self._open = open_batches
         self._lock = lock
         self._batch_size = batch_size
@@ -146,16 +145,18 @@ class OpenBatches:
             batch = self._open.get(tp)
             if batch is not None and batch.size_bytes + size <= self._batch_size:
                 index = batch.append(timestamp_ms, key, value, headers, size)
-                full = False
+                wake = False
             elif abort_on_new_batch:
                 return None
             else:
                 # Encoded before it is registered: a refused record leaves no trace.
                 batch = OpenBatch(tp, self._compression)
                 index = batch.append(timestamp_ms, key, value, headers, size)
-                full = self._register(batch)
+                self._register(batch)
+                # The sender sleeps until the lingers it knows of end (Kafka's newBatchCreated).
+                wake = True
             self.used_bytes += size
-            full = full or batch.size_bytes >= self._batch_size
-        if full:
+            wake = wake or batch.size_bytes >= self._batch_size
+        if wake:
             self._wakeup.set()
         return FutureRecordMetadata(batch.result, tp, index, timestamp_ms)

@@ -20,6 +20,7 @@ from pykraft.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from pykraft.broker.group.coordinator import CoordinatorError, GroupCoordinator, _Shard
 from pykraft.broker.group.shard import GroupShard
 from pykraft.broker.partition import Partition
+from pykraft.broker.partition_watches import Watch
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import common_pb2
@@ -42,6 +43,18 @@ class _HookedCondition(threading.Condition):
     def wait(self, timeout: float | None = None) -> bool:
         self._before_wait()
         return super().wait(timeout)
+
+
+def _hook_produce_wait(monkeypatch: pytest.MonkeyPatch, before_wait: Callable[[], None]) -> None:
+    """An acks=all produce sleeps on its partitions' watch: each of its waits first runs
+    `before_wait` (the metadata thread's turn)."""
+    wait = Watch.wait
+
+    def hooked(self: Watch, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
+        before_wait()
+        return wait(self, deadline_ms=deadline_ms, clock_ms=clock_ms)
+
+    monkeypatch.setattr(Watch, "wait", hooked)
 
 
 class _LeadershipMove:
@@ -87,7 +100,7 @@ def test_leadership_moving_inside_the_check_is_never_acknowledged(
     """The defect of §1: the metadata apply finishes while the check looks leadership up."""
     move = _LeadershipMove(harness)
     _hook(monkeypatch, harness.manager, "hosts", move)
-    harness.manager.changed = _HookedCondition(move)
+    _hook_produce_wait(monkeypatch, move)
     result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
     assert move.done
     assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result
@@ -107,7 +120,9 @@ def test_leadership_moving_right_after_the_append_is_never_acknowledged(
     assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result
 
 
-def test_a_replicated_append_is_acknowledged_with_its_offset(harness: Harness) -> None:
+def test_a_replicated_append_is_acknowledged_with_its_offset(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The check still says DONE when the follower has the records and nothing moved."""
     partition = harness.manager.partition("orders", PARTITION)
     assert partition is not None
@@ -116,9 +131,31 @@ def test_a_replicated_append_is_acknowledged_with_its_offset(harness: Harness) -
         if partition.log.log_end_offset == 1:
             harness.fetch({PARTITION: 1}, replica_id=2)
 
-    harness.manager.changed = _HookedCondition(follower_catches_up)
+    _hook_produce_wait(monkeypatch, follower_catches_up)
     result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
     assert (result.error_code, result.base_offset) == (common_pb2.NONE, 0)
+
+
+def test_an_acks_all_wait_watches_its_own_partitions_only(harness: Harness) -> None:
+    """An acks=all produce sleeps on its partitions' watch (issue 17 §5), not on the broker's
+    shared condition: appends and high-water marks of other partitions, which every replica
+    of the broker signals, do not wake it (nor does it cost them a wake-up each)."""
+    results: list[object] = []
+    producing = threading.Thread(
+        target=lambda: results.append(harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000))
+    )
+    watched = harness.manager.watches._by_key
+    producing.start()
+    deadline_ms = monotonic_ms() + 5_000
+    while (harness.topic, PARTITION) not in watched:
+        assert monotonic_ms() < deadline_ms, "the acks=all produce never watched its partition"
+        producing.join(0.001)
+    with harness.manager.changed:
+        assert not harness.manager.changed._waiters, "nothing waits on the shared condition"  # type: ignore[attr-defined]
+    harness.fetch({PARTITION: 1}, replica_id=2)  # the follower has it: the mark moves
+    producing.join(5)
+    (result,) = results
+    assert (result.error_code, result.base_offset) == (common_pb2.NONE, 0)  # type: ignore[attr-defined]
 
 
 def test_group_state_is_not_confirmed_when_leadership_moves_inside_the_check(

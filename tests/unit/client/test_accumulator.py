@@ -172,3 +172,21 @@ def test_delivery_counts_count_each_done_batch_once_with_the_last_error() -> Non
     delivered, failed = first.builder.record_count(), second.builder.record_count()
     assert (counts.records_delivered, counts.records_failed) == (delivered, failed)
     assert counts.last_error is error
+
+
+def test_a_record_opening_a_batch_wakes_the_sender_and_one_joining_it_does_not() -> None:
+    """Kafka's producer wakes its sender when an append creates a batch (newBatchCreated): the
+    sender sleeps until the earliest linger it knows of, 100 ms when it knows of none, so a
+    new batch with linger_ms 0 would otherwise wait out that sleep."""
+    wakeup = threading.Event()
+    acc = RecordAccumulator(
+        batch_size=16384, linger_ms=0, buffer_memory=1 << 20, compression=Compression.NONE,
+        wakeup=wakeup,
+    )  # fmt: skip
+    acc.append(TP, 1000, None, b"v", (), max_block_ms=0)
+    assert wakeup.is_set(), "a new batch wakes the sender"
+    wakeup.clear()
+    acc.append(TP, 1000, None, b"w", (), max_block_ms=0)
+    assert not wakeup.is_set(), "a record joining an open batch that is not full wakes nothing"
+    acc.append(TopicPartition("t", 1), 1000, None, b"v", (), max_block_ms=0)
+    assert wakeup.is_set(), "a new batch of another partition wakes the sender"
