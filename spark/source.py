@@ -4,8 +4,14 @@ topics, with the schema and options of Spark's Kafka source.
 Where things run (PySpark's Python data sources): planning (`initialOffset`, `latestOffset`,
 `partitions`, `commit`) runs in one long-lived Python process per query, which keeps one
 client (`_Planner`) opened lazily; `read` runs on executors, on a pickled copy of the reader,
-and reads its offset range straight from the partition's leader with a consumer kept per
+and reads its offset ranges straight from the partitions' leaders with a consumer kept per
 worker process (`_consumer`). Nothing that holds a connection is pickled.
+
+Tasks: Spark runs each task of a Python data source through a Python worker, at a cost of
+tens of milliseconds of CPU whatever it reads (bench/spark.py's empty source), so a task
+reads several partitions' ranges one after another until there is a task for every
+`TASK_RECORDS_MIN` records (at least `minPartitions` tasks, where given). Spark's Kafka source
+runs one task per partition instead; its tasks cost far less.
 
 Offsets are `{"topic": {"partition": offset}}`. A partition that appears while the query runs
 is read from its earliest offset. Spark's checkpoint is the source of truth; with `group.id`
@@ -16,11 +22,11 @@ is read from its earliest offset. Spark's checkpoint is the source of truth; wit
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -68,6 +74,8 @@ ARROW_ROWS_MAX = 65_536
 # A task reads one partition: each Fetch may bring this much of it (Kafka's default, 1 MiB,
 # shares a Fetch among many partitions), so a task's polls come in few round trips.
 TASK_FETCH_BYTES_MAX = 8 << 20
+# Records per task, below which the source packs more ranges into one task (module doc).
+TASK_RECORDS_MIN = 200_000
 # A task gives up when its range stops growing for this long (the records should be there:
 # the range ends at offsets the leader reported).
 READ_STALL_MS_MAX = 60_000
@@ -121,12 +129,12 @@ class PykraftDataSource(DataSource):
         return StreamWriter(SinkOptions.parse(self.options, schema))
 
 
-class RangePartition(InputPartition):
-    """One task: one offset range."""
+class RangesPartition(InputPartition):
+    """One task: offset ranges of one or more partitions, read in this order."""
 
-    def __init__(self, offset_range: OffsetRange) -> None:
-        super().__init__(offset_range)
-        self.range = offset_range
+    def __init__(self, ranges: tuple[OffsetRange, ...]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges
 
 
 # --- planning ---
@@ -231,11 +239,14 @@ class _Reader:
             OffsetRange(topic, partition, start.get((topic, partition), stop), stop)
             for (topic, partition), stop in sorted(end.items())
         ]
-        return [RangePartition(r) for r in offsets.split(ranges, self.options.min_partitions)]
+        parts = offsets.split(ranges, self.options.min_partitions)
+        tasks = offsets.pack(parts, TASK_RECORDS_MIN, self.options.min_partitions or 1)
+        return [RangesPartition(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        return read_range(self.options, partition.range)
+        assert isinstance(partition, RangesPartition)
+        for offset_range in partition.ranges:
+            yield from read_range(self.options, offset_range)
 
 
 class BatchReader(_Reader, DataSourceReader):
@@ -351,8 +362,12 @@ def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordB
 
 
 def _rows_before(polled: pa.RecordBatch, end: int) -> int:
-    """How many rows of `polled` (one partition's, in offset order) lie below offset `end`."""
-    return int(pc.sum(pc.less(polled.column("offset"), end)).as_py() or 0)
+    """How many rows of `polled` (one partition's, in offset order) lie below offset `end`
+    (a binary search: no pyarrow.compute, whose import the planning process would pay)."""
+    offsets_column = polled.column("offset")
+    if offsets_column[-1].as_py() < end:
+        return int(polled.num_rows)
+    return bisect_left(offsets_column, end, key=lambda offset: int(offset.as_py()))
 
 
 def _spark_batch(polled: pa.RecordBatch, include_headers: bool) -> pa.RecordBatch:

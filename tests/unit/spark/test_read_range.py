@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pykraft.client import TopicPartition
 from pykraft.spark import source
@@ -104,3 +107,15 @@ def test_without_fail_on_data_loss_a_shorter_new_history_is_not_read_again() -> 
     with running({"t": 1}, brokers=2) as cluster:
         read = read_old_then_elect(cluster, options(cluster, False), NEW[:2])
     assert read == list(enumerate(OLD))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=40, unique=True).map(sorted),
+    st.integers(0, 60),
+)
+def test_rows_before_counts_the_offsets_below_the_end(offsets: list[int], end: int) -> None:
+    """A task cuts each polled batch (one partition's, offsets ascending, gaps where compaction
+    removed records) at its range's end."""
+    polled = pa.RecordBatch.from_arrays([pa.array(offsets, pa.int64())], names=["offset"])
+    assert source._rows_before(polled, end) == sum(1 for offset in offsets if offset < end)
