@@ -5,7 +5,7 @@ Where things run (PySpark's Python data sources): planning (`initialOffset`, `la
 `partitions`, `commit`) runs in one long-lived Python process per query, which keeps one
 client (`_Planner`) opened lazily; `read` runs on executors, on a pickled copy of the reader,
 and reads its offset ranges straight from the partitions' leaders with a consumer kept per
-worker process (`_consumer`). Nothing that holds a connection is pickled.
+worker process (`_read_consumers`). Nothing that holds a connection is pickled.
 
 Tasks: Spark runs each task of a Python data source through a Python worker, at a cost of
 tens of milliseconds of CPU whatever it reads (bench/spark.py's empty source), so a task
@@ -245,8 +245,7 @@ class _Reader:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangesPartition)
-        for offset_range in partition.ranges:
-            yield from read_range(self.options, offset_range)
+        return read_ranges(self.options, partition.ranges)
 
 
 class BatchReader(_Reader, DataSourceReader):
@@ -310,35 +309,65 @@ class StreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 # --- reading on executors ---
 
-_consumers: dict[str, Consumer] = {}
+# Consumers a worker process keeps per cluster: one that a task reads from and one that
+# already fetches the task's next range (each its own fetch thread, and one partition each, so
+# a poll never mixes partitions); the next range's first fetch then does not stall the task.
+READ_CONSUMERS = 2
+# What each of them buffers ahead of the task at most.
+READ_BUFFER_BYTES_MAX = 2 * TASK_FETCH_BYTES_MAX
+
+_consumers: dict[str, list[Consumer]] = {}
 
 
-def _consumer(bootstrap: str) -> Consumer:
-    """One consumer per worker process and cluster, reused by the tasks it runs one by one."""
-    consumer = _consumers.get(bootstrap)
-    if consumer is None:
-        consumer = _consumers[bootstrap] = Consumer(
-            bootstrap_servers=bootstrap,
-            auto_offset_reset="none",
-            enable_auto_commit=False,
-            max_partition_fetch_bytes=TASK_FETCH_BYTES_MAX,
-        )
-    return consumer
+def _read_consumers(bootstrap: str) -> list[Consumer]:
+    """The worker's consumers for `bootstrap`, reused by the tasks it runs one by one."""
+    consumers = _consumers.get(bootstrap)
+    if consumers is None:
+        consumers = _consumers[bootstrap] = [
+            Consumer(
+                bootstrap_servers=bootstrap,
+                auto_offset_reset="none",
+                enable_auto_commit=False,
+                max_partition_fetch_bytes=TASK_FETCH_BYTES_MAX,
+                fetch_buffer_bytes_max=READ_BUFFER_BYTES_MAX,
+            )
+            for _ in range(READ_CONSUMERS)
+        ]
+    return consumers
 
 
-def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordBatch]:
+def read_ranges(options: SourceOptions, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
+    """The records of `ranges`, one range after another, as `read_range` reads each; the
+    next range is fetched ahead on another consumer while one is read."""
+    consumers = _read_consumers(options.bootstrap_servers)
+    for index, task in enumerate(ranges):
+        if index == 0:
+            _start(consumers[0], task)
+        if index + 1 < len(ranges):
+            _start(consumers[(index + 1) % READ_CONSUMERS], ranges[index + 1])
+        yield from read_range(options, task, consumers[index % READ_CONSUMERS])
+
+
+def _start(consumer: Consumer, task: OffsetRange) -> None:
+    """`consumer` assigned to the partition of `task` at its start: it fetches from there on."""
+    tp = TopicPartition(task.topic, task.partition)
+    consumer.assign([tp])
+    consumer.seek(tp, task.start)
+
+
+def read_range(
+    options: SourceOptions, task: OffsetRange, consumer: Consumer
+) -> Iterator[pa.RecordBatch]:
     """Records [start, end) of one partition as Arrow batches of the source schema (one per
     `poll_arrow`, decoded into Arrow buffers with no Python object per record; Spark takes
-    Arrow without converting row by row). Records deleted by retention
+    Arrow without converting row by row), read with `consumer`, which `_start` set at the
+    range's start. Records deleted by retention
     before they were read, or a log truncated by an unclean leader election, fail the task
     (failOnDataLoss=true, the default) or are skipped with a warning; no record is yielded
     twice."""
     if task.end <= task.start:
         return
-    consumer = _consumer(options.bootstrap_servers)
     tp = TopicPartition(task.topic, task.partition)
-    consumer.assign([tp])
-    consumer.seek(tp, task.start)
     position = task.start
     stalled_ms = 0
     while position < task.end:
