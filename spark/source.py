@@ -315,6 +315,12 @@ class StreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailableNow)
 READ_CONSUMERS = 2
 # What each of them buffers ahead of the task at most.
 READ_BUFFER_BYTES_MAX = 2 * TASK_FETCH_BYTES_MAX
+# How long a broker may hold their Fetch for records not there yet. A range's records are there
+# (it ends at offsets the leader reported); what a broker holds is the Fetch a consumer sent
+# past the range's end, at the log's end, and until it answers that consumer sends nothing else
+# to that broker (one Fetch in flight per broker): the next range's first Fetch, if its leader
+# is the same broker, waits this long at most (Kafka's default, 500 ms, stalled tasks).
+READ_FETCH_WAIT_MS = 20
 
 _consumers: dict[str, list[Consumer]] = {}
 
@@ -330,6 +336,7 @@ def _read_consumers(bootstrap: str) -> list[Consumer]:
                 enable_auto_commit=False,
                 max_partition_fetch_bytes=TASK_FETCH_BYTES_MAX,
                 fetch_buffer_bytes_max=READ_BUFFER_BYTES_MAX,
+                fetch_max_wait_ms=READ_FETCH_WAIT_MS,
             )
             for _ in range(READ_CONSUMERS)
         ]
@@ -338,14 +345,17 @@ def _read_consumers(bootstrap: str) -> list[Consumer]:
 
 def read_ranges(options: SourceOptions, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
     """The records of `ranges`, one range after another, as `read_range` reads each; the
-    next range is fetched ahead on another consumer while one is read."""
+    next range is fetched ahead on another consumer while one is read, and a consumer is
+    unassigned once its range is read, so it fetches nothing past it while idle."""
     consumers = _read_consumers(options.bootstrap_servers)
     for index, task in enumerate(ranges):
         if index == 0:
             _start(consumers[0], task)
         if index + 1 < len(ranges):
             _start(consumers[(index + 1) % READ_CONSUMERS], ranges[index + 1])
-        yield from read_range(options, task, consumers[index % READ_CONSUMERS])
+        consumer = consumers[index % READ_CONSUMERS]
+        yield from read_range(options, task, consumer)
+        consumer.assign([])
 
 
 def _start(consumer: Consumer, task: OffsetRange) -> None:

@@ -125,7 +125,8 @@ def test_rows_before_counts_the_offsets_below_the_end(offsets: list[int], end: i
 def test_a_task_reads_its_ranges_in_order_each_exactly() -> None:
     """Ranges of two partitions, one of them in two parts (minPartitions), read one after
     another while the next is fetched ahead: each range's records once, nothing past its end
-    (the log goes on beyond each), even where a consumer read ahead past a range's end."""
+    (the log goes on beyond each), even where a consumer read ahead past a range's end; and
+    once read, no consumer is left fetching."""
     t1 = TopicPartition("t", 1)
     ranges = [OffsetRange("t", 0, 0, 5), OffsetRange("t", 1, 2, 8), OffsetRange("t", 0, 5, 9)]
     with running({"t": 2}) as cluster:
@@ -133,6 +134,8 @@ def test_a_task_reads_its_ranges_in_order_each_exactly() -> None:
         cluster.append(t1, [b"p1-%d" % i for i in range(12)])
         given = {"bootstrap.servers": cluster.bootstrap, "subscribe": "t"}
         batches = list(source.read_ranges(SourceOptions.parse(given, batch=True), ranges))
+        consumers = source._consumers[cluster.bootstrap]
+        assert [c.assignment() for c in consumers] == [set(), set()], "still fetching"
     read = [
         (partition, offset, value)
         for batch in batches
