@@ -89,6 +89,7 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
         listeners=config.controller_listeners,
         data_dir=config.data_dir / "raft",
         compaction_min_entries=config.raft_compaction_min_entries,
+        entry_bytes_max=config.raft_entry_bytes_max,
     )
     quorum_controller = QuorumController(config, raft_config)
     quorum_controller.start()

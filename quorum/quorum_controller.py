@@ -111,7 +111,7 @@ class ControllerLoop:
     def step(self, event: Event, now_ms: int) -> None:
         out = self.core.step(event, now_ms)
         for append in out.appends:
-            self.raft.append(append.batch.encode(), self._on_done(append.append_id))
+            self.raft.append(append.payload, self._on_done(append.append_id))
         self.wake_at_ms = out.wake_at_ms
         self._on_output(out)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pykraft.metadata_log.codec import decode_records, encode_records
 from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.image import MetadataImage
-from pykraft.quorum.batch import BatchKind, QuorumBatch
+from pykraft.quorum.batch import BatchKind, QuorumBatch, record_batch_of
 
 # image offset, image epoch, active epoch, active leader id
 _SNAPSHOT_HEADER = struct.Struct(">qiii")
@@ -91,9 +91,8 @@ class MetadataStateMachine:
         last_offset = base_offset + len(batch.records) - 1
         if batch.records:
             self.image = delta.apply(offset=last_offset, epoch=batch.epoch)
-            self._retain(
-                CommittedBatch(base_offset, batch.epoch, len(batch.records), _encoded(batch))
-            )
+            record_batch = record_batch_of(payload)
+            self._retain(CommittedBatch(base_offset, batch.epoch, len(batch.records), record_batch))
         return Applied(base_offset, last_offset)
 
     def _admits(self, batch: QuorumBatch) -> bool:
@@ -142,7 +141,3 @@ class MetadataStateMachine:
         self._tail.clear()
         self._tail_record_count = 0
         self._tail_start_offset = offset + 1
-
-
-def _encoded(batch: QuorumBatch) -> bytes:
-    return encode_records(batch.records)
