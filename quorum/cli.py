@@ -43,6 +43,12 @@ def controller() -> None:
 @click.option("--metadata-tail-records-max", type=int, help="Records kept for MetadataFetch.")
 @click.option("--raft-compaction-min-entries", type=int, help="Raft entries between snapshots.")
 @click.option(
+    "--append-linger-ms",
+    type=int,
+    help="Longest wait of a write for the next metadata log entry while one is in flight (25).",
+)
+@click.option("--entry-operations-max", type=int, help="Writes one log entry holds (1000).")
+@click.option(
     "--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable",
     default=None,
     help="Move leadership back to preferred replicas by itself (default: on).",
@@ -67,6 +73,8 @@ def run(config_path: Path | None, **flags: object) -> None:
         "broker_session_timeout_ms": "broker.session.timeout.ms",
         "metadata_tail_records_max": "metadata.tail.records.max",
         "raft_compaction_min_entries": "raft.compaction.min.entries",
+        "append_linger_ms": "controller.quorum.append.linger.ms",
+        "entry_operations_max": "metadata.entry.operations.max",
         "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
         "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
         "metrics_listen": "metrics.listen",
