@@ -14,12 +14,14 @@ Figures depend on the machine; compare ratios taken in one run.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -74,17 +76,44 @@ def throughput(op: Callable[[int], int], *, clients: int, seconds: float) -> tup
 
 
 def failover_ms(quorum: Quorum, admin: AdminClient, rounds: int) -> list[float]:
+    """Kills the active controller `rounds` times; the ms from each kill to the next write the
+    client saw committed. Prints where each went: until a survivor led the next term and until
+    its LEADER_CHANGE applied (from the survivors' logs), then the client's retries."""
     results = []
     for round_index in range(rounds):
         active = quorum.wait_active()
         active.kill()
         killed = time.perf_counter()
+        killed_wall_s = time.time()
         create = create_topic_op(admin, f"failover{round_index}", 1)
         wait_for(partial(_succeeds, create), timeout_s=30, what="a write after failover")
         results.append((time.perf_counter() - killed) * 1000)
+        survivors = [c.log_path for c in quorum.controllers if c is not active]
+        elected_ms, active_ms = (
+            _logged_after_ms(survivors, killed_wall_s, phrase)
+            for phrase in (" leads term ", " is the active controller ")
+        )
+        print(
+            f"  failover {round_index + 1}: a survivor leads at {elected_ms:.0f} ms, is active "
+            f"at {active_ms:.0f} ms, the client's write committed at {results[-1]:.0f} ms",
+            flush=True,
+        )
         active.start()
         wait_for(lambda: _caught_up(quorum), timeout_s=30, what="the killed controller rejoining")
     return results
+
+
+def _logged_after_ms(logs: list[Path], since_wall_s: float, phrase: str) -> float:
+    """Ms from `since_wall_s` to the first line of `logs` after it that contains `phrase`
+    (NaN when none does); log lines carry the local wall clock to the millisecond."""
+    times = []
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if phrase in line:
+                stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                if stamp >= since_wall_s:
+                    times.append(stamp)
+    return (min(times) - since_wall_s) * 1000 if times else math.nan
 
 
 def _succeeds(op: Callable[[int], int]) -> bool:
