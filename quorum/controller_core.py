@@ -326,6 +326,7 @@ class ControllerCore:
     ) -> int:
         append_id = self._next_append_id
         self._next_append_id += 1
+        self.state.remember(payload, batch)
         out.appends.append(Append(append_id, batch, request_ids, payload))
         return append_id
 
