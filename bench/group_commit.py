@@ -19,36 +19,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.metadata_quorum import alter_config_op, create_topic_op, throughput  # noqa: E402
+from bench.metadata_quorum import (  # noqa: E402
+    alter_config_op,
+    create_topic_op,
+    quorum_with_brokers,
+    throughput,
+)
 from pykraft.client import AdminClient  # noqa: E402
-from tests.integration.controllers import StandInBroker, make_quorum  # noqa: E402
 
 SETTINGS = {"one write per entry": ("--entry-operations-max", "1"), "group commit": ()}
 
 
 def measure(settings: tuple[str, ...], round_index: int, args: argparse.Namespace) -> list[float]:
     """(alter config ops/s, create topic ops/s) on a fresh quorum started with `settings`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        quorum = make_quorum(Path(tmp), extra_args=settings)
-        quorum.start()
-        try:
-            quorum.wait_active(timeout_s=30)
-            brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
-            for broker in brokers:
-                broker.start()
-            with AdminClient(quorum.bootstrap) as admin:
-                create_topic_op(admin, "target", 1)(0)
-                alter = alter_config_op(admin, "target-0")
-                create = create_topic_op(admin, f"r{round_index}", 1)
-                rates = [
-                    throughput(op, clients=args.clients, seconds=args.seconds)[0]
-                    for op in (alter, create)
-                ]
-            for broker in brokers:
-                broker.pause()
-            return rates
-        finally:
-            quorum.close()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        quorum_with_brokers(Path(tmp), settings) as (quorum, _),
+        AdminClient(quorum.bootstrap) as admin,
+    ):
+        create_topic_op(admin, "target", 1)(0)
+        alter = alter_config_op(admin, "target-0")
+        create = create_topic_op(admin, f"r{round_index}", 1)
+        return [
+            throughput(op, clients=args.clients, seconds=args.seconds)[0] for op in (alter, create)
+        ]
 
 
 def main() -> int:

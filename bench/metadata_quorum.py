@@ -14,13 +14,14 @@ Figures depend on the machine; compare ratios taken in one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -148,30 +149,40 @@ def fetch_whole_image(quorum: Quorum) -> tuple[float, float, int, int]:
     return response_ms, rebuild_ms, response.ByteSize(), len(image.write())
 
 
+@contextlib.contextmanager
+def quorum_with_brokers(
+    tmp: Path, extra_args: tuple[str, ...] = ()
+) -> Iterator[tuple[Quorum, list[StandInBroker]]]:
+    """Three controller processes (started with `extra_args`) with an active one, and three
+    stand-in brokers registered and heartbeating, until the block ends."""
+    quorum = make_quorum(tmp, extra_args=extra_args)
+    quorum.start()
+    try:
+        quorum.wait_active(timeout_s=30)
+        brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
+        for broker in brokers:
+            broker.start()
+        try:
+            yield quorum, brokers
+        finally:
+            for broker in brokers:
+                broker.pause()
+    finally:
+        quorum.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--failovers", type=int, default=3)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        quorum = make_quorum(Path(tmp), extra_args=("--metadata-tail-records-max", "1000"))
-        quorum.start()
-        try:
-            return _run(quorum, args)
-        finally:
-            quorum.close()
-
-
-def _run(quorum: Quorum, args: argparse.Namespace) -> int:
-    quorum.wait_active(timeout_s=30)
-    brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
-    for broker in brokers:
-        broker.start()
-    with AdminClient(quorum.bootstrap) as admin:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        quorum_with_brokers(Path(tmp), ("--metadata-tail-records-max", "1000")) as (quorum, _),
+        AdminClient(quorum.bootstrap) as admin,
+    ):
         _report(quorum, admin, args)
-    for broker in brokers:
-        broker.pause()
     return 0
 
 

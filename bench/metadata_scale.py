@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.metadata_quorum import failover_ms  # noqa: E402
+from bench.metadata_quorum import failover_ms, quorum_with_brokers  # noqa: E402
 from pykraft.client import AdminClient, NewTopic, TopicAlreadyExistsError  # noqa: E402
 from pykraft.metadata_log.delta import replay_all  # noqa: E402
 from pykraft.metadata_log.image import MetadataImage  # noqa: E402
@@ -48,7 +48,7 @@ from pykraft.metadata_log.records import (  # noqa: E402
 )
 from pykraft.quorum.controller.placement import ReplicaPlacer  # noqa: E402
 from pykraft.quorum.state_machine import MetadataStateMachine  # noqa: E402
-from tests.integration.controllers import Quorum, StandInBroker, fetch_image, make_quorum  # noqa: E402
+from tests.integration.controllers import Quorum, StandInBroker, fetch_image  # noqa: E402
 from tests.integration.processes import wait_for  # noqa: E402
 
 REPLICATION_FACTOR = 3
@@ -204,25 +204,16 @@ def restart_ms(broker: StandInBroker) -> float:
 
 
 def run_size(partition_count: int, args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        quorum = make_quorum(Path(tmp))
-        quorum.start()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        quorum_with_brokers(Path(tmp)) as (quorum, brokers),
+    ):
         try:
-            quorum.wait_active(timeout_s=30)
-            brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
-            for broker in brokers:
-                broker.start()
-            try:
-                _measure(quorum, brokers, partition_count, args)
-            except Exception:
-                for log in sorted(Path(tmp).glob("controller-*.log")):
-                    print(f"--- tail of {log.name}", *log.read_text().splitlines()[-60:], sep="\n")
-                raise
-            finally:
-                for broker in brokers:
-                    broker.pause()
-        finally:
-            quorum.close()
+            _measure(quorum, brokers, partition_count, args)
+        except Exception:
+            for log in sorted(Path(tmp).glob("controller-*.log")):
+                print(f"--- tail of {log.name}", *log.read_text().splitlines()[-60:], sep="\n")
+            raise
 
 
 def _measure(
