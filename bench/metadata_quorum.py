@@ -76,10 +76,13 @@ def throughput(op: Callable[[int], int], *, clients: int, seconds: float) -> tup
     return sum(counts) / elapsed, sum(records) / elapsed
 
 
-def failover_ms(quorum: Quorum, admin: AdminClient, rounds: int) -> list[float]:
+def failover_ms(
+    quorum: Quorum, admin: AdminClient, rounds: int, *, rejoin_timeout_s: float = 30
+) -> list[float]:
     """Kills the active controller `rounds` times; the ms from each kill to the next write the
     client saw committed. Prints where each went: until a survivor led the next term and until
-    its LEADER_CHANGE applied (from the survivors' logs), then the client's retries."""
+    its LEADER_CHANGE applied (from the survivors' logs), then the client's retries; and how
+    long the killed controller took to restart and catch up (at most `rejoin_timeout_s`)."""
     results = []
     for round_index in range(rounds):
         active = quorum.wait_active()
@@ -99,8 +102,11 @@ def failover_ms(quorum: Quorum, admin: AdminClient, rounds: int) -> list[float]:
             f"at {active_ms:.0f} ms, the client's write committed at {results[-1]:.0f} ms",
             flush=True,
         )
+        restarted = time.perf_counter()
         active.start()
-        wait_for(lambda: _caught_up(quorum), timeout_s=30, what="the killed controller rejoining")
+        what = "the killed controller rejoining"
+        wait_for(lambda: _caught_up(quorum), timeout_s=rejoin_timeout_s, what=what)
+        print(f"  restarted and caught up in {time.perf_counter() - restarted:.1f} s", flush=True)
     return results
 
 
