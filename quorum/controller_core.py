@@ -70,7 +70,12 @@ from pykraft.quorum.events import (
 )
 from pykraft.quorum.metadata_fetch import fetch_response
 from pykraft.quorum.raft.api import RaftStatus
-from pykraft.quorum.replies import controller_listeners, error_response, not_controller
+from pykraft.quorum.replies import (
+    controller_listeners,
+    error_response,
+    header_of,
+    not_controller,
+)
 from pykraft.quorum.roles import Role, RoleState
 from pykraft.quorum.state_machine import Applied, MetadataStateMachine
 
@@ -261,7 +266,9 @@ class ControllerCore:
             return
         frames = encode_record_frames(result.records)
         if self._entry_limits.too_large(len(frames)):
-            self._answer(out, request_id, _too_large(response_cls, len(frames), self._entry_limits))
+            response = _too_large(response_cls, len(frames), self._entry_limits)
+            log.warning("refused a write: %s", header_of(response).error_message)
+            self._answer(out, request_id, response)
             return
         self._pending_image = _replayed(self._pending_image, result.records, self._role.epoch)
         if self._open_entry is not None and not self._open_entry.fits(len(frames)):
