@@ -68,6 +68,7 @@ from pykraft.quorum.events import (
     Tick,
     WriteRequest,
 )
+from pykraft.quorum.leader_wait import LeaderWait
 from pykraft.quorum.metadata_fetch import fetch_response
 from pykraft.quorum.raft.api import RaftStatus
 from pykraft.quorum.replies import (
@@ -106,6 +107,7 @@ class ControllerCore:
         self._barrier_append_id: int | None = None
         self._next_append_id = 0
         self._parked_fetches: list[FetchRequest] = []
+        self._leader_wait = LeaderWait(config.events_queue_max)
         self._next_balance_ms = 0  # set when this node becomes active
         self._raft: RaftStatus | None = None
         self._stop_reason: str | None = None
@@ -145,6 +147,7 @@ class ControllerCore:
         else:
             assert isinstance(event, Tick)
             self._run_timers(now_ms, out)
+        self._release_held_requests(now_ms, out)
         if self._open_entry is not None and self._open_entry.due(
             now_ms, entries_in_flight=len(self._inflight)
         ):
@@ -205,9 +208,15 @@ class ControllerCore:
     def _stop(self, reason: str, out: Output) -> None:
         self._stop_reason = reason
         self._drop_open_entry(reason, out)  # the writes in flight end with the log's SHUTDOWN
-        parked, self._parked_fetches = self._parked_fetches, []
-        for fetch in parked:
-            self._answer(out, fetch.request_id, self._not_controller(fetch.response_cls, reason))
+        parked: list[Request] = [
+            *self._parked_fetches,
+            *self._leader_wait.release(0, leader_known=True),
+        ]
+        self._parked_fetches = []
+        for request in parked:
+            self._answer(
+                out, request.request_id, self._not_controller(request.response_cls, reason)
+            )
 
     # ---- requests ----------------------------------------------------------------------------
 
@@ -223,8 +232,26 @@ class ControllerCore:
             isinstance(request, FetchRequest) and request.allow_standby
         ):
             self._handle(request, now_ms, out)
+        elif self._leader_id() is None and self._leader_wait.hold(request, now_ms):
+            pass  # an election is under way: answered once it ends (leader_wait.py)
         else:
             self._answer(out, request.request_id, self._not_controller(request.response_cls))
+
+    def _leader_id(self) -> int | None:
+        return None if self._raft is None else self._raft.leader_id
+
+    def _release_held_requests(self, now_ms: int, out: Output) -> None:
+        """Requests held while no leader was known: decided here once this node is active,
+        redirected once another node leads, or refused when their wait is over."""
+        active = self._role.role is Role.ACTIVE
+        leader_known = active or self._leader_id() not in (None, self.config.node_id)
+        for request in self._leader_wait.release(now_ms, leader_known=leader_known):
+            if now_ms > request.deadline_ms:
+                out.answers.append(Answer(request.request_id, None))  # its caller timed out
+            elif active:
+                self._handle(request, now_ms, out)
+            else:
+                self._answer(out, request.request_id, self._not_controller(request.response_cls))
 
     def _handle(self, request: Request, now_ms: int, out: Output) -> None:
         try:
@@ -396,6 +423,9 @@ class ControllerCore:
             times.append(now_ms + FETCH_RECHECK_MS)
         if self._open_entry is not None:
             times.append(max(self._open_entry.wake_at_ms, now_ms + 1))
+        held_until_ms = self._leader_wait.wake_at_ms()
+        if held_until_ms is not None:
+            times.append(max(held_until_ms, now_ms + 1))
         if self._role.role is Role.ACTIVE:
             expiry_ms = self._heartbeats.next_expiry_ms(now_ms)
             if expiry_ms is not None:
