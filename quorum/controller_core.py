@@ -19,6 +19,8 @@ What a caller may rely on:
   unknown here, which is Kafka's contract too. The pending image falls back to the committed
   one. The state machine's epoch check (`batch.py`) makes sure a deposed controller's batches
   never apply.
+- A standby that knows no leader (an election is under way) holds requests until one is known
+  (`leader_wait.py`), then redirects them or, once active itself, decides them.
 - While ACTIVATING (its LEADER_CHANGE not yet applied) the core takes no requests
   (`accepts_requests` is False): decisions are never taken on a partial image.
 - Timers: brokers whose session expired are fenced; every
