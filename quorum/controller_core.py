@@ -240,7 +240,15 @@ class ControllerCore:
             self._answer(out, request.request_id, self._not_controller(request.response_cls))
 
     def _leader_id(self) -> int | None:
-        return None if self._raft is None else self._raft.leader_id
+        """The leader as far as a client should be sent to it: none while this node has lost its
+        connection to the one Raft still names. After a kill -9 of the active controller the
+        followers name it until their election timeout fires, and redirecting clients to it
+        sent them into their retry backoff, past the end of the election."""
+        raft = self._raft
+        if raft is None or raft.leader_id is None:
+            return None
+        lost = any(v.node_id == raft.leader_id and not v.connected for v in raft.voters)
+        return None if lost and raft.leader_id != self.config.node_id else raft.leader_id
 
     def _release_held_requests(self, now_ms: int, out: Output) -> None:
         """Requests held while no leader was known: decided here once this node is active,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pykraft.proto import common_pb2
 from pykraft.quorum.events import Output, RaftPolled, Stop, Tick
 from pykraft.quorum.leader_wait import LEADER_WAIT_MS_MAX
-from pykraft.quorum.raft import RaftStatus
+from pykraft.quorum.raft import RaftStatus, VoterProgress
 from pykraft.quorum.replies import header_of
 from pykraft.quorum.roles import Role
 
@@ -71,3 +71,20 @@ def test_a_stopping_controller_answers_the_requests_it_holds() -> None:
     core.step(_no_leader(2), 0)
     core.step(_create_topic(7, "orders", deadline_ms=5000), 0)
     assert _not_controller_naming(core.step(Stop("stopping"), 1)) == -1
+
+
+def test_a_request_is_held_while_the_leader_raft_still_names_is_unreachable() -> None:
+    """After a kill -9 of the active controller the followers name it until their election
+    timeout fires: redirecting a client to it sent the client into its backoff."""
+    core = _active(term=1)
+
+    def status(term: int, leader_id: int, *, connected: bool) -> RaftPolled:
+        voters = (VoterProgress(leader_id, f"c{leader_id}:9093", None, connected),)
+        return RaftPolled(RaftStatus(NODE_ID, leader_id, term, False, 0, 0, 0, voters))
+
+    core.step(status(2, 3, connected=True), 0)
+    assert _not_controller_naming(core.step(_create_topic(7, "orders", deadline_ms=5000), 1)) == 3
+    core.step(status(2, 3, connected=False), 10)  # node 3 died; no election yet
+    out = core.step(_create_topic(7, "orders", deadline_ms=5000), 20)
+    assert out.answers == []
+    assert _not_controller_naming(core.step(status(3, 2, connected=True), 400)) == 2
