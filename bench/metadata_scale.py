@@ -46,6 +46,7 @@ from pykraft.metadata_log.records import (  # noqa: E402
     Record,
     TopicRecord,
 )
+from pykraft.proto import admin_pb2  # noqa: E402
 from pykraft.quorum.controller.placement import ReplicaPlacer  # noqa: E402
 from pykraft.quorum.state_machine import MetadataStateMachine  # noqa: E402
 from tests.integration.controllers import Quorum, StandInBroker, fetch_image  # noqa: E402
@@ -231,10 +232,16 @@ def _measure(
     )
     rss_after = rss_bytes(active_pid(quorum))
     created = len(topics) * per_topic
+    epoch = (
+        quorum.admin(quorum.wait_active().address)
+        .DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=10)
+        .leader_epoch
+    )
     print(
         f"[{created} partitions] create ({len(topics)} topics x {per_topic}, RF 3, "
         f"{args.clients} clients, {args.topics_per_request} topics/request): {seconds:.1f} s, "
-        f"{created / seconds:.0f} partitions/s"
+        f"{created / seconds:.0f} partitions/s; the quorum's term is {epoch} after it (1 + the "
+        "elections meanwhile)"
     )
     print(
         f"[{created} partitions] active controller RSS {rss_before / 2**20:.0f} -> "
