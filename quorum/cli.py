@@ -47,6 +47,12 @@ def controller() -> None:
     "--broker-sessions-max", type=int, help="Brokers whose session streams it holds (1000)."
 )
 @click.option(
+    "--append-linger-ms",
+    type=int,
+    help="Longest wait of a write for the next metadata log entry while one is in flight (25).",
+)
+@click.option("--entry-operations-max", type=int, help="Writes one log entry holds (1000).")
+@click.option(
     "--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable",
     default=None,
     help="Move leadership back to preferred replicas by itself (default: on).",
@@ -73,6 +79,8 @@ def run(config_path: Path | None, **flags: object) -> None:
         "raft_compaction_min_entries": "raft.compaction.min.entries",
         "grpc_workers_max": "grpc.workers.max",
         "broker_sessions_max": "broker.sessions.max",
+        "append_linger_ms": "controller.quorum.append.linger.ms",
+        "entry_operations_max": "metadata.entry.operations.max",
         "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
         "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
         "metrics_listen": "metrics.listen",
@@ -95,6 +103,7 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
         listeners=config.controller_listeners,
         data_dir=config.data_dir / "raft",
         compaction_min_entries=config.raft_compaction_min_entries,
+        entry_bytes_max=config.raft_entry_bytes_max,
     )
     quorum_controller = QuorumController(config, raft_config)
     quorum_controller.start()
