@@ -8,11 +8,8 @@ import time
 import pytest
 
 from pykraft.client.clock import monotonic_ms
-from pykraft.client.producer.accumulator import (
-    BufferExhaustedError,
-    RecordAccumulator,
-    record_size_bytes,
-)
+from pykraft.client.producer.accumulator import BufferExhaustedError, RecordAccumulator
+from pykraft.client.producer.open_batches import record_size_bytes
 from pykraft.client.types import TopicPartition
 from pykraft.proto.record_batch import Compression, decode_batch
 
@@ -71,6 +68,22 @@ def test_flush_makes_lingering_batches_ready_and_waits_for_them() -> None:
     flusher.join(5)
     assert flushed == [True]
     assert future.result(0).offset == 5
+
+
+def test_flush_waits_for_every_batch_whatever_order_they_finish_in() -> None:
+    acc = accumulator(batch_size=100)
+    tps = [TopicPartition("t", p) for p in range(3)]
+    for number in range(12):
+        acc.append(tps[number % 3], 1000, None, b"x" * 60, (), max_block_ms=0)
+    batches = [b for _ in range(4) for b in acc.drain(tps, lambda _: True)]
+    assert len(batches) == 12
+    pending = list(batches)  # what a flush started now waits for, kept across its wake-ups
+    for batch in batches[1:] + batches[:1]:  # the first one finishes last
+        assert not acc._all_freed(pending), "flush would return before every batch was done"
+        batch.complete(0, -1)
+        acc.deallocate(batch)
+    assert acc._all_freed(pending)
+    assert acc.flush(0)
 
 
 def test_appends_block_while_the_buffer_is_full_then_raise() -> None:
