@@ -16,14 +16,25 @@ import pytest
 
 from pykraft.proto import broker_pb2, common_pb2
 
-from .cluster import produce_raw, registrations, running_cluster
-from .processes import BrokerProcess
+from .cluster import (
+    BROKER_IDS,
+    create_topic,
+    make_broker,
+    produce_raw,
+    registrations,
+    start_brokers,
+    wait_until_brokers_know,
+)
+from .controllers import running_quorum
+from .metrics_scrape import total, with_metrics
+from .processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "parked"
 PARKED_FETCHES = 80  # more than the broker's default grpc.workers.max (64)
 PARK_WAIT_MS = 20_000  # far longer than the test takes once the Produce is answered
+PARKED = "kafka_server_delayedoperationpurgatory_purgatorysize"
 
 
 def _park(broker: BrokerProcess, partition: int, answered: list[int]) -> None:
@@ -57,24 +68,43 @@ def _two_partitions_of_one_leader(leaders: dict[int, int]) -> tuple[int, int, in
 
 
 def test_a_produce_is_answered_while_many_fetches_are_parked(tmp_path: Path) -> None:
-    with running_cluster(tmp_path, topic=TOPIC, partitions=4) as (quorum, brokers):
-        leaders = {p: r.leader for p, r in registrations(quorum, TOPIC).items()}
-        leader, parked_partition, produced_partition = _two_partitions_of_one_leader(leaders)
-        broker = brokers[leader]
-        answered: list[int] = []
-        parked = [
-            threading.Thread(target=_park, args=(broker, parked_partition, answered), daemon=True)
-            for _ in range(PARKED_FETCHES)
-        ]
-        for thread in parked:
-            thread.start()
+    with running_quorum(tmp_path) as quorum:
+        brokers = {i: make_broker(tmp_path, quorum, i) for i in BROKER_IDS}
+        metrics = {i: with_metrics(broker) for i, broker in brokers.items()}
+        try:
+            start_brokers(quorum, brokers)
+            create_topic(quorum, TOPIC, 4)
+            wait_until_brokers_know(brokers, TOPIC, 4)
+            leaders = {p: r.leader for p, r in registrations(quorum, TOPIC).items()}
+            leader, parked_partition, produced_partition = _two_partitions_of_one_leader(leaders)
+            broker = brokers[leader]
+            answered: list[int] = []
+            parked = [
+                threading.Thread(
+                    target=_park, args=(broker, parked_partition, answered), daemon=True
+                )
+                for _ in range(PARKED_FETCHES)
+            ]
+            for thread in parked:
+                thread.start()
+            # At least: the followers' fetches of this leader's partitions park there too.
+            wait_for(
+                lambda: (
+                    total([metrics[leader]], PARKED, delayedoperation="Fetch") >= PARKED_FETCHES
+                ),
+                timeout_s=20,
+                what=f"{PARKED_FETCHES} fetches parked on broker {leader}",
+            )
 
-        # produce_raw's own deadline (10 s) is half the parked fetches' wait.
-        result = produce_raw(broker, TOPIC, produced_partition, [b"through"], acks=1)
-        assert result.error_code == common_pb2.NONE
+            # produce_raw's own deadline (10 s) is half the parked fetches' wait.
+            result = produce_raw(broker, TOPIC, produced_partition, [b"through"], acks=1)
+            assert result.error_code == common_pb2.NONE
 
-        # A record on the parked partition answers every parked fetch.
-        produce_raw(broker, TOPIC, parked_partition, [b"wake"], acks=1)
-        for thread in parked:
-            thread.join(timeout=PARK_WAIT_MS / 1000)
-        assert answered == [common_pb2.NONE] * PARKED_FETCHES
+            # A record on the parked partition answers every parked fetch.
+            produce_raw(broker, TOPIC, parked_partition, [b"wake"], acks=1)
+            for thread in parked:
+                thread.join(timeout=PARK_WAIT_MS / 1000)
+            assert answered == [common_pb2.NONE] * PARKED_FETCHES
+        finally:
+            for broker in brokers.values():
+                broker.close()
