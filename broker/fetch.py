@@ -62,7 +62,7 @@ def handle_fetch(
 ) -> broker_pb2.FetchResponse:
     """Reads at once, or waits up to `max_wait_ms` for `min_bytes`, but never longer than
     `wait_ms_max` (the caller's deadline): a waiting Fetch holds one of the broker's request
-    threads."""
+    threads, so it waits only while it holds one of `manager.fetch_waits`' slots."""
     response, _ = _fetch(manager, request, clock_ms, wait_ms_max, zero_copy=False)
     return response
 
@@ -89,7 +89,7 @@ def _fetch(
 ) -> tuple[broker_pb2.FetchResponse, dict[RangeSlot, FileRange]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    with manager.watches.watch(keys) as watch:
+    with manager.watches.watch(keys) as watch, manager.fetch_waits.holder() as may_wait:
         while True:
             watch.clear()  # before looking: a change during the look ends the wait at once
             ranges: dict[RangeSlot, FileRange] = {}
@@ -97,7 +97,8 @@ def _fetch(
                 response, topic_bytes, at_once = _read_all(
                     manager, request, clock_ms(), ranges if zero_copy else None
                 )
-                if at_once or sum(topic_bytes) >= request.min_bytes or clock_ms() >= deadline_ms:
+                enough = at_once or sum(topic_bytes) >= request.min_bytes
+                if enough or clock_ms() >= deadline_ms or not may_wait():
                     _count(manager.counters, request, response, topic_bytes)
                     return response, ranges
             except BaseException:

@@ -18,7 +18,8 @@ from pykraft.client.consumer.fetcher import Fetcher
 from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
 from pykraft.proto.record_batch import Buffer, Record, decode_batch
 from tests.unit.client.consumer_polling import T0, T1, WAIT_MS, offsets, poll_until, values
-from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running, wait_until
+from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running
+from tests.waiting import wait_until
 
 
 def state_of(consumer: Consumer, tp: TopicPartition) -> PartitionState:
