@@ -2,9 +2,8 @@
 
 Layout of `<topic>-<partition>/`: segments (`<20-digit base offset>.log`, `.index`,
 `.timeindex`), producer state snapshots (`<20-digit offset>.snapshot`, see
-`producer_snapshots`), `leader-epoch-checkpoint`, and, one per partition directory rather than
-Kafka's one per log directory (see `checkpoints`), `recovery-point-offset-checkpoint`,
-`log-start-offset-checkpoint` and `replication-offset-checkpoint` (the high watermark). The
+`producer_snapshots`) and `leader-epoch-checkpoint`. Its recovery point, log start offset and
+high watermark are entries of its log directory's checkpoint files (`dir_checkpoints`). The
 `.kafka_cleanshutdown` marker exists only between `close()` and the next `open()`.
 
 What callers may rely on:
@@ -41,6 +40,7 @@ from pathlib import Path
 
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.dir_checkpoints import LogDirCheckpoints
 from pykraft.broker.log.errors import storage_error
 from pykraft.broker.log.local_log import LocalLog
 from pykraft.broker.log.log_start import LogStart
@@ -61,9 +61,20 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
     watermark and truncation `PartitionLogTruncation`'s (one module each); opening, state,
     retention, the cleaner's swap and closing are here."""
 
-    def __init__(self, directory: Path, config: LogConfig, *, now_ms: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        checkpoints: LogDirCheckpoints | None = None,
+    ) -> None:
         """Use `open`; this loads (or creates) `directory` and recovers it after a crash."""
-        loaded = load_log(directory, config)
+        self._own_checkpoints = checkpoints is None
+        if checkpoints is None:
+            checkpoints = LogDirCheckpoints(directory.parent)
+        self._checkpoints = checkpoints
+        loaded = load_log(directory, config, checkpoints)
         self.directory = directory
         self.topic_partition: TopicPartition = loaded.files.topic_partition
         self._config = config
@@ -84,6 +95,7 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
                 self._local.view,
                 log_start_offset=loaded.log_start_offset,
                 log_end_offset=self._log_end_offset,
+                names=loaded.names,
             )
         except BaseException:
             for segment in loaded.segments:
@@ -98,12 +110,25 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
         )
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        checkpoints: LogDirCheckpoints | None = None,
+    ) -> PartitionLog:
         """Opens the partition directory `directory` (named `<topic>-<partition>`), creating
         it if needed and recovering it if the last run did not close it. Raises
-        LogError(KAFKA_STORAGE_ERROR) on I/O failure."""
+        LogError(KAFKA_STORAGE_ERROR) on I/O failure.
+
+        `checkpoints` are the offset checkpoint files of `directory.parent`, shared by every
+        log there; whoever passes them writes them (`LogDirCheckpoints.write_all`, after
+        `stage_checkpoints` of each log: the broker does, periodically and at shutdown).
+        Without them the log owns a set of its own and writes it at `close`: for a directory
+        with one log in this process (tests, benches)."""
         try:
-            return cls(directory, config, now_ms=now_ms)
+            return cls(directory, config, now_ms=now_ms, checkpoints=checkpoints)
         except OSError as error:
             raise storage_error(f"{directory}: {error}") from error
 
@@ -155,6 +180,12 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
         with self._lock:
             self._config = config
             self._local.configure(config)
+
+    def stage_checkpoints(self) -> None:
+        """Hands the current recovery point and high watermark to the directory's checkpoint
+        files, for their next write (the broker's periodic checkpoint, as Kafka's)."""
+        with self._lock:
+            self._stage_offsets()
 
     @property
     def failure(self) -> str | None:
@@ -237,6 +268,8 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
                     self._flush()
                     with self._local.failing_on_error(f"close of {self.directory}"):
                         self._producers.write_snapshot(self._log_end_offset)
+                        if self._own_checkpoints:
+                            self._checkpoints.write_all()
                         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
                         fsync_directory(self.directory)
             finally:

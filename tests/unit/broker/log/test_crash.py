@@ -49,7 +49,7 @@ def _write_unflushed_log(directory: Path) -> list[StoredBatch]:
         log.append_as_leader(batch(values[: rng.randrange(1, 4)]), leader_epoch=0, now_ms=NOW_MS)
     log.close()
     (directory / CLEAN_SHUTDOWN_FILE).unlink()
-    (directory / RECOVERY_POINT_FILE).unlink()
+    (directory.parent / RECOVERY_POINT_FILE).unlink()  # the log directory's
     stored = []
     stream_position = 0
     for path in sorted(directory.glob("*.log")):

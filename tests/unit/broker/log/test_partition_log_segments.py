@@ -183,8 +183,10 @@ def test_no_fsync_by_default_and_flush_moves_the_recovery_point(log: PartitionLo
     log.update_high_watermark(5)
     log.flush()
     assert log.recovery_point == 9
-    text = (log.directory / "replication-offset-checkpoint").read_text()
+    log.close()  # the log owns its directory's checkpoint files: it writes them at close
+    text = (log.directory.parent / "replication-offset-checkpoint").read_text()
     assert text == "0\n1\norders 0 5\n"
+    assert not (log.directory / "replication-offset-checkpoint").exists()
 
 
 def test_flush_messages_and_flush_ms(directory: Path) -> None:

@@ -249,7 +249,7 @@ def test_a_crash_that_loses_the_tail_forgets_it_and_the_snapshots_past_it(
     end = log.log_end_offset
     log.close()  # a snapshot at the end, then the tail is lost as if never fsynced
     (directory / CLEAN_SHUTDOWN_FILE).unlink()
-    (directory / RECOVERY_POINT_FILE).unlink()
+    (directory.parent / RECOVERY_POINT_FILE).unlink()  # the log directory's
     active = sorted(directory.glob("*.log"))[-1]
     os.truncate(active, active.stat().st_size - 30)  # into the last batch
     log = open_log(directory)
