@@ -108,6 +108,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cluster.py --records 200000
 	$(BIN)/python bench/follower_fetch_latency.py
 	$(BIN)/python bench/broker_scale.py
+	$(BIN)/python bench/broker_restart.py --partitions 3000
 	$(BIN)/python bench/log_open_close.py
 	$(BIN)/python bench/client.py --records 200000
 	$(BIN)/python bench/producer_pipelining.py --records 200000
