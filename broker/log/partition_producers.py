@@ -73,7 +73,12 @@ class PartitionProducers:
 
     def write_snapshot(self, offset: int) -> None:
         """Stores the state as the snapshot at `offset` (a roll's new base offset or the log
-        end at close: no batch lies between the state's end and it). Raises OSError."""
+        end at close: no batch lies between the state's end and it). One already at `offset`
+        stays as it is (Kafka's takeSnapshot): every change of the state since it was written
+        moved the log end past it or deleted it, so an idle partition's close writes none.
+        Raises OSError."""
+        if offset in self._offsets:
+            return
         write_snapshot(self.directory, self._state, offset)
         if offset not in self._offsets:
             insort(self._offsets, offset)
