@@ -442,7 +442,9 @@ class ReplicaManager:
             partition.log.stage_checkpoints()
         self._write_checkpoints()
 
-    def _write_checkpoints(self) -> None:
+    def _write_checkpoints(self, *, clean_shutdown_of: Collection[Path] = ()) -> None:
+        """Writes the online directories' checkpoint files, and the clean-shutdown marker of
+        those in `clean_shutdown_of`."""
         with self._lock:
             directories = [
                 checkpoints
@@ -452,20 +454,28 @@ class ReplicaManager:
         for checkpoints in directories:
             try:
                 checkpoints.write_all()
+                if checkpoints.log_dir in clean_shutdown_of:
+                    checkpoints.mark_clean_shutdown()
             except OSError as error:
                 with self._lock:
                     self._log_dirs.fail(checkpoints.log_dir, error)
 
     def close(self) -> None:
-        """Closes every log, then writes the log directories' checkpoint files once; requests
-        still waiting (acks=all, long polls) are woken and see that their partitions are gone."""
+        """Closes every log, then writes the log directories' checkpoint files once and the
+        clean-shutdown marker of each directory none of whose logs went offline (Kafka's
+        LogManager); requests still waiting (acks=all, long polls) are woken and see that their
+        partitions are gone."""
         self.stop_acknowledging()
         self.maintenance.stop()
         with self._lock:
-            self._in_parallel(lambda partition: partition.log.close(), self._partitions.values())
+            partitions = list(self._partitions.values())
             self._partitions.clear()
-        self._write_checkpoints()
-        self.notify()
+        try:
+            self._in_parallel(lambda partition: partition.log.close(), partitions)
+        finally:  # a log that failed to close went offline: its directory gets no marker
+            failed = {p.log.directory.parent for p in partitions if p.log.failure is not None}
+            self._write_checkpoints(clean_shutdown_of=set(self._checkpoints) - failed)
+            self.notify()
 
     def _in_parallel(self, work: Callable[[_T], _R], items: Collection[_T]) -> list[_R]:
         """`work` on each item, num.recovery.threads.per.data.dir threads per log directory at

@@ -1,10 +1,12 @@
-"""The offset checkpoint files of one log directory, as Kafka keeps them (its LogManager and
-ReplicaManager): `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
-`replication-offset-checkpoint` (the high watermark), each one file in the log directory with a
-`topic partition offset` line per partition (format: `checkpoints`).
+"""The offset checkpoint files and the clean-shutdown marker of one log directory, as Kafka keeps
+them (its LogManager and ReplicaManager): `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint` and `replication-offset-checkpoint` (the high watermark), each one
+file in the log directory with a `topic partition offset` line per partition (format:
+`checkpoints`), and `.kafka_cleanshutdown`.
 
-Why per directory: a broker with 20,000 replicas wrote three files (six fsyncs) per partition at
-every flush and shutdown; now a shutdown writes three files per directory.
+Why per directory: a broker with 20,000 replicas wrote three files (six fsyncs) and a marker (one
+more) per partition at every shutdown, and removed each marker (one more) at start; now a
+shutdown writes three files and one marker per directory.
 
 What a caller may rely on:
 - A partition's offsets reach memory at once (`CheckpointSlot.stage`) and the files at the next
@@ -20,6 +22,10 @@ What a caller may rely on:
   the directory's file does not list, unless that file was damaged (an old file may be older than
   what the damaged one held); the old files are removed once the directory's file holds their
   entries durably.
+- The marker (`mark_clean_shutdown`) is written only after every log of the directory was closed
+  and the files written; `had_clean_shutdown` says whether it was there when this object was
+  made, and it is removed durably at once, before any log of the directory is opened, so a crash
+  from then on is seen as one.
 
 Threads: one lock per directory; slots of many partitions are used from many threads.
 """
@@ -39,11 +45,12 @@ from pykraft.broker.log.checkpoints import (
     TopicPartition,
 )
 from pykraft.broker.log.errors import LogError
-from pykraft.server_common.durable_files import unlink_durably
+from pykraft.server_common.durable_files import fsync_directory, unlink_durably
 
 log = logging.getLogger(__name__)
 
 OFFSET_CHECKPOINT_FILES: Final = (RECOVERY_POINT_FILE, LOG_START_OFFSET_FILE, HIGH_WATERMARK_FILE)
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 
 
 class _DirOffsets:
@@ -70,7 +77,7 @@ class _DirOffsets:
         if key in self._offsets or self.damaged:
             return self._offsets.get(key)
         old_file = partition_dir / self.name
-        if not old_file.exists():
+        if old_file == self._file.path or not old_file.exists():
             return None
         offset = OffsetCheckpointFile(old_file).read().get(key)
         if offset is not None:
@@ -100,14 +107,25 @@ class LogDirCheckpoints:
     """The three offset checkpoint files of the log directory `log_dir` (see module doc)."""
 
     def __init__(self, log_dir: Path) -> None:
-        """Reads the files; raises OSError if one cannot be read."""
+        """Reads the files and takes the clean-shutdown marker away; raises OSError if one
+        cannot be read or the marker removed."""
         self.log_dir = log_dir
         self._lock = threading.Lock()
         self._files = {name: _DirOffsets(log_dir, name) for name in OFFSET_CHECKPOINT_FILES}
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = marker.exists()
+        if self.had_clean_shutdown:
+            unlink_durably([marker])
+
+    def mark_clean_shutdown(self) -> None:
+        """Writes the marker: call once every log of the directory was closed cleanly and
+        `write_all` returned. Raises OSError."""
+        (self.log_dir / CLEAN_SHUTDOWN_FILE).touch()
+        fsync_directory(self.log_dir)
 
     def slot(self, name: str, partition_dir: Path, key: TopicPartition) -> CheckpointSlot:
         """The entry of `key` (its log in `partition_dir`) in the file `name`."""
-        assert partition_dir.parent == self.log_dir, (partition_dir, self.log_dir)
+        assert self.log_dir in (partition_dir.parent, partition_dir), (partition_dir, self.log_dir)
         return CheckpointSlot(self, name, partition_dir, key)
 
     def forget(self, key: TopicPartition) -> None:

@@ -3,8 +3,8 @@
 Layout of `<topic>-<partition>/`: segments (`<20-digit base offset>.log`, `.index`,
 `.timeindex`), producer state snapshots (`<20-digit offset>.snapshot`, see
 `producer_snapshots`) and `leader-epoch-checkpoint`. Its recovery point, log start offset and
-high watermark are entries of its log directory's checkpoint files (`dir_checkpoints`). The
-`.kafka_cleanshutdown` marker exists only between `close()` and the next `open()`.
+high watermark are entries of its log directory's checkpoint files, and a clean shutdown is its
+log directory's `.kafka_cleanshutdown` marker (`dir_checkpoints`).
 
 What callers may rely on:
 - Appends are all-or-nothing: every batch of the request is checked before anything is
@@ -49,10 +49,9 @@ from pykraft.broker.log.partition_log_reads import PartitionLogReads
 from pykraft.broker.log.partition_log_truncation import PartitionLogTruncation
 from pykraft.broker.log.partition_producers import PartitionProducers
 from pykraft.broker.log.producer_state import ProducerEntry
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_log
+from pykraft.broker.log.recovery import load_log
 from pykraft.broker.log.segment import SegmentInfo
 from pykraft.broker.log.segment_swap import check_cleaned_offsets, locate, open_cleaned
-from pykraft.server_common.durable_files import fsync_directory
 
 
 class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncation):
@@ -72,7 +71,7 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
         """Use `open`; this loads (or creates) `directory` and recovers it after a crash."""
         self._own_checkpoints = checkpoints is None
         if checkpoints is None:
-            checkpoints = LogDirCheckpoints(directory.parent)
+            checkpoints = LogDirCheckpoints(directory)
         self._checkpoints = checkpoints
         loaded = load_log(directory, config, checkpoints)
         self.directory = directory
@@ -122,11 +121,13 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
         it if needed and recovering it if the last run did not close it. Raises
         LogError(KAFKA_STORAGE_ERROR) on I/O failure.
 
-        `checkpoints` are the offset checkpoint files of `directory.parent`, shared by every
-        log there; whoever passes them writes them (`LogDirCheckpoints.write_all`, after
-        `stage_checkpoints` of each log: the broker does, periodically and at shutdown).
-        Without them the log owns a set of its own and writes it at `close`: for a directory
-        with one log in this process (tests, benches)."""
+        `checkpoints` are the offset checkpoint files and clean-shutdown marker of
+        `directory.parent`, shared by every log there; whoever passes them writes them
+        (`LogDirCheckpoints.write_all` after `stage_checkpoints` of each log, and the marker
+        once every log there is closed: the broker does, periodically and at shutdown).
+        Without them the log keeps a set of its own in `directory` itself (the layout from
+        before there was one per log directory) and writes it at `close`: for a log on its
+        own (tests, benches)."""
         try:
             return cls(directory, config, now_ms=now_ms, checkpoints=checkpoints)
         except OSError as error:
@@ -256,8 +257,10 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
     # --- closing ---
 
     def close(self) -> None:
-        """Flushes, checkpoints and writes the clean-shutdown marker (unless the log is
-        offline, so the next open recovers it), then closes every file. Idempotent."""
+        """Flushes and hands its offsets to the directory's checkpoints (unless the log is
+        offline, so the next open recovers it), then closes every file. A log that owns its
+        checkpoints (see `open`) also writes them and the directory's clean-shutdown marker;
+        otherwise their owner does, once every log there is closed. Idempotent."""
         with self._lock:
             if self._local.closed:
                 return
@@ -270,7 +273,6 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
                         self._producers.write_snapshot(self._log_end_offset)
                         if self._own_checkpoints:
                             self._checkpoints.write_all()
-                        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
-                        fsync_directory(self.directory)
+                            self._checkpoints.mark_clean_shutdown()
             finally:
                 self._local.close()

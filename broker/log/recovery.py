@@ -1,9 +1,9 @@
 """Opening a partition directory: finishing interrupted operations and recovering from a crash.
 
 What `load_log` does, in order:
-1. Notes whether the previous run shut down cleanly (the `.kafka_cleanshutdown` marker, written
-   last by `PartitionLog.close`), and removes the marker only at the very end, so a crash while
-   opening is still seen as unclean next time.
+1. Notes whether the previous run shut down cleanly: the log directory's `.kafka_cleanshutdown`
+   marker (`dir_checkpoints`, written once every log there was closed), or the partition's own
+   from the layout before, which is removed only at the very end.
 2. Removes leftovers: checkpoint temp files (`*.tmp`), cleaner output that never committed
    (`*.cleaned`), segments already replaced (`*.deleted`), and index files without a log file.
 3. Completes a segment swap that committed (`*.log.swap` exists, Kafka's protocol): the old
@@ -36,7 +36,11 @@ from pykraft.broker.log.checkpoints import (
     TopicPartition,
 )
 from pykraft.broker.log.config import LogConfig
-from pykraft.broker.log.dir_checkpoints import CheckpointSlot, LogDirCheckpoints
+from pykraft.broker.log.dir_checkpoints import (
+    CLEAN_SHUTDOWN_FILE,
+    CheckpointSlot,
+    LogDirCheckpoints,
+)
 from pykraft.broker.log.index import IndexCorruptError
 from pykraft.broker.log.leader_epochs import LeaderEpochCache
 from pykraft.broker.log.segment import LogSegment
@@ -57,7 +61,6 @@ from pykraft.server_common.durable_files import (
 
 log = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 CLEANED_SUFFIX: Final = ".cleaned"
 SWAP_SUFFIX: Final = ".swap"
 DELETED_SUFFIX: Final = ".deleted"
@@ -110,7 +113,9 @@ def load_log(directory: Path, config: LogConfig, checkpoints: LogDirCheckpoints)
     topic_partition = TopicPartition.from_directory_name(directory.name)
     make_directory_durably(directory)
     names = set(os.listdir(directory))  # the one listing, unless a swap is to be completed
-    clean = CLEAN_SHUTDOWN_FILE in names
+    # The directory's marker, or a partition's own (the layout before there was one per log
+    # directory: removed at the end, with the leftovers).
+    clean = checkpoints.had_clean_shutdown or CLEAN_SHUTDOWN_FILE in names
     names -= _remove_leftovers(directory, names)
     if any(name.endswith(LOG_SUFFIX + SWAP_SUFFIX) for name in names):
         _complete_swaps(directory, config, names)
@@ -178,7 +183,8 @@ def _reconcile(
     high_watermark = min(max(files.high_watermark.read() or 0, log_start_offset), log_end_offset)
     files.log_start_offset.stage(log_start_offset)
     files.high_watermark.stage(high_watermark)
-    unlink_durably([directory / CLEAN_SHUTDOWN_FILE])
+    if CLEAN_SHUTDOWN_FILE in names:
+        unlink_durably([directory / CLEAN_SHUTDOWN_FILE])
     return LoadedLog(
         files,
         segments,

@@ -17,7 +17,7 @@ from pykraft.broker.log.checkpoints import (
     RECOVERY_POINT_FILE,
     OffsetCheckpointFile,
 )
-from pykraft.broker.log.dir_checkpoints import OFFSET_CHECKPOINT_FILES
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE, OFFSET_CHECKPOINT_FILES
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
@@ -267,3 +267,5 @@ def test_checkpoints_go_to_one_file_of_each_kind_per_log_directory(
     assert {path.parent for path in checkpoints} <= {tmp_path / "a", tmp_path / "b"}
     stored = OffsetCheckpointFile(log_dir / RECOVERY_POINT_FILE).read()
     assert stored[TopicPartition("orders", 0)] == 3
+    assert (log_dir / CLEAN_SHUTDOWN_FILE).exists(), "one clean-shutdown marker per directory"
+    assert not list(log_dir.glob(f"*/{CLEAN_SHUTDOWN_FILE}"))

@@ -22,7 +22,7 @@ import pytest
 
 from pykraft.broker.log import LogConfig
 from pykraft.broker.log.checkpoints import RECOVERY_POINT_FILE
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE
 from pykraft.proto.record_batch import decode_batch, iter_batches
 
 from .support import NOW_MS, batch, open_log, read_all
@@ -49,7 +49,7 @@ def _write_unflushed_log(directory: Path) -> list[StoredBatch]:
         log.append_as_leader(batch(values[: rng.randrange(1, 4)]), leader_epoch=0, now_ms=NOW_MS)
     log.close()
     (directory / CLEAN_SHUTDOWN_FILE).unlink()
-    (directory.parent / RECOVERY_POINT_FILE).unlink()  # the log directory's
+    (directory / RECOVERY_POINT_FILE).unlink()
     stored = []
     stream_position = 0
     for path in sorted(directory.glob("*.log")):

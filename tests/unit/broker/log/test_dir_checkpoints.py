@@ -17,8 +17,7 @@ from pykraft.broker.log.checkpoints import (
     RECOVERY_POINT_FILE,
     OffsetCheckpointFile,
 )
-from pykraft.broker.log.dir_checkpoints import LogDirCheckpoints
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE, LogDirCheckpoints
 from pykraft.broker.log.segment import LogSegment
 
 from .support import NOW_MS, fill, read_all
@@ -123,8 +122,7 @@ def _crashed_log_with_segments(log_dir: Path) -> int:
     log.flush()
     segment_count = len(log.segments())
     log.close()
-    checkpoints.write_all()
-    (log_dir / "t-0" / CLEAN_SHUTDOWN_FILE).unlink()
+    checkpoints.write_all()  # and no mark_clean_shutdown: as a crash leaves it
     return segment_count
 
 
@@ -175,11 +173,9 @@ def _old_layout(partition_dir: Path, offsets: dict[str, int]) -> None:
 
 
 def test_old_per_partition_files_are_read_then_moved_into_the_directorys(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG, now_ms=NOW_MS)
+    log = PartitionLog.open(tmp_path / "t-0", CONFIG, now_ms=NOW_MS)  # keeps the old layout
     fill(log, 10)
     log.close()
-    for name in (RECOVERY_POINT_FILE, HIGH_WATERMARK_FILE, LOG_START_OFFSET_FILE):
-        (tmp_path / name).unlink()
     _old_layout(
         tmp_path / "t-0",
         {RECOVERY_POINT_FILE: 30, HIGH_WATERMARK_FILE: 25, LOG_START_OFFSET_FILE: 4},
@@ -209,3 +205,39 @@ def test_old_files_are_not_trusted_when_the_directorys_file_is_damaged(tmp_path:
     (tmp_path / HIGH_WATERMARK_FILE).write_text("0\n1\nt 0 2")
     log = _open(tmp_path / "t-0", LogDirCheckpoints(tmp_path))
     assert log.high_watermark == 0
+
+
+def test_a_clean_shutdown_is_one_marker_per_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's LogManager: one `.kafka_cleanshutdown` in the log directory once every log there
+    was closed, none per partition; the next start trusts every log there without recovery,
+    and takes the marker away before opening any, so a crash from then on is seen."""
+    checkpoints = LogDirCheckpoints(tmp_path)
+    logs = [_open(tmp_path / f"t-{number}", checkpoints) for number in range(3)]
+    for log in logs:
+        fill(log, 20)
+        log.close()
+    checkpoints.write_all()
+    checkpoints.mark_clean_shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert not list(tmp_path.glob(f"*/{CLEAN_SHUTDOWN_FILE}"))
+    recovered = _recovered_segments(monkeypatch)
+    restarted = LogDirCheckpoints(tmp_path)
+    assert restarted.had_clean_shutdown and not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    reopened = [_open(tmp_path / f"t-{number}", restarted) for number in range(3)]
+    assert all(log.had_clean_shutdown for log in reopened) and recovered == []
+    assert not LogDirCheckpoints(tmp_path).had_clean_shutdown
+
+
+def test_a_partitions_own_marker_of_the_old_layout_is_accepted_then_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", CONFIG, now_ms=NOW_MS)  # keeps the old layout
+    fill(log, 20)
+    log.close()
+    assert (tmp_path / "t-0" / CLEAN_SHUTDOWN_FILE).exists()
+    recovered = _recovered_segments(monkeypatch)
+    reopened = _open(tmp_path / "t-0", LogDirCheckpoints(tmp_path))
+    assert reopened.had_clean_shutdown and recovered == []
+    assert not (tmp_path / "t-0" / CLEAN_SHUTDOWN_FILE).exists()

@@ -13,6 +13,7 @@ import pytest
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log.checkpoints import RECOVERY_POINT_FILE
 from pykraft.broker.log.cleaner import clean_log
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE
 from pykraft.broker.log.producer_snapshots import snapshot_path
 from pykraft.broker.log.producer_state import (
     SEQUENCE_MAX,
@@ -22,7 +23,6 @@ from pykraft.broker.log.producer_state import (
     SnapshotCorruptError,
     next_sequence,
 )
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import TimestampType, build_batch, iter_batches
 
@@ -249,7 +249,7 @@ def test_a_crash_that_loses_the_tail_forgets_it_and_the_snapshots_past_it(
     end = log.log_end_offset
     log.close()  # a snapshot at the end, then the tail is lost as if never fsynced
     (directory / CLEAN_SHUTDOWN_FILE).unlink()
-    (directory.parent / RECOVERY_POINT_FILE).unlink()  # the log directory's
+    (directory / RECOVERY_POINT_FILE).unlink()
     active = sorted(directory.glob("*.log"))[-1]
     os.truncate(active, active.stat().st_size - 30)  # into the last batch
     log = open_log(directory)
