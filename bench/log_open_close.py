@@ -48,6 +48,7 @@ def _run_once(count: int) -> list[float]:
                     log.close()
                 for checkpoints in shared.values():
                     checkpoints.write_all()  # what the broker's shutdown writes after the logs
+                    checkpoints.mark_clean_shutdown()
             else:
                 shared = _directory_checkpoints(Path(tmp))
                 logs = [
