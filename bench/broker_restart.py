@@ -51,8 +51,13 @@ def _topics(args: argparse.Namespace) -> list[str]:
 
 
 def _polled_image(quorum: Quorum, condition: Callable[[MetadataImage], bool]) -> bool:
-    if condition(quorum.image(timeout_s=60)):
-        return True
+    """`condition` of the active controller's image; False (after a pause) if it does not hold
+    yet, or if the controller asked stopped being active meanwhile (the helper asserts)."""
+    try:
+        if condition(quorum.image(timeout_s=60)):
+            return True
+    except AssertionError as error:
+        print(f"  (image not fetched: {str(error).splitlines()[0]})")
     time.sleep(IMAGE_POLL_S)
     return False
 
