@@ -112,6 +112,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/follower_fetch_latency.py
 	$(BIN)/python bench/latency.py --seconds 5
 	$(BIN)/python bench/broker_scale.py
+	$(BIN)/python bench/broker_restart.py --partitions 3000
 	$(BIN)/python bench/log_open_close.py
 	$(BIN)/python bench/client.py --records 200000
 	$(BIN)/python bench/producer_pipelining.py --records 200000

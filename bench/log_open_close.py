@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 STEPS = ("create", "close after a write", "reopen", "close idle")
 
@@ -34,8 +35,9 @@ def _run_once(count: int) -> list[float]:
     times: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         paths = [Path(tmp) / f"t-{n}" for n in range(count)]
+        shared = _directory_checkpoints(Path(tmp))  # as the broker shares them
         started = time.monotonic()
-        logs = [PartitionLog.open(path, LogConfig(), now_ms=now_ms) for path in paths]
+        logs = [PartitionLog.open(path, LogConfig(), now_ms=now_ms, **shared) for path in paths]
         times.append(time.monotonic() - started)
         for log in logs:
             log.append_as_leader(build_batch([(0, None, b"v")]), leader_epoch=0, now_ms=now_ms)
@@ -44,10 +46,26 @@ def _run_once(count: int) -> list[float]:
             if step == "close":
                 for log in logs:
                     log.close()
+                for checkpoints in shared.values():
+                    checkpoints.write_all()  # what the broker's shutdown writes after the logs
+                    checkpoints.mark_clean_shutdown()
             else:
-                logs = [PartitionLog.open(path, LogConfig(), now_ms=now_ms) for path in paths]
+                shared = _directory_checkpoints(Path(tmp))
+                logs = [
+                    PartitionLog.open(path, LogConfig(), now_ms=now_ms, **shared) for path in paths
+                ]
             times.append(time.monotonic() - started)
     return times
+
+
+def _directory_checkpoints(log_dir: Path) -> dict[str, Any]:
+    """The `checkpoints` argument a broker passes, or none on a tree from before there were
+    checkpoint files per log directory (`--code`)."""
+    try:
+        from pykraft.broker.log.dir_checkpoints import LogDirCheckpoints
+    except ImportError:
+        return {}
+    return {"checkpoints": LogDirCheckpoints(log_dir)}
 
 
 def _run_child(count: int, code: Path | None) -> list[float]:

@@ -3,11 +3,12 @@ together with the leader's ISR expiration and expansion checks).
 
 A thread looks at every partition this broker leads every `check_interval_ms` (half of
 replica.lag.time.max.ms, capped so expansions follow catch-ups quickly) and, for those whose
-`Partition.propose_isr` asks for a change (one in flight per partition), sends one
-AlterPartition request. The answer is not applied here: the new ISR and partition epoch take
-effect when the metadata log brings them. A refusal for staleness (INVALID_UPDATE_VERSION,
-FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) keeps the partition waiting for that metadata; any
-other failure lets a later pass try again.
+`Partition.propose_isr` asks for a change (one in flight per partition), sends AlterPartition
+requests of at most ALTER_PARTITION_PARTITIONS_MAX partitions (a broker back after a restart
+rejoins the ISRs of thousands), logging one summary line each. The answer is not applied here:
+the new ISR and partition epoch take effect when the metadata log brings them. A refusal for
+staleness (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) keeps the
+partition waiting for that metadata; any other failure lets a later pass try again.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from uuid import UUID
 
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
 from pykraft.broker.isr import UNDEFINED_BROKER_EPOCH
+from pykraft.broker.local_changes import counted
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import common_pb2, controller_pb2
@@ -27,6 +29,9 @@ from pykraft.proto import common_pb2, controller_pb2
 log = logging.getLogger(__name__)
 
 ISR_CHECK_INTERVAL_MS_MAX: Final = 250
+# Partitions per AlterPartition request: each changed partition is a record, and the controller
+# refuses an operation of more than RECORDS_PER_OPERATION_MAX (10,000) records whole.
+ALTER_PARTITION_PARTITIONS_MAX: Final = 5_000
 # Refusals that mean this broker's metadata is behind: wait for it rather than send again.
 _WAIT_FOR_METADATA: Final = frozenset(
     {
@@ -97,6 +102,10 @@ class IsrUpdater:
             self._send(proposals)
 
     def _send(self, proposals: list[tuple[Partition, tuple[int, ...]]]) -> None:
+        for first in range(0, len(proposals), ALTER_PARTITION_PARTITIONS_MAX):
+            self._send_one(proposals[first : first + ALTER_PARTITION_PARTITIONS_MAX])
+
+    def _send_one(self, proposals: list[tuple[Partition, tuple[int, ...]]]) -> None:
         request = controller_pb2.AlterPartitionRequest(
             broker_id=self._broker_id, broker_epoch=self._broker_epoch()
         )
@@ -104,7 +113,7 @@ class IsrUpdater:
         sent: dict[tuple[str, int], Partition] = {}
         for partition, new_isr in proposals:
             registration = partition.local.registration
-            log.info(
+            log.debug(
                 "%s-%d: asking to change the ISR %s -> %s",
                 partition.topic,
                 partition.partition,
@@ -122,6 +131,8 @@ class IsrUpdater:
                 new_isr_with_epochs=self._with_epochs(partition, new_isr),
             )
             sent[(str(topic_id), partition.partition)] = partition
+        names = [f"{partition.topic}-{partition.partition}" for partition, _ in proposals]
+        log.info("asking to change the ISR: %s", counted("partitions", names))
         try:
             response = self._caller.call(
                 "AlterPartition",

@@ -60,6 +60,9 @@ class BrokerConfig:
     # Kafka's LogManager: how often retention runs, how long the cleaner rests between passes.
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000
+    # How often the log directories' recovery point, log start and high watermark checkpoint
+    # files are written (Kafka's log.flush.offset.checkpoint.interval.ms).
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_open_files_max: int = LOG_OPEN_FILES_MAX_DEFAULT
     # Threads per log directory that open logs at start-up and close them at shutdown (Kafka's
     # num.recovery.threads.per.data.dir; Kafka's default is 1, ours 4: fsyncs dominate both).
@@ -90,9 +93,15 @@ class BrokerConfig:
             raise ConfigError(
                 "broker.session.timeout.ms must be longer than broker.heartbeat.interval.ms"
             )
-        if self.log_retention_check_interval_ms <= 0 or self.log_cleaner_backoff_ms <= 0:
+        intervals = (
+            self.log_retention_check_interval_ms,
+            self.log_cleaner_backoff_ms,
+            self.log_flush_offset_checkpoint_interval_ms,
+        )
+        if min(intervals) <= 0:
             raise ConfigError(
-                "log.retention.check.interval.ms and log.cleaner.backoff.ms must be positive"
+                "log.retention.check.interval.ms, log.cleaner.backoff.ms and "
+                "log.flush.offset.checkpoint.interval.ms must be positive"
             )
         if self.log_open_files_max <= 0:
             raise ConfigError("log.open.files.max must be positive")
@@ -161,6 +170,7 @@ _INT_KEYS: Final = {
     "replica.lag.time.max.ms": "replica_lag_time_max_ms",
     "log.retention.check.interval.ms": "log_retention_check_interval_ms",
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
+    "log.flush.offset.checkpoint.interval.ms": "log_flush_offset_checkpoint_interval_ms",
     "log.open.files.max": "log_open_files_max",
     "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
     "grpc.workers.max": "grpc_workers_max",

@@ -56,10 +56,12 @@ class LocalChanges:
             ("follow", [p.directory_name for p in self.followers]),
             ("delete", [f"{topic}-{partition}" for topic, partition in self.deletes]),
         )
-        return "; ".join(_counted(verb, names) for verb, names in kinds if names)
+        return "; ".join(counted(verb, names) for verb, names in kinds if names)
 
 
-def _counted(verb: str, names: list[str]) -> str:
+def counted(verb: str, names: list[str]) -> str:
+    """`verb`, how many `names`, and the first SUMMARY_NAMES_MAX of them: a summary log line
+    instead of one line per partition."""
     shown = ", ".join(names[:SUMMARY_NAMES_MAX])
     more = len(names) - SUMMARY_NAMES_MAX
     return f"{verb} {len(names)} ({shown}{f' and {more} more' if more > 0 else ''})"

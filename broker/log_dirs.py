@@ -4,9 +4,9 @@ offline log dirs).
 A storage error (any OSError) while a directory's logs are opened or listed takes the whole
 directory offline, as Kafka does: what it holds can no longer be trusted to be served or
 acknowledged, and `on_failure` (the replica manager) takes its replicas offline. New
-partitions go to the online directory holding the fewest (each directory listed once, then
-counted in memory); a partition whose directory is
-offline stays offline until the broker restarts. Thread-safety is the caller's (the replica
+partitions go to the online directory holding the fewest (each directory listed once, its
+partition directories counted, then counted in memory); a partition whose directory is offline
+stays offline until the broker restarts. Thread-safety is the caller's (the replica
 manager holds its lock).
 """
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from pykraft.broker.log import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +85,20 @@ class LogDirs:
             if log_dir in self._counts or log_dir in self._offline:
                 continue
             try:
-                self._counts[log_dir] = sum(1 for _ in log_dir.iterdir()) if log_dir.exists() else 0
+                entries = log_dir.iterdir() if log_dir.exists() else iter(())
+                self._counts[log_dir] = sum(1 for e in entries if _is_partition_directory(e.name))
             except OSError as error:
                 self.fail(log_dir, error)
         return self._counts
 
     def reasons(self) -> str:
         return "; ".join(self._offline.values()) or "none offline"
+
+
+def _is_partition_directory(name: str) -> bool:
+    """Whether `name` is a partition's (not the directory's checkpoint files, say)."""
+    try:
+        TopicPartition.from_directory_name(name)
+    except ValueError:
+        return False
+    return True

@@ -1,4 +1,5 @@
-"""The background work Kafka's LogManager does for every log a broker hosts: a retention pass
+"""The background work Kafka's LogManager does for every log a broker hosts: the log directories'
+offset checkpoint files written every log.flush.offset.checkpoint.interval.ms, a retention pass
 every log.retention.check.interval.ms (segments past retention.ms or retention.bytes, or wholly
 below the log start offset, are deleted), and compaction of cleanup.policy=compact logs by the
 LogCleaner every log.cleaner.backoff.ms.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Final
 
@@ -23,6 +25,8 @@ log = logging.getLogger(__name__)
 # Kafka's log.retention.check.interval.ms and log.cleaner.backoff.ms defaults.
 RETENTION_CHECK_INTERVAL_MS: Final = 300_000
 CLEANER_BACKOFF_MS: Final = 15_000
+# Kafka's log.flush.offset.checkpoint.interval.ms default.
+CHECKPOINT_INTERVAL_MS: Final = 60_000
 
 
 class LogMaintenance:
@@ -33,8 +37,14 @@ class LogMaintenance:
         wall_clock_ms: Callable[[], int],
         retention_check_interval_ms: int = RETENTION_CHECK_INTERVAL_MS,
         cleaner_backoff_ms: int = CLEANER_BACKOFF_MS,
+        checkpoint: Callable[[], None] = lambda: None,
+        checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS,
     ) -> None:
-        assert retention_check_interval_ms > 0
+        """`checkpoint` writes the log directories' offset checkpoint files, every
+        `checkpoint_interval_ms` (Kafka's log.flush.offset.checkpoint.interval.ms)."""
+        assert retention_check_interval_ms > 0 and checkpoint_interval_ms > 0
+        self._checkpoint = checkpoint
+        self._checkpoint_interval_ms = checkpoint_interval_ms
         self._logs = logs
         self._wall_clock_ms = wall_clock_ms
         self._interval_ms = retention_check_interval_ms
@@ -75,7 +85,16 @@ class LogMaintenance:
         return deleted
 
     def _run(self) -> None:
-        while not self._stopping.wait(self._interval_ms / 1000):
-            deleted = self.retain_now()
-            if deleted:
-                log.info("retention deleted %d segments", deleted)
+        retention_due_s = time.monotonic() + self._interval_ms / 1000
+        checkpoint_due_s = time.monotonic() + self._checkpoint_interval_ms / 1000
+        while not self._stopping.wait(
+            max(0.0, min(retention_due_s, checkpoint_due_s) - time.monotonic())
+        ):
+            if time.monotonic() >= checkpoint_due_s:
+                self._checkpoint()
+                checkpoint_due_s = time.monotonic() + self._checkpoint_interval_ms / 1000
+            if time.monotonic() >= retention_due_s:
+                deleted = self.retain_now()
+                if deleted:
+                    log.info("retention deleted %d segments", deleted)
+                retention_due_s = time.monotonic() + self._interval_ms / 1000

@@ -42,6 +42,7 @@ from pykraft.broker.config import BrokerConfig
 from pykraft.broker.counters import ISR_EXPANDS_TOTAL, ISR_SHRINKS_TOTAL, Counters
 from pykraft.broker.local_changes import LocalChanges, LocalPartition, local_changes
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
+from pykraft.broker.log.dir_checkpoints import LogDirCheckpoints
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
@@ -84,6 +85,8 @@ class ReplicaManager:
         self._racks: tuple[object, dict[int, str]] = (None, {})
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._log_dirs = LogDirs(config.log_dirs, on_failure=self._take_offline)
+        # Each log directory's offset checkpoint files, read when it first gets a partition.
+        self._checkpoints: dict[Path, LogDirCheckpoints] = {}
         # Replicas of this broker whose log directory failed: their registration and why.
         self._offline: dict[tuple[str, int], tuple[LocalPartition, str]] = {}
         # Set when every log directory has failed: the broker can serve nothing and must stop.
@@ -101,6 +104,8 @@ class ReplicaManager:
             wall_clock_ms=wall_clock_ms,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+            checkpoint=self.checkpoint,
+            checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
         )
 
     @property
@@ -128,10 +133,10 @@ class ReplicaManager:
                 self._delete(key)
         with self._lock:  # placed in order, so where each goes does not depend on the threads
             placed = [
-                (local, log_dir)
+                (local, checkpoints)
                 for local in (*changes.leaders, *changes.followers)
                 if (local.topic, local.partition) not in self._partitions
-                and (log_dir := self._place(local)) is not None
+                and (checkpoints := self._place(local)) is not None
             ]
         logs = self._in_parallel(lambda item: self._open_log(*item, image, now_ms), placed)
         opened = {
@@ -181,28 +186,45 @@ class ReplicaManager:
         if set(new.isr) - set(old.isr):
             self.counters.add(ISR_EXPANDS_TOTAL)
 
-    def _place(self, local: LocalPartition) -> Path | None:
-        """The log directory for the partition's log; None, with the replica offline, if it
-        is offline (or every one is). Hold the lock."""
+    def _place(self, local: LocalPartition) -> LogDirCheckpoints | None:
+        """The checkpoints of the log directory for the partition's log; None, with the replica
+        offline, if it is offline (or every one is, or its checkpoint files cannot be read).
+        Hold the lock."""
         key = (local.topic, local.partition)
         if key in self._offline:
             self._offline[key] = (local, self._offline[key][1])
             return None
         try:
-            return self._log_dirs.dir_for(local.directory_name)
+            log_dir = self._log_dirs.dir_for(local.directory_name)
         except StorageError as error:
             self._offline[key] = (local, str(error))
             return None
+        if log_dir not in self._checkpoints:
+            try:
+                self._checkpoints[log_dir] = LogDirCheckpoints(log_dir)
+            except OSError as error:
+                self._offline[key] = (local, self._log_dirs.fail(log_dir, error))
+                return None
+        return self._checkpoints[log_dir]
 
     def _open_log(
-        self, local: LocalPartition, log_dir: Path, image: MetadataImage, now_ms: int
+        self,
+        local: LocalPartition,
+        checkpoints: LogDirCheckpoints,
+        image: MetadataImage,
+        now_ms: int,
     ) -> PartitionLog | None:
-        """Opens (or creates) the partition's log in `log_dir`, without the lock; None, with
-        the replica offline, if that fails (which takes the whole directory offline)."""
+        """Opens (or creates) the partition's log in the log directory of `checkpoints`,
+        without the lock; None, with the replica offline, if that fails (which takes the whole
+        directory offline)."""
         configs = self._topic_configs(image, local.topic)
+        log_dir = checkpoints.log_dir
         try:
             return PartitionLog.open(
-                log_dir / local.directory_name, LogConfig.from_topic_configs(configs), now_ms=now_ms
+                log_dir / local.directory_name,
+                LogConfig.from_topic_configs(configs),
+                now_ms=now_ms,
+                checkpoints=checkpoints,
             )
         except (OSError, LogError) as error:
             if isinstance(error, LogError) and error.error_code != common_pb2.KAFKA_STORAGE_ERROR:
@@ -302,6 +324,9 @@ class ReplicaManager:
         partition.log.close()
         shutil.rmtree(partition.log.directory, ignore_errors=True)
         self._log_dirs.removed(partition.log.directory.parent)
+        checkpoints = self._checkpoints.get(partition.log.directory.parent)
+        if checkpoints is not None:
+            checkpoints.forget(partition.log.topic_partition)
         log.debug("%s-%d: deleted", *key)
 
     def notify(self, key: tuple[str, int] | None = None) -> None:
@@ -410,15 +435,48 @@ class ReplicaManager:
             for partition in self._partitions.values():
                 partition.detach()  # which wakes the partition's waiters
 
+    def checkpoint(self) -> None:
+        """Writes each online log directory's offset checkpoint files with every log's current
+        recovery point and high watermark (Kafka's periodic checkpoints; also at `close`). A
+        directory whose files cannot be written goes offline."""
+        for partition in self.partitions():
+            partition.log.stage_checkpoints()
+        self._write_checkpoints()
+
+    def _write_checkpoints(self, *, clean_shutdown_of: Collection[Path] = ()) -> None:
+        """Writes the online directories' checkpoint files, and the clean-shutdown marker of
+        those in `clean_shutdown_of`."""
+        with self._lock:
+            directories = [
+                checkpoints
+                for log_dir, checkpoints in self._checkpoints.items()
+                if self._log_dirs.offline_reason(log_dir) is None
+            ]
+        for checkpoints in directories:
+            try:
+                checkpoints.write_all()
+                if checkpoints.log_dir in clean_shutdown_of:
+                    checkpoints.mark_clean_shutdown()
+            except OSError as error:
+                with self._lock:
+                    self._log_dirs.fail(checkpoints.log_dir, error)
+
     def close(self) -> None:
-        """Closes every log; requests still waiting (acks=all, long polls) are woken and see
-        that their partitions are gone."""
+        """Closes every log, then writes the log directories' checkpoint files once and the
+        clean-shutdown marker of each directory none of whose logs went offline (Kafka's
+        LogManager); requests still waiting (acks=all, long polls) are woken and see that their
+        partitions are gone."""
         self.stop_acknowledging()
         self.maintenance.stop()
         with self._lock:
-            self._in_parallel(lambda partition: partition.log.close(), self._partitions.values())
+            partitions = list(self._partitions.values())
             self._partitions.clear()
-        self.notify()
+        try:
+            self._in_parallel(lambda partition: partition.log.close(), partitions)
+        finally:  # a log that failed to close went offline: its directory gets no marker
+            failed = {p.log.directory.parent for p in partitions if p.log.failure is not None}
+            self._write_checkpoints(clean_shutdown_of=set(self._checkpoints) - failed)
+            self.notify()
 
     def _in_parallel(self, work: Callable[[_T], _R], items: Collection[_T]) -> list[_R]:
         """`work` on each item, num.recovery.threads.per.data.dir threads per log directory at

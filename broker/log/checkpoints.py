@@ -11,7 +11,8 @@ entry a line with space-separated fields. Two kinds exist:
 - `leader-epoch-checkpoint` (one per partition in Kafka too): entries `epoch start_offset`.
 
 A write goes to `<name>.tmp`, is fsynced, renamed over the file and the directory is fsynced, so
-a crash leaves the old or the new content, never a mix. A file that does not parse raises
+a crash leaves the old or the new content, never a mix. A file that does not parse (a torn
+one included: a whole file ends with a newline and holds as many entries as it says) raises
 LogError(KAFKA_STORAGE_ERROR): it can only come from damage, and guessing could lose data.
 """
 
@@ -80,8 +81,9 @@ def decode_checkpoint(path: Path, data: bytes, field_count: int) -> list[list[st
         lines = data.decode().split("\n")
     except UnicodeDecodeError:
         raise storage_error(f"{path}: not text") from None
-    if lines and lines[-1] == "":
-        lines.pop()
+    if not data.endswith(b"\n"):
+        raise storage_error(f"{path}: torn (no newline at the end)")
+    lines.pop()
     if len(lines) < 2 or lines[0] != str(CHECKPOINT_VERSION) or not lines[1].isdigit():
         raise storage_error(f"{path}: no version {CHECKPOINT_VERSION} checkpoint header")
     entries = [line.split(" ") for line in lines[2:]]
@@ -150,32 +152,3 @@ class LeaderEpochCheckpointFile:
         """Replaces the file atomically and durably; raises OSError on I/O failure."""
         encoded = [(entry.epoch, entry.start_offset) for entry in entries]
         replace_durably(self.path, encode_checkpoint(encoded))
-
-
-class PartitionOffsetCheckpoint:
-    """One partition's offset in an offset checkpoint file of its own directory (our choice of
-    per-partition files; see the module docstring)."""
-
-    def __init__(self, path: Path, topic_partition: TopicPartition) -> None:
-        self._file = OffsetCheckpointFile(path)
-        self._topic_partition = topic_partition
-        self._stored: int | None = None  # what the file durably holds, once read or written
-
-    @property
-    def path(self) -> Path:
-        return self._file.path
-
-    def read(self) -> int | None:
-        """The stored offset, or None when the file or this partition's entry is missing."""
-        self._stored = self._file.read().get(self._topic_partition)
-        return self._stored
-
-    def write(self, offset: int) -> None:
-        """Stores `offset` atomically and durably; raises OSError on I/O failure. Writing the
-        offset the file already holds does nothing: an idle partition's flush and close cost
-        no fsync here (two per file, with thousands of partitions at every shutdown)."""
-        if offset == self._stored:
-            return
-        self._stored = None  # unknown until the replacement is durable
-        self._file.write({self._topic_partition: offset})
-        self._stored = offset

@@ -12,7 +12,8 @@ Both are sparse: the segment adds an entry every `index.interval.bytes` of appen
 Kafka preallocates the files and trims them when the segment rolls; we simply append, so a file
 is always exactly its entries and Kafka's tools read it as a trimmed one. Neither file has a
 checksum: a file that fails the sanity checks raises IndexCorruptError and the segment rebuilds
-it from the log, as Kafka does. Entries live in memory as well, searched by bisection.
+it from the log, as Kafka does. Entries are read on first use (Kafka's LazyIndex), then live in
+memory as well, searched by bisection.
 
 New entries reach the file on `flush`, `close` or `truncate_entries`, not on every append (Kafka
 writes its index through an mmap, with no system call per entry). The file is open only while
@@ -24,8 +25,10 @@ after the recovery point, whose indexes recovery rebuilds from the log anyway.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
@@ -33,6 +36,8 @@ from typing import ClassVar, Final, NamedTuple, Self
 
 from pykraft.broker.log.files import write_all
 from pykraft.proto.record_batch import NO_TIMESTAMP
+
+log = logging.getLogger(__name__)
 
 _INT32_MAX: Final = (1 << 31) - 1
 _CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
@@ -53,7 +58,11 @@ class TimestampOffset(NamedTuple):
 
 
 class _SparseIndex:
-    """Entries (key, value) with keys increasing, kept in a file and in two arrays."""
+    """Entries (key, value) with keys increasing, kept in a file and in two arrays.
+
+    Lazy, as Kafka's LazyIndex: `load` reads only the file's size and last entry (what opening
+    a segment needs); the entries are read on first use (a lookup, an append, a truncation),
+    so a broker start-up reads no index it does not serve from."""
 
     ENTRY: ClassVar[struct.Struct]
 
@@ -66,6 +75,11 @@ class _SparseIndex:
         self._values = array("q")
         self._unwritten = bytearray()  # packed entries not yet in the file
         self._synced = False  # whether the file is durable as it is (set by load and flush)
+        # Until the entries are read (`_loaded`): how many the file holds, and the last one.
+        self._loaded = True
+        self._stored_count = 0
+        self._stored_last: tuple[int, int] | None = None
+        self._loading = threading.Lock()  # readers may be the first users, several at once
 
     @classmethod
     def create(cls, path: Path, base_offset: int, entries_max: int) -> Self:
@@ -75,37 +89,69 @@ class _SparseIndex:
 
     @classmethod
     def load(cls, path: Path, base_offset: int, entries_max: int) -> Self:
-        """The index stored at `path` (empty if there is no file); IndexCorruptError if the
-        file is not a whole number of entries or the entries are out of order."""
+        """The index stored at `path` (empty if there is no file), its entries read on first
+        use; IndexCorruptError if the file is not a whole number of entries or its last entry
+        is impossible (entries found out of order later are cut off: see `_entries`)."""
         try:
-            data = path.read_bytes()
+            fd = os.open(path, os.O_RDONLY | _CLOEXEC)
         except FileNotFoundError:
             return cls.create(path, base_offset, entries_max)
-        if len(data) % cls.ENTRY.size:
-            raise IndexCorruptError(f"{path}: {len(data)} bytes is not a whole number of entries")
+        try:
+            size = os.fstat(fd).st_size
+            if size % cls.ENTRY.size:
+                raise IndexCorruptError(f"{path}: {size} bytes is not a whole number of entries")
+            last = os.pread(fd, cls.ENTRY.size, size - cls.ENTRY.size) if size else b""
+        finally:
+            os.close(fd)
         index = cls(path, base_offset, entries_max)
-        for stored in cls.ENTRY.iter_unpack(data):
-            key, value = index._from_stored(*stored)
-            if index._keys and not index._follows(key, value):
-                raise IndexCorruptError(f"{path}: entry {(key, value)} is out of order")
-            index._keys.append(key)
-            index._values.append(value)
+        if size:
+            index._loaded = False
+            index._stored_count = size // cls.ENTRY.size
+            index._stored_last = index._from_stored(*cls.ENTRY.unpack(last))
         index._synced = True  # as found on disk: a later flush need not fsync it unchanged
         return index
 
+    def _entries(self) -> tuple[array[int], array[int]]:
+        """The keys and values, read from the file on first use. Entries out of order there
+        (damage) are cut off the file, with what follows them: a sorted prefix is still a
+        correct sparse index, and reads scan forward from it."""
+        if self._loaded:
+            return self._keys, self._values
+        with self._loading:
+            if not self._loaded:
+                data = self.path.read_bytes()[: self._stored_count * self.ENTRY.size]
+                for count, stored in enumerate(self.ENTRY.iter_unpack(data)):
+                    key, value = self._from_stored(*stored)
+                    if self._keys and not self._follows(key, value):
+                        log.error("%s: entry %d is out of order; cut there", self.path, count)
+                        os.truncate(self.path, count * self.ENTRY.size)
+                        self._synced = False
+                        break
+                    self._values.append(value)
+                    self._keys.append(key)
+                self._loaded = True
+        return self._keys, self._values
+
     @property
     def entry_count(self) -> int:
-        return len(self._keys)
+        return len(self._keys) if self._loaded else self._stored_count
 
     @property
     def is_full(self) -> bool:
-        return len(self._keys) >= self.entries_max
+        return self.entry_count >= self.entries_max
+
+    def _last(self) -> tuple[int, int] | None:
+        """The last entry, without reading the file."""
+        if not self._loaded:
+            return self._stored_last
+        return (self._keys[-1], self._values[-1]) if self._keys else None
 
     def _write_entry(self, key: int, value: int, *, allow_full: bool = False) -> None:
         """Adds an entry in memory; it reaches the file with the next `write_out`.
 
         Values go in before keys and entries leave only under the log's exclusive lock, so a
         reader bisecting the keys concurrently always finds the value of its slot."""
+        self._entries()
         assert allow_full or not self.is_full, f"{self.path} is full"
         assert not self._keys or self._follows(key, value), (key, value, self.path)
         self._unwritten += self.ENTRY.pack(*self._to_stored(key, value))
@@ -128,6 +174,7 @@ class _SparseIndex:
     def truncate_entries(self, count: int) -> None:
         """Keeps the first `count` entries, and cuts the file to them (also removing the
         partial entry a failed write may have left)."""
+        self._entries()
         assert 0 <= count <= len(self._keys), (count, len(self._keys))
         written = len(self._keys) - len(self._unwritten) // self.ENTRY.size
         self._synced = False
@@ -184,15 +231,15 @@ class OffsetIndex(_SparseIndex):
     def lookup(self, offset: int) -> OffsetPosition:
         """The entry with the largest offset <= `offset`, or (base offset, 0) if there is none:
         the batch holding `offset` starts at that position or later."""
-        slot = bisect_right(self._keys, offset) - 1
+        keys, values = self._entries()
+        slot = bisect_right(keys, offset) - 1
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        return OffsetPosition(self._keys[slot], self._values[slot])
+        return OffsetPosition(keys[slot], values[slot])
 
     def last_entry(self) -> OffsetPosition:
-        if not self._keys:
-            return OffsetPosition(self.base_offset, 0)
-        return OffsetPosition(self._keys[-1], self._values[-1])
+        last = self._last()
+        return OffsetPosition(self.base_offset, 0) if last is None else OffsetPosition(*last)
 
     def append(self, offset: int, position: int) -> None:
         """Adds (last offset of a batch, its position); both above the previous entry's."""
@@ -200,7 +247,7 @@ class OffsetIndex(_SparseIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Drops the entries for batches that end at `offset` or later."""
-        self.truncate_entries(bisect_left(self._keys, offset))
+        self.truncate_entries(bisect_left(self._entries()[0], offset))
 
     def _follows(self, key: int, value: int) -> bool:
         return key > self._keys[-1] and value > self._values[-1]
@@ -223,15 +270,17 @@ class TimeIndex(_SparseIndex):
     def lookup(self, timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= `timestamp`, or (-1, base offset): records
         with a timestamp >= `timestamp` lie in that entry's batch or after it."""
-        slot = bisect_right(self._keys, timestamp) - 1
+        keys, values = self._entries()
+        slot = bisect_right(keys, timestamp) - 1
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return TimestampOffset(self._keys[slot], self._values[slot])
+        return TimestampOffset(keys[slot], values[slot])
 
     def last_entry(self) -> TimestampOffset:
-        if not self._keys:
+        last = self._last()
+        if last is None:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return TimestampOffset(self._keys[-1], self._values[-1])
+        return TimestampOffset(*last)
 
     def maybe_append(self, timestamp: int, offset: int, *, allow_full: bool = False) -> None:
         """Adds (timestamp, offset) if `timestamp` is above the last entry's, as Kafka does;
@@ -245,7 +294,7 @@ class TimeIndex(_SparseIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Drops the entries that point at `offset` or later."""
-        self.truncate_entries(bisect_left(self._values, offset))
+        self.truncate_entries(bisect_left(self._entries()[1], offset))
 
     def _follows(self, key: int, value: int) -> bool:
         return key > self._keys[-1] and value >= self._values[-1]

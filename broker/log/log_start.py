@@ -5,10 +5,11 @@ oldest segments may go is `retention`'s rule; this module carries it out.
 What a caller may rely on:
 - `offset` only grows, except by `reset_at` (the log emptied and started afresh there, by a
   truncation).
-- Moving it forward stores its checkpoint, moves the leader-epoch cache's start with it, and
-  deletes the segments wholly below it and the producer snapshots no load can use (the
-  producers stay, as in Kafka). Never the active segment, never data at or above the high
-  watermark.
+- Moving it forward stages its checkpoint (stored at once only for DeleteRecords, which a
+  client was told happened; retention's segments are gone anyway, so a stale one is
+  harmless), moves the leader-epoch cache's start with it, and deletes the segments wholly
+  below it and the producer snapshots no load can use (the producers stay, as in Kafka).
+  Never the active segment, never data at or above the high watermark.
 - A storage error halfway takes the log offline (`LocalLog.failing_on_error`).
 
 Threads: no lock of its own. The caller (`PartitionLog`) holds its log lock for every call and
@@ -19,8 +20,8 @@ belong together.
 
 from __future__ import annotations
 
-from pykraft.broker.log.checkpoints import PartitionOffsetCheckpoint
 from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.dir_checkpoints import CheckpointSlot
 from pykraft.broker.log.errors import LogError
 from pykraft.broker.log.leader_epochs import LeaderEpochCache
 from pykraft.broker.log.local_log import LocalLog
@@ -36,7 +37,7 @@ class LogStart:
         self,
         offset: int,
         *,
-        checkpoint: PartitionOffsetCheckpoint,
+        checkpoint: CheckpointSlot,
         local: LocalLog,
         epochs: LeaderEpochCache,
         producers: PartitionProducers,
@@ -55,7 +56,7 @@ class LogStart:
         self._producers.delete_all_snapshots()
         self._epochs.clear()
         self.offset = offset
-        self._checkpoint.write(offset)
+        self._checkpoint.stage(offset)
 
     def delete_old_segments(
         self, config: LogConfig, *, high_watermark: int, log_end_offset: int, now_ms: int
@@ -108,6 +109,6 @@ class LogStart:
             self.offset = log_start_offset
             self._local.delete_oldest(count)
         with self._local.failing_on_error("store the log start offset"):
-            self._checkpoint.write(log_start_offset)
+            self._checkpoint.stage(log_start_offset)
             self._epochs.truncate_from_start(log_start_offset)
             self._producers.delete_obsolete(self._local.view, log_start_offset)

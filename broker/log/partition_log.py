@@ -2,10 +2,9 @@
 
 Layout of `<topic>-<partition>/`: segments (`<20-digit base offset>.log`, `.index`,
 `.timeindex`), producer state snapshots (`<20-digit offset>.snapshot`, see
-`producer_snapshots`), `leader-epoch-checkpoint`, and, one per partition directory rather than
-Kafka's one per log directory (see `checkpoints`), `recovery-point-offset-checkpoint`,
-`log-start-offset-checkpoint` and `replication-offset-checkpoint` (the high watermark). The
-`.kafka_cleanshutdown` marker exists only between `close()` and the next `open()`.
+`producer_snapshots`) and `leader-epoch-checkpoint`. Its recovery point, log start offset and
+high watermark are entries of its log directory's checkpoint files, and a clean shutdown is its
+log directory's `.kafka_cleanshutdown` marker (`dir_checkpoints`).
 
 What callers may rely on:
 - Appends are all-or-nothing: every batch of the request is checked before anything is
@@ -41,6 +40,7 @@ from pathlib import Path
 
 from pykraft.broker.log.checkpoints import EpochEntry, TopicPartition
 from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.dir_checkpoints import LogDirCheckpoints
 from pykraft.broker.log.errors import storage_error
 from pykraft.broker.log.local_log import LocalLog
 from pykraft.broker.log.log_start import LogStart
@@ -49,10 +49,9 @@ from pykraft.broker.log.partition_log_reads import PartitionLogReads
 from pykraft.broker.log.partition_log_truncation import PartitionLogTruncation
 from pykraft.broker.log.partition_producers import PartitionProducers
 from pykraft.broker.log.producer_state import ProducerEntry
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE, load_log
+from pykraft.broker.log.recovery import load_log
 from pykraft.broker.log.segment import SegmentInfo
 from pykraft.broker.log.segment_swap import check_cleaned_offsets, locate, open_cleaned
-from pykraft.server_common.durable_files import fsync_directory
 
 
 class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncation):
@@ -61,9 +60,20 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
     watermark and truncation `PartitionLogTruncation`'s (one module each); opening, state,
     retention, the cleaner's swap and closing are here."""
 
-    def __init__(self, directory: Path, config: LogConfig, *, now_ms: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        checkpoints: LogDirCheckpoints | None = None,
+    ) -> None:
         """Use `open`; this loads (or creates) `directory` and recovers it after a crash."""
-        loaded = load_log(directory, config)
+        self._own_checkpoints = checkpoints is None
+        if checkpoints is None:
+            checkpoints = LogDirCheckpoints(directory)
+        self._checkpoints = checkpoints
+        loaded = load_log(directory, config, checkpoints)
         self.directory = directory
         self.topic_partition: TopicPartition = loaded.files.topic_partition
         self._config = config
@@ -84,6 +94,7 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
                 self._local.view,
                 log_start_offset=loaded.log_start_offset,
                 log_end_offset=self._log_end_offset,
+                names=loaded.names,
             )
         except BaseException:
             for segment in loaded.segments:
@@ -98,12 +109,27 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
         )
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        checkpoints: LogDirCheckpoints | None = None,
+    ) -> PartitionLog:
         """Opens the partition directory `directory` (named `<topic>-<partition>`), creating
         it if needed and recovering it if the last run did not close it. Raises
-        LogError(KAFKA_STORAGE_ERROR) on I/O failure."""
+        LogError(KAFKA_STORAGE_ERROR) on I/O failure.
+
+        `checkpoints` are the offset checkpoint files and clean-shutdown marker of
+        `directory.parent`, shared by every log there; whoever passes them writes them
+        (`LogDirCheckpoints.write_all` after `stage_checkpoints` of each log, and the marker
+        once every log there is closed: the broker does, periodically and at shutdown).
+        Without them the log keeps a set of its own in `directory` itself (the layout from
+        before there was one per log directory) and writes it at `close`: for a log on its
+        own (tests, benches)."""
         try:
-            return cls(directory, config, now_ms=now_ms)
+            return cls(directory, config, now_ms=now_ms, checkpoints=checkpoints)
         except OSError as error:
             raise storage_error(f"{directory}: {error}") from error
 
@@ -155,6 +181,12 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
         with self._lock:
             self._config = config
             self._local.configure(config)
+
+    def stage_checkpoints(self) -> None:
+        """Hands the current recovery point and high watermark to the directory's checkpoint
+        files, for their next write (the broker's periodic checkpoint, as Kafka's)."""
+        with self._lock:
+            self._stage_offsets()
 
     @property
     def failure(self) -> str | None:
@@ -225,8 +257,10 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
     # --- closing ---
 
     def close(self) -> None:
-        """Flushes, checkpoints and writes the clean-shutdown marker (unless the log is
-        offline, so the next open recovers it), then closes every file. Idempotent."""
+        """Flushes and hands its offsets to the directory's checkpoints (unless the log is
+        offline, so the next open recovers it), then closes every file. A log that owns its
+        checkpoints (see `open`) also writes them and the directory's clean-shutdown marker;
+        otherwise their owner does, once every log there is closed. Idempotent."""
         with self._lock:
             if self._local.closed:
                 return
@@ -237,7 +271,8 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
                     self._flush()
                     with self._local.failing_on_error(f"close of {self.directory}"):
                         self._producers.write_snapshot(self._log_end_offset)
-                        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
-                        fsync_directory(self.directory)
+                        if self._own_checkpoints:
+                            self._checkpoints.write_all()
+                            self._checkpoints.mark_clean_shutdown()
             finally:
                 self._local.close()

@@ -136,8 +136,9 @@ class PartitionLogAppends(PartitionLogBase):
         return new
 
     def flush(self) -> None:
-        """fsyncs everything appended, then advances the recovery point to the log end offset
-        and stores it and the high watermark in their checkpoint files."""
+        """fsyncs everything appended, then advances the recovery point to the log end offset;
+        it and the high watermark reach their checkpoint files with the directory's next write
+        (`dir_checkpoints`)."""
         with self._lock:
             self._local.check_writable()
             self._flush()
@@ -161,7 +162,6 @@ class PartitionLogAppends(PartitionLogBase):
     def _flush(self) -> None:
         with self._local.failing_on_error(f"flush of {self.directory}"):
             self._local.flush(self._recovery_point)
-            self._files.recovery_point.write(self._log_end_offset)
-            self._files.high_watermark.write(self._high_watermark)
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
+        self._stage_offsets()

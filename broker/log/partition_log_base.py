@@ -40,3 +40,9 @@ class PartitionLogBase:
         assert 0 <= self._start.offset <= end, (self._start.offset, end)
         assert 0 <= self._high_watermark <= end, (self._high_watermark, end)
         assert 0 <= self._recovery_point <= end, (self._recovery_point, end)
+
+    def _stage_offsets(self) -> None:
+        """Hands the recovery point and high watermark to the log directory's checkpoint files,
+        which store them at their next write (`dir_checkpoints`)."""
+        self._files.recovery_point.stage(self._recovery_point)
+        self._files.high_watermark.stage(self._high_watermark)

@@ -64,11 +64,11 @@ class PartitionLogTruncation(PartitionLogBase):
         assert self._start.offset <= log_end_offset, (self._start.offset, log_end_offset)
         self._log_end_offset = log_end_offset
         self._epochs.truncate_from_end(log_end_offset)
-        if self._high_watermark > log_end_offset:
-            self._high_watermark = log_end_offset
-            self._files.high_watermark.write(log_end_offset)
-        if self._recovery_point > log_end_offset:
-            self._recovery_point = log_end_offset
-            self._files.recovery_point.write(log_end_offset)
+        lowered = self._recovery_point > log_end_offset or self._high_watermark > log_end_offset
+        self._high_watermark = min(self._high_watermark, log_end_offset)
+        self._recovery_point = min(self._recovery_point, log_end_offset)
+        if lowered:  # as Kafka's truncateTo: the directory's files are written now
+            self._files.high_watermark.stage(self._high_watermark)
+            self._files.recovery_point.write(self._recovery_point)
         self._producers.reload(self._local.view, log_end_offset)
         self._assert_offsets()

@@ -20,6 +20,8 @@ or sole ownership while opening).
 
 from __future__ import annotations
 
+from bisect import insort
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -43,11 +45,20 @@ class PartitionProducers:
     """The producer state of the partition log in `directory` and its snapshot files."""
 
     def __init__(
-        self, directory: Path, view: SegmentView, *, log_start_offset: int, log_end_offset: int
+        self,
+        directory: Path,
+        view: SegmentView,
+        *,
+        log_start_offset: int,
+        log_end_offset: int,
+        names: Iterable[str],
     ) -> None:
         """Loads the state after every batch below `log_end_offset` (see `reload`), then
-        deletes the snapshots no later load can use. Raises OSError."""
+        deletes the snapshots no later load can use. `names` are the directory's files (its
+        one listing at open); from here on this object knows which snapshots exist, since it
+        alone writes and deletes them. Raises OSError."""
         self.directory = directory
+        self._offsets = snapshot_offsets(names)
         self._state = self._reloaded(view, log_end_offset)
         self.delete_obsolete(view, log_start_offset)
 
@@ -58,12 +69,19 @@ class PartitionProducers:
 
     def snapshot_offsets(self) -> list[int]:
         """The offsets of the snapshot files, in increasing order."""
-        return snapshot_offsets(self.directory)
+        return list(self._offsets)
 
     def write_snapshot(self, offset: int) -> None:
         """Stores the state as the snapshot at `offset` (a roll's new base offset or the log
-        end at close: no batch lies between the state's end and it). Raises OSError."""
+        end at close: no batch lies between the state's end and it). One already at `offset`
+        stays as it is (Kafka's takeSnapshot): every change of the state since it was written
+        moved the log end past it or deleted it, so an idle partition's close writes none.
+        Raises OSError."""
+        if offset in self._offsets:
+            return
         write_snapshot(self.directory, self._state, offset)
+        if offset not in self._offsets:
+            insort(self._offsets, offset)
 
     def reload(self, view: SegmentView, log_end_offset: int) -> None:
         """After the log was cut to `log_end_offset` (a batch boundary): the snapshots above it
@@ -73,29 +91,35 @@ class PartitionProducers:
     def delete_all_snapshots(self) -> None:
         """Removes every snapshot (the log is emptied); `reload` then starts afresh. Raises
         OSError."""
-        delete_snapshots(self.directory, snapshot_offsets(self.directory))
+        delete_snapshots(self.directory, self._offsets)
+        self._offsets = []
 
     def delete_obsolete(self, view: SegmentView, log_start_offset: int) -> None:
         """After the log start moved or segments went: removes the snapshots no load can use
         (see `producer_snapshots.delete_obsolete_snapshots`). Raises OSError."""
-        delete_obsolete_snapshots(
-            self.directory, first_segment_offset=view.bases[0], log_start_offset=log_start_offset
+        self._offsets = delete_obsolete_snapshots(
+            self.directory,
+            self._offsets,
+            first_segment_offset=view.bases[0],
+            log_start_offset=log_start_offset,
         )
 
     def _reloaded(self, view: SegmentView, log_end_offset: int) -> ProducerStateManager:
-        delete_snapshots_above(self.directory, log_end_offset)
-        return rebuilt_producer_state(self.directory, view, log_end_offset)
+        self._offsets = delete_snapshots_above(self.directory, self._offsets, log_end_offset)
+        return rebuilt_producer_state(self.directory, self._offsets, view, log_end_offset)
 
 
 def rebuilt_producer_state(
-    directory: Path, view: SegmentView, end_offset: int
+    directory: Path, snapshots: list[int], view: SegmentView, end_offset: int
 ) -> ProducerStateManager:
     """The producer state after every batch below `end_offset` (a batch boundary): the newest
     usable snapshot at or below it, then the batch headers after the snapshot read back from
     the segments. The caller keeps the segments from changing meanwhile. Raises OSError, also
     for a batch header that does not parse (damage the caller must treat as a storage
     failure)."""
-    state = load_newest_snapshot(directory, low_offset=view.bases[0], high_offset=end_offset)
+    state = load_newest_snapshot(
+        directory, snapshots, low_offset=view.bases[0], high_offset=end_offset
+    )
     offset = state.end_offset
     while offset < end_offset:
         try:

@@ -14,6 +14,7 @@ above a truncation point or a recovered log end, and those below its first segme
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -30,13 +31,15 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / file_name(offset, SNAPSHOT_SUFFIX)
 
 
-def snapshot_offsets(directory: Path) -> list[int]:
-    """The offsets of the snapshot files in `directory`, in increasing order."""
+def snapshot_offsets(names: Iterable[str]) -> list[int]:
+    """The offsets of the snapshot files among the file `names` of a partition directory (its
+    one listing at open), in increasing order."""
     offsets = []
-    for path in directory.glob("*" + SNAPSHOT_SUFFIX):
-        offset = base_offset_of(path)
-        if offset is not None and path.name == file_name(offset, SNAPSHOT_SUFFIX):
-            offsets.append(offset)
+    for name in names:
+        if name.endswith(SNAPSHOT_SUFFIX):
+            offset = base_offset_of(Path(name))
+            if offset is not None and name == file_name(offset, SNAPSHOT_SUFFIX):
+                offsets.append(offset)
     return sorted(offsets)
 
 
@@ -52,31 +55,35 @@ def delete_snapshots(directory: Path, offsets: list[int]) -> None:
     unlink_durably([snapshot_path(directory, offset) for offset in offsets])
 
 
-def delete_snapshots_above(directory: Path, offset: int) -> None:
-    """Removes every snapshot above `offset` (the log was truncated or recovered to it)."""
-    delete_snapshots(directory, [o for o in snapshot_offsets(directory) if o > offset])
+def delete_snapshots_above(directory: Path, offsets: list[int], offset: int) -> list[int]:
+    """Removes every snapshot above `offset` (the log was truncated or recovered to it) among
+    `offsets`, the snapshots there are; returns those that remain."""
+    delete_snapshots(directory, [o for o in offsets if o > offset])
+    return [o for o in offsets if o <= offset]
 
 
 def delete_obsolete_snapshots(
-    directory: Path, *, first_segment_offset: int, log_start_offset: int
-) -> None:
-    """After segments went: removes the snapshots no load can use any more, i.e. those below
-    the first segment, and those older than the newest one at or below the log start offset
-    (loading always starts from that one or a newer one)."""
-    offsets = snapshot_offsets(directory)
+    directory: Path, offsets: list[int], *, first_segment_offset: int, log_start_offset: int
+) -> list[int]:
+    """After segments went: removes the snapshots no load can use any more among `offsets`,
+    i.e. those below the first segment, and those older than the newest one at or below the
+    log start offset (loading always starts from that one or a newer one); returns those that
+    remain."""
     floor = max([o for o in offsets if o <= log_start_offset], default=first_segment_offset)
     floor = max(floor, first_segment_offset)
     delete_snapshots(directory, [o for o in offsets if o < floor])
+    return [o for o in offsets if o >= floor]
 
 
 def load_newest_snapshot(
-    directory: Path, *, low_offset: int, high_offset: int
+    directory: Path, offsets: list[int], *, low_offset: int, high_offset: int
 ) -> ProducerStateManager:
-    """The state of the newest snapshot in [`low_offset`, `high_offset`] that decodes (older ones
-    are tried when a newer one is damaged, and a damaged one is deleted), or an empty state at
-    `low_offset` (the caller then replays the log from there). Raises OSError."""
+    """The state of the newest snapshot among `offsets` in [`low_offset`, `high_offset`] that
+    decodes (older ones are tried when a newer one is damaged, and a damaged one is deleted
+    and taken out of `offsets`), or an empty state at `low_offset` (the caller then replays the
+    log from there). Raises OSError."""
     assert low_offset <= high_offset, (low_offset, high_offset)
-    for offset in reversed(snapshot_offsets(directory)):
+    for offset in reversed(list(offsets)):
         if not low_offset <= offset <= high_offset:
             continue
         path = snapshot_path(directory, offset)
@@ -85,4 +92,5 @@ def load_newest_snapshot(
         except SnapshotCorruptError as error:
             log.warning("%s: ignoring producer snapshot %s: %s", directory, path.name, error)
             delete_snapshots(directory, [offset])
+            offsets.remove(offset)
     return ProducerStateManager(low_offset)

@@ -1,9 +1,9 @@
 """Opening a partition directory: finishing interrupted operations and recovering from a crash.
 
 What `load_log` does, in order:
-1. Notes whether the previous run shut down cleanly (the `.kafka_cleanshutdown` marker, written
-   last by `PartitionLog.close`), and removes the marker only at the very end, so a crash while
-   opening is still seen as unclean next time.
+1. Notes whether the previous run shut down cleanly: the log directory's `.kafka_cleanshutdown`
+   marker (`dir_checkpoints`, written once every log there was closed), or the partition's own
+   from the layout before, which is removed only at the very end.
 2. Removes leftovers: checkpoint temp files (`*.tmp`), cleaner output that never committed
    (`*.cleaned`), segments already replaced (`*.deleted`), and index files without a log file.
 3. Completes a segment swap that committed (`*.log.swap` exists, Kafka's protocol): the old
@@ -21,6 +21,8 @@ What `load_log` does, in order:
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -31,10 +33,14 @@ from pykraft.broker.log.checkpoints import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     LeaderEpochCheckpointFile,
-    PartitionOffsetCheckpoint,
     TopicPartition,
 )
 from pykraft.broker.log.config import LogConfig
+from pykraft.broker.log.dir_checkpoints import (
+    CLEAN_SHUTDOWN_FILE,
+    CheckpointSlot,
+    LogDirCheckpoints,
+)
 from pykraft.broker.log.index import IndexCorruptError
 from pykraft.broker.log.leader_epochs import LeaderEpochCache
 from pykraft.broker.log.segment import LogSegment
@@ -55,7 +61,6 @@ from pykraft.server_common.durable_files import (
 
 log = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 CLEANED_SUFFIX: Final = ".cleaned"
 SWAP_SUFFIX: Final = ".swap"
 DELETED_SUFFIX: Final = ".deleted"
@@ -64,21 +69,24 @@ _TEMP_SUFFIX: Final = ".tmp"
 
 @dataclass(frozen=True)
 class PartitionFiles:
-    """The checkpoint files of one partition directory."""
+    """A partition's checkpoints: its entries in its log directory's offset checkpoint files
+    (`dir_checkpoints`) and its own leader-epoch checkpoint."""
 
     topic_partition: TopicPartition
-    recovery_point: PartitionOffsetCheckpoint
-    log_start_offset: PartitionOffsetCheckpoint
-    high_watermark: PartitionOffsetCheckpoint
+    recovery_point: CheckpointSlot
+    log_start_offset: CheckpointSlot
+    high_watermark: CheckpointSlot
     leader_epochs: LeaderEpochCheckpointFile
 
     @staticmethod
-    def of(directory: Path, topic_partition: TopicPartition) -> PartitionFiles:
+    def of(
+        directory: Path, topic_partition: TopicPartition, checkpoints: LogDirCheckpoints
+    ) -> PartitionFiles:
         return PartitionFiles(
             topic_partition,
-            PartitionOffsetCheckpoint(directory / RECOVERY_POINT_FILE, topic_partition),
-            PartitionOffsetCheckpoint(directory / LOG_START_OFFSET_FILE, topic_partition),
-            PartitionOffsetCheckpoint(directory / HIGH_WATERMARK_FILE, topic_partition),
+            checkpoints.slot(RECOVERY_POINT_FILE, directory, topic_partition),
+            checkpoints.slot(LOG_START_OFFSET_FILE, directory, topic_partition),
+            checkpoints.slot(HIGH_WATERMARK_FILE, directory, topic_partition),
             LeaderEpochCheckpointFile(directory / LEADER_EPOCH_FILE),
         )
 
@@ -94,26 +102,45 @@ class LoadedLog:
     high_watermark: int
     epochs: LeaderEpochCache
     had_clean_shutdown: bool
+    names: frozenset[str]  # the directory's files as listed at open (snapshots among them)
 
 
-def load_log(directory: Path, config: LogConfig) -> LoadedLog:
+def load_log(directory: Path, config: LogConfig, checkpoints: LogDirCheckpoints) -> LoadedLog:
     """Opens (creating it if needed) the partition directory `directory`, named
-    `<topic>-<partition>`; see the module docstring. Raises OSError on I/O failure and
-    ValueError for a directory name that is not a partition's."""
+    `<topic>-<partition>`, whose offsets `checkpoints` (of its parent) holds; see the module
+    docstring. Raises OSError on I/O failure and ValueError for a directory name that is not a
+    partition's."""
     topic_partition = TopicPartition.from_directory_name(directory.name)
     make_directory_durably(directory)
-    clean = (directory / CLEAN_SHUTDOWN_FILE).exists()
-    _remove_leftovers(directory)
-    _complete_swaps(directory, config)
-    files = PartitionFiles.of(directory, topic_partition)
+    names = set(os.listdir(directory))  # the one listing, unless a swap is to be completed
+    # The directory's marker, or a partition's own (the layout before there was one per log
+    # directory: removed at the end, with the leftovers).
+    clean = checkpoints.had_clean_shutdown or CLEAN_SHUTDOWN_FILE in names
+    names -= _remove_leftovers(directory, names)
+    if any(name.endswith(LOG_SUFFIX + SWAP_SUFFIX) for name in names):
+        _complete_swaps(directory, config, names)
+        names = set(os.listdir(directory))
+    files = PartitionFiles.of(directory, topic_partition, checkpoints)
     epochs = LeaderEpochCache(files.leader_epochs)
     stored_recovery_point = files.recovery_point.read() or 0
     segments, recovered = _load_segments(
-        directory, config, epochs, recovery_point=None if clean else stored_recovery_point
+        directory,
+        config,
+        epochs,
+        names,
+        recovery_point=None if clean else stored_recovery_point,
     )
     try:
         return _reconcile(
-            directory, config, files, epochs, segments, recovered, stored_recovery_point, clean
+            directory,
+            config,
+            files,
+            epochs,
+            segments,
+            recovered,
+            stored_recovery_point,
+            clean,
+            frozenset(names),
         )
     except BaseException:
         for segment in segments:
@@ -130,6 +157,7 @@ def _reconcile(
     recovered: list[LogSegment],
     stored_recovery_point: int,
     clean: bool,
+    names: frozenset[str],
 ) -> LoadedLog:
     """Step 5 of the module docstring, then removal of the clean-shutdown marker."""
     log_start_offset = max(files.log_start_offset.read() or 0, segments[0].base_offset)
@@ -145,14 +173,18 @@ def _reconcile(
     log_end_offset = segments[-1].next_offset
     epochs.truncate_from_end(log_end_offset)
     epochs.truncate_from_start(log_start_offset)
-    recovery_point = min(stored_recovery_point, log_end_offset)
+    # A clean shutdown flushed everything (the stored point may lag: it is written later).
+    recovery_point = log_end_offset if clean else min(stored_recovery_point, log_end_offset)
     if recovered:
         for segment in recovered:
             segment.flush()
         recovery_point = log_end_offset
-        files.recovery_point.write(recovery_point)
+    files.recovery_point.stage(recovery_point)
     high_watermark = min(max(files.high_watermark.read() or 0, log_start_offset), log_end_offset)
-    unlink_durably([directory / CLEAN_SHUTDOWN_FILE])
+    files.log_start_offset.stage(log_start_offset)
+    files.high_watermark.stage(high_watermark)
+    if CLEAN_SHUTDOWN_FILE in names:
+        unlink_durably([directory / CLEAN_SHUTDOWN_FILE])
     return LoadedLog(
         files,
         segments,
@@ -161,6 +193,7 @@ def _reconcile(
         high_watermark,
         epochs,
         clean,
+        names,
     )
 
 
@@ -168,11 +201,13 @@ def _load_segments(
     directory: Path,
     config: LogConfig,
     epochs: LeaderEpochCache,
+    names: set[str],
     *,
     recovery_point: int | None,
 ) -> tuple[list[LogSegment], list[LogSegment]]:
-    """(all segments, those recovered). `recovery_point` is None after a clean shutdown."""
-    bases = sorted(_segment_bases(directory))
+    """(all segments, those recovered). `recovery_point` is None after a clean shutdown;
+    `names` are the directory's files."""
+    bases = sorted(_segment_bases(names))
     segments: list[LogSegment] = []
     recovered: list[LogSegment] = []
 
@@ -190,7 +225,7 @@ def _load_segments(
             )
             if not unflushed:
                 try:
-                    segments.append(LogSegment.load(directory, base, config))
+                    segments.append(LogSegment.load(directory, base, config, names))
                     continue
                 except (IndexCorruptError, CorruptBatchError) as error:
                     log.warning("%s: rebuilding segment %d: %s", directory, base, error)
@@ -211,12 +246,14 @@ def _load_segments(
     return segments, recovered
 
 
-def _segment_bases(directory: Path) -> list[int]:
+def _segment_bases(names: Iterable[str]) -> list[int]:
+    """The base offsets of the segments among the file `names` of a partition directory."""
     bases = []
-    for path in directory.glob("*" + LOG_SUFFIX):
-        base = base_offset_of(path)
-        if base is not None and path.name == file_name(base, LOG_SUFFIX):
-            bases.append(base)
+    for name in names:
+        if name.endswith(LOG_SUFFIX):
+            base = base_offset_of(Path(name))
+            if base is not None and name == file_name(base, LOG_SUFFIX):
+                bases.append(base)
     return bases
 
 
@@ -226,32 +263,36 @@ def _delete_segment_files(directory: Path, bases: list[int]) -> None:
     )
 
 
-def _remove_leftovers(directory: Path) -> None:
+def _remove_leftovers(directory: Path, names: set[str]) -> set[str]:
     """Removes files of operations that never committed or already finished, and index files
-    whose log file is gone (Kafka deletes these on start too)."""
-    leftovers = [
-        path
-        for suffix in (_TEMP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX)
-        for path in directory.glob("*" + suffix)
-    ]
-    swap_bases = {base_offset_of(path) for path in directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)}
+    whose log file is gone (Kafka deletes these on start too); `names` are the directory's
+    files. Returns the names removed."""
+    leftovers = {
+        name for name in names if name.endswith((_TEMP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX))
+    }
+    swap_bases = {
+        base_offset_of(Path(name)) for name in names if name.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+    }
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        for path in directory.glob("*" + suffix + SWAP_SUFFIX):
-            if base_offset_of(path) not in swap_bases:
-                leftovers.append(path)
-        for path in directory.glob("*" + suffix):
-            base = base_offset_of(path)
-            if base is None or not (directory / file_name(base, LOG_SUFFIX)).exists():
-                leftovers.append(path)
-    unlink_durably(leftovers)
+        for name in names:
+            if name.endswith(suffix + SWAP_SUFFIX):
+                if base_offset_of(Path(name)) not in swap_bases:
+                    leftovers.add(name)
+            elif name.endswith(suffix):
+                base = base_offset_of(Path(name))
+                if base is None or file_name(base, LOG_SUFFIX) not in names:
+                    leftovers.add(name)
+    unlink_durably([directory / name for name in sorted(leftovers)])
+    return leftovers
 
 
-def _complete_swaps(directory: Path, config: LogConfig) -> None:
+def _complete_swaps(directory: Path, config: LogConfig, names: set[str]) -> None:
     """Finishes Kafka's swap: `.swap` segments replace the segments whose base offsets lie
-    between the smallest swap base offset and the largest swap end offset."""
-    swap_paths = sorted(directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX))
-    if not swap_paths:
-        return
+    between the smallest swap base offset and the largest swap end offset. `names` are the
+    directory's files."""
+    swap_paths = sorted(
+        directory / name for name in names if name.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+    )
     swapped = []
     for path in swap_paths:
         base = base_offset_of(path)
@@ -262,7 +303,7 @@ def _complete_swaps(directory: Path, config: LogConfig) -> None:
         swapped.append(segment)
     low = min(segment.base_offset for segment in swapped)
     high = max(max(segment.next_offset, segment.base_offset + 1) for segment in swapped)
-    replaced = [base for base in _segment_bases(directory) if low <= base < high]
+    replaced = [base for base in _segment_bases(names) if low <= base < high]
     log.warning("%s: completing the swap of segments %s", directory, replaced)
     _delete_segment_files(directory, replaced)
     for segment in swapped:

@@ -20,7 +20,7 @@ Who may call what:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -124,16 +124,19 @@ class LogSegment(SegmentReads):
         return segment
 
     @classmethod
-    def load(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
-        """A segment whose bytes are trusted. Reads the indexes and scans the batches behind
-        their last entry; raises IndexCorruptError when an index is missing or does not fit
-        the log (the caller then recovers the segment, rebuilding both) and CorruptBatchError
-        when the tail does not parse."""
+    def load(
+        cls, directory: Path, base_offset: int, config: LogConfig, names: Collection[str]
+    ) -> LogSegment:
+        """A segment whose bytes are trusted; `names` are the directory's files (listed once
+        for all its segments). Reads the indexes and scans the batches behind their last
+        entry; raises IndexCorruptError when an index is missing or does not fit the log (the
+        caller then recovers the segment, rebuilding both) and CorruptBatchError when the tail
+        does not parse."""
         index_names = (
             file_name(base_offset, INDEX_SUFFIX),
             file_name(base_offset, TIME_INDEX_SUFFIX),
         )
-        missing = [name for name in index_names if not (directory / name).exists()]
+        missing = [name for name in index_names if name not in names]
         segment = cls(directory, base_offset, config, empty_indexes=False)
         try:
             if missing:

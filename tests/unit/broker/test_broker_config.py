@@ -81,6 +81,7 @@ def test_lists_are_split() -> None:
         ({"test.drop.produce.responses.every": -1}, "test.drop.produce.responses.every"),
         ({"replica.selector.class": "RackAware"}, "replica.selector.class: 'RackAware' is none"),
         ({"log.open.files.max": 0}, "log.open.files.max must be positive"),
+        ({"log.flush.offset.checkpoint.interval.ms": 0}, "must be positive"),
         ({"num.recovery.threads.per.data.dir": 0}, "num.recovery.threads.per.data.dir must be"),
     ],
 )
@@ -130,6 +131,7 @@ def test_group_and_log_maintenance_settings_take_kafkas_names() -> None:
             "group.consumer.assignors": "range,uniform",
             "group.initial.rebalance.delay.ms": 0,
             "log.retention.check.interval.ms": 1000,
+            "log.flush.offset.checkpoint.interval.ms": 5000,
         }
     )
     assert config.group.session_timeout_ms == 6000
@@ -139,6 +141,8 @@ def test_group_and_log_maintenance_settings_take_kafkas_names() -> None:
     assert config.group.initial_rebalance_delay_ms == 0
     assert config_from_mapping(BASE).group.initial_rebalance_delay_ms == 3000, "Kafka's default"
     assert config.log_retention_check_interval_ms == 1000
+    assert config.log_flush_offset_checkpoint_interval_ms == 5000
+    assert config_from_mapping(BASE).log_flush_offset_checkpoint_interval_ms == 60_000
     assert config.group.offsets_topic_partitions == 50, "Kafka's default where not set"
 
 

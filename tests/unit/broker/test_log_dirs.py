@@ -30,6 +30,17 @@ def test_new_partitions_go_to_the_directory_holding_the_fewest(tmp_path: Path) -
     assert _place(dirs, "t-4") == b
 
 
+def test_the_directorys_checkpoint_files_are_not_counted_as_partitions(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (b / "t-0").mkdir()
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        (a / name).write_text("0\n0\n")
+    dirs = LogDirs([a, b], on_failure=lambda log_dir, reason: None)
+    assert _place(dirs, "t-1") == a
+
+
 def test_directories_are_listed_once_however_many_partitions_are_placed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

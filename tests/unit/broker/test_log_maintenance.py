@@ -1,9 +1,10 @@
 """LogMaintenance: the broker's retention pass deletes what retention.bytes no longer allows
 (never the active segment), and compacted logs are handed to the cleaner while delete-policy
-logs are not."""
+logs are not; the log directories' checkpoint files are written on their own interval."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from pykraft.broker.log import LogConfig, PartitionLog
@@ -55,3 +56,21 @@ def test_only_compacted_logs_are_cleaned(tmp_path: Path) -> None:
     assert maintenance._cleaner.clean_now() == []
     compacted.close()
     deleting.close()
+
+
+def test_the_checkpoint_runs_every_interval_apart_from_retention() -> None:
+    """The log directories' checkpoint files are written every
+    log.flush.offset.checkpoint.interval.ms, however long the retention interval is."""
+    checkpoints = threading.Semaphore(0)
+    maintenance = LogMaintenance(
+        list,
+        wall_clock_ms=lambda: NOW_MS,
+        retention_check_interval_ms=3_600_000,
+        checkpoint=checkpoints.release,
+        checkpoint_interval_ms=20,
+    )
+    maintenance.start()
+    try:
+        assert all(checkpoints.acquire(timeout=10) for _ in range(3))
+    finally:
+        maintenance.stop()

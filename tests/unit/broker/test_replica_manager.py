@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
+
+import pytest
 
 from pykraft.broker.controller_channel import monotonic_ms
 from pykraft.broker.fetch import FETCH_WAIT_MS_MAX, handle_fetch
 from pykraft.broker.group.config import OFFSETS_TOPIC
+from pykraft.broker.log import TopicPartition
+from pykraft.broker.log.checkpoints import (
+    HIGH_WATERMARK_FILE,
+    RECOVERY_POINT_FILE,
+    OffsetCheckpointFile,
+)
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE, OFFSET_CHECKPOINT_FILES
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
@@ -229,3 +239,33 @@ def test_refusals_carry_the_sentence_and_the_code_apart(harness: Harness) -> Non
         name = common_pb2.ErrorCode.Name(result.error_code)
         assert result.error_code != common_pb2.NONE
         assert result.error_message and name not in result.error_message, result.error_message
+
+
+def test_checkpoints_go_to_one_file_of_each_kind_per_log_directory(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's LogManager: the recovery points, log start offsets and high watermarks of every
+    partition of a log directory in one file each, written by the periodic checkpoint and once
+    at shutdown (not once per partition)."""
+    harness.produce(0, [b"a", b"b"])
+    harness.manager.checkpoint()
+    log_dir = next(d for d in (tmp_path / "a", tmp_path / "b") if (d / "orders-0").exists())
+    stored = OffsetCheckpointFile(log_dir / HIGH_WATERMARK_FILE).read()
+    assert stored[TopicPartition("orders", 0)] == 2
+    replaced: list[Path] = []
+    real_replace = os.replace
+
+    def replace(source: str | Path, target: str | Path) -> None:
+        replaced.append(Path(target))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    harness.produce(0, [b"c"])
+    harness.manager.close()
+    checkpoints = [path for path in replaced if path.name in OFFSET_CHECKPOINT_FILES]
+    assert len(checkpoints) == len(set(checkpoints)), "each file written once"
+    assert {path.parent for path in checkpoints} <= {tmp_path / "a", tmp_path / "b"}
+    stored = OffsetCheckpointFile(log_dir / RECOVERY_POINT_FILE).read()
+    assert stored[TopicPartition("orders", 0)] == 3
+    assert (log_dir / CLEAN_SHUTDOWN_FILE).exists(), "one clean-shutdown marker per directory"
+    assert not list(log_dir.glob(f"*/{CLEAN_SHUTDOWN_FILE}"))

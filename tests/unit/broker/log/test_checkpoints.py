@@ -13,7 +13,6 @@ from pykraft.broker.log.checkpoints import (
     EpochEntry,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
-    PartitionOffsetCheckpoint,
     TopicPartition,
 )
 from pykraft.proto import common_pb2
@@ -39,15 +38,6 @@ def test_leader_epoch_checkpoint_is_kafkas_text_format(tmp_path: Path) -> None:
 def test_missing_files_read_as_empty(tmp_path: Path) -> None:
     assert OffsetCheckpointFile(tmp_path / "x").read() == {}
     assert LeaderEpochCheckpointFile(tmp_path / "y").read() == []
-    assert PartitionOffsetCheckpoint(tmp_path / "z", TopicPartition("t", 0)).read() is None
-
-
-def test_partition_checkpoint_holds_its_own_entry(tmp_path: Path) -> None:
-    checkpoint = PartitionOffsetCheckpoint(tmp_path / "hw", TopicPartition("orders", 3))
-    checkpoint.write(99)
-    assert (tmp_path / "hw").read_text() == "0\n1\norders 3 99\n"
-    assert checkpoint.read() == 99
-    assert PartitionOffsetCheckpoint(tmp_path / "hw", TopicPartition("orders", 4)).read() is None
 
 
 @pytest.mark.parametrize(
@@ -58,6 +48,8 @@ def test_partition_checkpoint_holds_its_own_entry(tmp_path: Path) -> None:
         "0\n1\na 0\n",  # a field missing
         "0\n1\na 0 x\n",  # not a number
         "0\n1\na 0 -5\n",  # negative
+        "0\n1\na 0 12",  # torn inside the last line (the whole file ends with a newline)
+        "0\n2\na 0 1\nb 0 2",  # torn, each line whole but the last one's newline
         "",
     ],
 )
@@ -108,52 +100,3 @@ def test_a_failed_write_leaves_the_old_content(
     with pytest.raises(OSError):
         checkpoint.write({TopicPartition("t", 0): 6})
     assert checkpoint.read() == {TopicPartition("t", 0): 5}
-
-
-def test_a_partition_checkpoint_rewrites_only_a_changed_offset(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An idle partition's flush and close write its checkpoints again: with the offset the file
-    already holds, that is no write (and no fsync); a failed write is retried next time."""
-    replaced: list[str] = []
-    real_replace = os.replace
-
-    def replace(source: str | Path, target: str | Path) -> None:
-        replaced.append(Path(target).name)
-        real_replace(source, target)
-
-    monkeypatch.setattr(os, "replace", replace)
-    checkpoint = PartitionOffsetCheckpoint(tmp_path / "hw", TopicPartition("orders", 3))
-    checkpoint.write(7)
-    checkpoint.write(7)
-    assert replaced == ["hw"]
-    reopened = PartitionOffsetCheckpoint(tmp_path / "hw", TopicPartition("orders", 3))
-    assert reopened.read() == 7
-    reopened.write(7)
-    assert replaced == ["hw"]
-
-    def failing_replace(source: str | Path, target: str | Path) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError):
-        reopened.write(8)
-    monkeypatch.setattr(os, "replace", replace)
-    reopened.write(7)  # the file may hold 7 or 8 after a failure: written again
-    assert replaced == ["hw", "hw"] and reopened.read() == 7
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [("orders-0", ("orders", 0)), ("my-topic-12", ("my-topic", 12)), ("__x-3", ("__x", 3))],
-)
-def test_partition_directory_names(name: str, expected: tuple[str, int]) -> None:
-    parsed = TopicPartition.from_directory_name(name)
-    assert (parsed.topic, parsed.partition) == expected
-    assert parsed.directory_name == name
-
-
-@pytest.mark.parametrize("name", ["orders", "orders-", "-1", "orders-x", "orders-1x"])
-def test_bad_partition_directory_names(name: str) -> None:
-    with pytest.raises(ValueError):
-        TopicPartition.from_directory_name(name)

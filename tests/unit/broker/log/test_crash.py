@@ -22,7 +22,7 @@ import pytest
 
 from pykraft.broker.log import LogConfig
 from pykraft.broker.log.checkpoints import RECOVERY_POINT_FILE
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE
 from pykraft.proto.record_batch import decode_batch, iter_batches
 
 from .support import NOW_MS, batch, open_log, read_all

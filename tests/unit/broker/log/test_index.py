@@ -72,15 +72,63 @@ def test_offset_index_refuses_entries_that_do_not_increase(tmp_path: Path) -> No
     "content",
     [
         struct.pack(">ii", 1, 10) + b"\x00\x01",  # not a whole number of entries
-        struct.pack(">iiii", 5, 10, 3, 20),  # offsets going down
-        struct.pack(">iiii", 3, 20, 5, 10),  # positions going down
         struct.pack(">ii", -1, 10),  # below the base offset
+        struct.pack(">iiii", 1, 10, 3, -20),  # a negative position
     ],
 )
 def test_damaged_offset_index_is_detected(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "a.index").write_bytes(content)
     with pytest.raises(IndexCorruptError):
         OffsetIndex.load(tmp_path / "a.index", 100, entries_max=10)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        struct.pack(">iiiiii", 1, 5, 5, 10, 3, 20),  # offsets going down
+        struct.pack(">iiiiii", 1, 5, 3, 20, 5, 10),  # positions going down
+    ],
+)
+def test_entries_out_of_order_are_cut_off_when_first_read(tmp_path: Path, content: bytes) -> None:
+    """Only the file's size and last entry are read at load (as Kafka's sanity check); the
+    order is seen when the entries are first used, and the sorted prefix is kept."""
+    (tmp_path / "a.index").write_bytes(content)
+    index = OffsetIndex.load(tmp_path / "a.index", 100, entries_max=10)
+    first = struct.unpack(">ii", content[8:16])
+    assert index.lookup(200) == (100 + first[0], first[1])
+    assert index.entry_count == 2
+    assert (tmp_path / "a.index").read_bytes() == content[:16]
+
+
+def test_load_reads_only_the_last_entry_and_the_rest_on_first_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's LazyIndex: opening a segment costs no read of its index entries."""
+    index = _offset_index(tmp_path, [(110, 4096), (125, 8200), (130, 9000)])
+    index.close()
+    reads: list[Path] = []
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        reads.append(path)
+        return real_read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    loaded = OffsetIndex.load(tmp_path / "a.index", 100, entries_max=10)
+    assert (loaded.entry_count, loaded.last_entry(), loaded.is_full) == (3, (130, 9000), False)
+    assert reads == []
+    assert [loaded.lookup(offset) for offset in (99, 124, 125, 200)] == [
+        (100, 0),
+        (110, 4096),
+        (125, 8200),
+        (130, 9000),
+    ]
+    assert reads == [tmp_path / "a.index"]
+    loaded.append(140, 9500)  # appends and truncation work on the entries read
+    loaded.truncate_to(130)
+    assert (loaded.entry_count, loaded.last_entry()) == (2, (125, 8200))
+    loaded.close()
+    assert (tmp_path / "a.index").read_bytes() == struct.pack(">iiii", 10, 4096, 25, 8200)
 
 
 def test_time_index_entries_are_timestamp_and_relative_offset(tmp_path: Path) -> None:
@@ -116,6 +164,10 @@ def test_time_index_may_take_one_entry_past_full_when_a_segment_closes(tmp_path:
 
 
 def test_damaged_time_index_is_detected(tmp_path: Path) -> None:
-    (tmp_path / "a.timeindex").write_bytes(struct.pack(">qiqi", 50, 1, 40, 2))
+    (tmp_path / "a.timeindex").write_bytes(struct.pack(">qi", 50, 1) + b"\x00")
     with pytest.raises(IndexCorruptError):
         TimeIndex.load(tmp_path / "a.timeindex", 0, entries_max=10)
+    (tmp_path / "a.timeindex").write_bytes(struct.pack(">qiqi", 50, 1, 40, 2))
+    index = TimeIndex.load(tmp_path / "a.timeindex", 0, entries_max=10)
+    assert index.lookup(45) == (-1, 0)  # timestamps going down: only the first entry stays
+    assert index.lookup(60) == (50, 1) and index.entry_count == 1

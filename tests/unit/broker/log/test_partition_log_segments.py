@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import build_batch
 
@@ -183,6 +183,7 @@ def test_no_fsync_by_default_and_flush_moves_the_recovery_point(log: PartitionLo
     log.update_high_watermark(5)
     log.flush()
     assert log.recovery_point == 9
+    log.close()  # a log on its own keeps its checkpoint files and writes them at close
     text = (log.directory / "replication-offset-checkpoint").read_text()
     assert text == "0\n1\norders 0 5\n"
 

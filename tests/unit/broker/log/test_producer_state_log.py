@@ -13,6 +13,7 @@ import pytest
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log.checkpoints import RECOVERY_POINT_FILE
 from pykraft.broker.log.cleaner import clean_log
+from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE
 from pykraft.broker.log.producer_snapshots import snapshot_path
 from pykraft.broker.log.producer_state import (
     SEQUENCE_MAX,
@@ -22,7 +23,6 @@ from pykraft.broker.log.producer_state import (
     SnapshotCorruptError,
     next_sequence,
 )
-from pykraft.broker.log.recovery import CLEAN_SHUTDOWN_FILE
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import TimestampType, build_batch, iter_batches
 

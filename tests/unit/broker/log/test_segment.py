@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_load_restores_what_append_built(tmp_path: Path) -> None:
     state = (segment.size, segment.next_offset, segment.max_timestamp, segment.mark())
     segment.on_become_inactive()
     segment.close_files()
-    loaded = LogSegment.load(tmp_path, 50, CONFIG)
+    loaded = LogSegment.load(tmp_path, 50, CONFIG, set(os.listdir(tmp_path)))
     assert (loaded.size, loaded.next_offset, loaded.max_timestamp) == state[:3]
     assert loaded.mark().bytes_since_index_entry == state[3].bytes_since_index_entry
     assert loaded.find_position(63) == batches[6][0]
