@@ -5,6 +5,9 @@ on one broker, an append then costs no thread but the ones waiting on it a wake-
 
 Usage, free of lost wake-ups: `with watches.watch(keys) as watch:` then, in a loop, `clear()`,
 look, and `wait(...)`: a change signalled after `clear` (even during the look) ends the wait.
+`wait_until` is that loop for a yes-or-no look (acks=all produce, the group coordinator's wait
+for its own writes): a wait on a few partitions is not woken by the appends, follower fetches
+and high-water mark moves of every other partition of the broker.
 """
 
 from __future__ import annotations
@@ -74,3 +77,23 @@ class PartitionWatches:
                 woken = set(self._by_key.get(key, ()))
         for watch in woken:
             watch.set()
+
+    def wait_until(
+        self,
+        keys: Collection[Key],
+        is_done: Callable[[], bool],
+        *,
+        deadline_ms: int,
+        clock_ms: Callable[[], int],
+    ) -> bool:
+        """Asks `is_done()` at once and after every change of `keys` (or of all): True as soon
+        as it says so, False once `deadline_ms` has passed by `clock_ms` (monotonic ms) with it
+        still saying no. `is_done` runs on the caller's thread, under no lock of ours; what it
+        raises propagates."""
+        with self.watch(keys) as watch:
+            while True:
+                watch.clear()  # before looking: a change during the look ends the wait at once
+                if is_done():
+                    return True
+                if not watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms):
+                    return False

@@ -22,7 +22,6 @@ from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
 from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
-from pykraft.broker.waiting import wait_until
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
 
@@ -150,9 +149,9 @@ def _produce_one(
 def _await_high_watermark(
     manager: ReplicaManager, pending: list[_Pending], deadline_ms: int, clock_ms: Callable[[], int]
 ) -> None:
-    """Decides each wait once per wake-up (`Partition.ack_state`): LOST ends it with
-    NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on; REQUEST_TIMED_OUT
-    for those still waiting at the deadline."""
+    """Decides each wait once per change of its partitions (`Partition.ack_state`): LOST ends
+    it with NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on;
+    REQUEST_TIMED_OUT for those still waiting at the deadline."""
     lost: list[_Pending] = []
 
     def all_decided() -> bool:
@@ -167,7 +166,8 @@ def _await_high_watermark(
         pending = waiting_on
         return not pending
 
-    wait_until(manager.changed, all_decided, deadline_ms=deadline_ms, clock_ms=clock_ms)
+    keys = {(waiting.partition.topic, waiting.partition.partition) for waiting in pending}
+    manager.watches.wait_until(keys, all_decided, deadline_ms=deadline_ms, clock_ms=clock_ms)
     for waiting in lost:
         waiting.result.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
         waiting.result.error_message = (

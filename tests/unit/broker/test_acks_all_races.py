@@ -8,7 +8,6 @@ the producing thread, so the interleaving is the same on every run."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from pykraft.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from pykraft.broker.group.coordinator import CoordinatorError, GroupCoordinator, _Shard
 from pykraft.broker.group.shard import GroupShard
 from pykraft.broker.partition import Partition
+from pykraft.broker.partition_watches import Watch
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import common_pb2
@@ -32,16 +32,15 @@ from .replica_harness import Harness
 PARTITION = 1
 
 
-class _HookedCondition(threading.Condition):
-    """`changed` whose waits first run `before_wait` (the metadata thread's turn)."""
+def _before_each_wait(monkeypatch: pytest.MonkeyPatch, before_wait: Callable[[], None]) -> None:
+    """Every partition watch's wait first runs `before_wait` (the metadata thread's turn)."""
+    original = Watch.wait
 
-    def __init__(self, before_wait: Callable[[], None]) -> None:
-        super().__init__()
-        self._before_wait = before_wait
+    def hooked(watch: Watch, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
+        before_wait()
+        return original(watch, deadline_ms=deadline_ms, clock_ms=clock_ms)
 
-    def wait(self, timeout: float | None = None) -> bool:
-        self._before_wait()
-        return super().wait(timeout)
+    monkeypatch.setattr(Watch, "wait", hooked)
 
 
 class _LeadershipMove:
@@ -87,7 +86,7 @@ def test_leadership_moving_inside_the_check_is_never_acknowledged(
     """The defect of §1: the metadata apply finishes while the check looks leadership up."""
     move = _LeadershipMove(harness)
     _hook(monkeypatch, harness.manager, "hosts", move)
-    harness.manager.changed = _HookedCondition(move)
+    _before_each_wait(monkeypatch, move)
     result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
     assert move.done
     assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result
@@ -107,7 +106,9 @@ def test_leadership_moving_right_after_the_append_is_never_acknowledged(
     assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result
 
 
-def test_a_replicated_append_is_acknowledged_with_its_offset(harness: Harness) -> None:
+def test_a_replicated_append_is_acknowledged_with_its_offset(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The check still says DONE when the follower has the records and nothing moved."""
     partition = harness.manager.partition("orders", PARTITION)
     assert partition is not None
@@ -116,7 +117,7 @@ def test_a_replicated_append_is_acknowledged_with_its_offset(harness: Harness) -
         if partition.log.log_end_offset == 1:
             harness.fetch({PARTITION: 1}, replica_id=2)
 
-    harness.manager.changed = _HookedCondition(follower_catches_up)
+    _before_each_wait(monkeypatch, follower_catches_up)
     result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
     assert (result.error_code, result.base_offset) == (common_pb2.NONE, 0)
 
@@ -135,7 +136,7 @@ def test_group_state_is_not_confirmed_when_leadership_moves_inside_the_check(
         appended = partition.append_as_leader(build_batch([(0, b"k", b"v")]), acks=-1, now_ms=0)
         move = _LeadershipMove(harness)
         _hook(monkeypatch, harness.manager, "hosts", move)
-        harness.manager.changed = _HookedCondition(move)
+        _before_each_wait(monkeypatch, move)
         shard = _Shard(PARTITION, appended.leader_epoch, GroupShard(coordinator.config))
         with pytest.raises(CoordinatorError) as raised:
             coordinator._await_replicated(shard, appended.info.last_offset + 1)
