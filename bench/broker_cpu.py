@@ -10,9 +10,10 @@ system, from /proc: replication is in it, as every record is written by three br
 
 `--profile DIR` then repeats each run with py-spy sampling every broker's thread that holds the
 GIL (`py-spy record --gil --format raw`, one file per broker and run in DIR: the brokers' Python
-work, not their waits nor gRPC's C threads) and prints the frames most samples were in, by own
-time and with callees, summed over the brokers (py-spy slows what it samples, so those runs'
-rates are not the figures). py-spy needs ptrace rights over the brokers (root here).
+work, not their waits nor gRPC's C threads; py-spy's own idle filter counted threads that a
+notify_all had just woken as busy) and prints the frames most samples were in, by own time and
+with callees, summed over the brokers (py-spy slows what it samples, so those runs' rates are
+not the figures). py-spy needs ptrace rights over the brokers (root here).
 
 `--code DIR` (repeatable) runs the cluster from another source tree, a `pykraft` package inside
 DIR put first on the servers' PYTHONPATH; `.` is this tree. Several trees alternate round by
@@ -80,7 +81,7 @@ def sampled(brokers: dict[int, BrokerProcess], out: Path | None, run: str) -> It
         command = [
             str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
             str(broker.process.pid), "--rate", str(SAMPLES_PER_S), "--format", "raw",
-            "--nonblocking", "--gil", "-o", str(out / f"{run}-broker{node_id}.txt"),
+            "--gil", "-o", str(out / f"{run}-broker{node_id}.txt"),
         ]  # fmt: skip
         spies.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
     time.sleep(1)  # py-spy attaches before the run starts
