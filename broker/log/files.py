@@ -27,7 +27,7 @@ def writev_all(fd: int, pieces: Sequence[Buffer]) -> None:
     concatenation would, without joining them first (writev; a write may be partial, and takes
     at most WRITEV_BUFFERS_MAX buffers). The log's files are opened in append mode, so this
     writes at the end of the file without a seek."""
-    views = [view for view in map(memoryview, pieces) if view.nbytes]
+    views = [memoryview(piece) for piece in pieces if len(piece)]
     first = 0
     while first < len(views):
         written = os.writev(fd, views[first : first + WRITEV_BUFFERS_MAX])

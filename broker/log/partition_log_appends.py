@@ -22,7 +22,7 @@ from pykraft.proto.record_batch import Buffer, TimestampType
 class PartitionLogAppends(PartitionLogBase):
     """Appending, rolling and flushing of `PartitionLog`."""
 
-    def append_as_leader(self, batches: Buffer, *, leader_epoch: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, batches: bytes, *, leader_epoch: int, now_ms: int) -> AppendInfo:
         """Validates and appends a produce request's batches, giving them the next offsets and
         `leader_epoch`. Raises LogError (module validation's codes; FENCED_LEADER_EPOCH if
         `leader_epoch` is below the latest epoch the log has seen; module producer_state's for
