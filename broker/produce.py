@@ -149,9 +149,9 @@ def _produce_one(
 def _await_high_watermark(
     manager: ReplicaManager, pending: list[_Pending], deadline_ms: int, clock_ms: Callable[[], int]
 ) -> None:
-    """Decides each wait once per change of its partitions (`Partition.ack_state`): LOST ends
-    it with NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on;
-    REQUEST_TIMED_OUT for those still waiting at the deadline."""
+    """Decides each wait once per wake-up (`Partition.ack_state`): LOST ends it with
+    NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on; REQUEST_TIMED_OUT
+    for those still waiting at the deadline."""
     lost: list[_Pending] = []
 
     def all_decided() -> bool:
