@@ -4,18 +4,20 @@ that holds the records (`fetch_wire`)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pykraft.broker.controller_channel import monotonic_ms
 from pykraft.broker.fetch import handle_fetch, handle_fetch_spliced
-from pykraft.broker.fetch_wire import SplicedFetch
+from pykraft.broker.fetch_wire import SPLICE_BYTES_MIN, SplicedFetch
 from pykraft.proto import broker_pb2, common_pb2
 
 from .replica_harness import Harness
 
-# Sizes whose length prefixes take one, two and three varint bytes.
-RECORD_SIZES = st.sampled_from([0, 1, 127, 128, 16_383, 16_384, 70_000])
+# Sizes whose length prefixes take one, two and three varint bytes, and one answers above
+# SPLICE_BYTES_MIN (spliced) and below it (set on the message) are made of.
+RECORD_SIZES = st.sampled_from([0, 1, 127, 128, 16_383, 16_384, 70_000, SPLICE_BYTES_MIN])
 
 
 @st.composite
@@ -53,6 +55,17 @@ def test_the_spliced_bytes_parse_as_the_message_with_its_records(
 ) -> None:
     spliced, inline = fetches
     assert broker_pb2.FetchResponse.FromString(spliced.serialize()) == inline
+
+
+@pytest.mark.parametrize("size_bytes", [SPLICE_BYTES_MIN - 1, SPLICE_BYTES_MIN])
+def test_only_answers_of_splice_bytes_min_or_more_are_spliced(size_bytes: int) -> None:
+    response = broker_pb2.FetchResponse()
+    response.topics.add(topic="t").partitions.add(partition=0)
+    spliced = SplicedFetch(response, {(0, 0): b"r" * size_bytes})
+    parsed = broker_pb2.FetchResponse.FromString(spliced.serialize())
+    assert parsed.topics[0].partitions[0].records == b"r" * size_bytes
+    in_message = response.topics[0].partitions[0].records
+    assert in_message == (b"" if size_bytes >= SPLICE_BYTES_MIN else b"r" * size_bytes)
 
 
 def test_the_service_answer_is_what_the_fetch_reads(harness: Harness) -> None:
