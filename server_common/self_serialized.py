@@ -9,7 +9,6 @@ on every server, is what tells gRPC; every other answer is serialized as before.
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +17,14 @@ import grpc
 from pykraft.server_common.unary_interceptor import Handler, UnaryInterceptor
 
 
-class SelfSerialized(abc.ABC):
-    """An answer that gives gRPC its own bytes (see the module docstring)."""
+class SelfSerialized:
+    """An answer that gives gRPC its own bytes (see the module docstring). A plain class, not
+    an ABC: every answer of every server is checked against it, and an ABC's isinstance costs
+    a Python-level hook."""
 
-    @abc.abstractmethod
     def serialize(self) -> bytes:
         """The answer's bytes: a response message's wire format."""
+        raise NotImplementedError
 
 
 class SelfSerializedAnswers(UnaryInterceptor):
