@@ -9,8 +9,11 @@ TYPECHECK_TREE := build/typecheck/pykraft
 .PHONY: run test venv proto proto-check lint typecheck-tree unit integration bench clean \
 	chaos chaos-tools kafka-tools kafka-fuzz codec-python bench-peers
 
+# Cython sources: a change to one rebuilds the extensions (pip install compiles them).
+CYTHON_SOURCES := $(shell find $(PACKAGES) -name '*.pyx' -o -name '*.pxi' -o -name '*.pxd')
+
 # Creates .venv and installs pykraft (editable) with its development tools.
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -34,7 +37,7 @@ CODEC_TESTS := tests/unit/proto tests/unit/client/test_partitioner.py \
 	tests/unit/client/test_consumer.py tests/unit/client/test_consumer_records_extension.py \
 	tests/unit/client/test_producer.py tests/unit/client/test_accumulator.py \
 	tests/unit/client/test_consumer_arrow.py tests/unit/spark/test_read_range.py \
-	tests/unit/client/test_record_future_extension.py
+	tests/unit/client/test_open_batches_extension.py tests/unit/client/test_producer_in_flight.py
 codec-python: $(STAMP)
 	PYKRAFT_NO_EXTENSIONS=1 $(BIN)/python -m pytest -q $(CODEC_TESTS)
 
@@ -107,6 +110,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/kafka_fetch_sendfile.py --mib 64
 	$(BIN)/python bench/cluster.py --records 200000
 	$(BIN)/python bench/follower_fetch_latency.py
+	$(BIN)/python bench/latency.py --seconds 5
 	$(BIN)/python bench/broker_scale.py
 	$(BIN)/python bench/log_open_close.py
 	$(BIN)/python bench/client.py --records 200000

@@ -34,7 +34,7 @@ EXTENSIONS = (
     ("pykraft.client.producer._murmur2", "client/producer/_murmur2.pyx"),
     ("pykraft.client.consumer._consumer_records", "client/consumer/_consumer_records.pyx"),
     ("pykraft.proto.record_batch._columns_ext", "proto/record_batch/_columns_ext.pyx"),
-    ("pykraft.client.producer._record_future", "client/producer/_record_future.pyx"),
+    ("pykraft.client.producer._open_batches", "client/producer/_open_batches.pyx"),
 )
 INCLUDE_PATH = ["proto/record_batch"]
 

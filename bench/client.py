@@ -9,10 +9,15 @@ factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this
   records/s; CPU of the whole command, start-up included);
 - consume of a topic the library produced, the same four ways, then the perf consume (with
   Kafka's default settings only: `perf consume` takes no consumer properties);
+- `--baseline DIR` adds the library's runs with another client (a `pykraft` package inside DIR,
+  its extensions built: "before" figures in the same run); `--produce-only` runs only the
+  library's produce runs;
 - `--rounds N` runs all of the above N times over (the library's four runs in reverse order
   every other round) and keeps each one's median;
-- end-to-end latency at a paced 10,000 records/s, acks=all (bench/cluster.py's latency_ms: the
-  send time heads each value, a consumer in this process takes the difference on receipt).
+- first of all, on the fresh cluster: end-to-end latency at a paced 10,000 records/s, acks=all,
+  linger_ms 0, `bench/latency.py`'s measure (the reference figure; taken after the throughput
+  runs it came out 2-3x higher: their topics' 36 partitions are in every follower fetch, and
+  their records in the brokers' logs and heaps).
 
 Peers: the same record count through Redis Streams, NATS JetStream and RabbitMQ Streams, one
 node each and no replication (bench/peers.py), right after our cluster is stopped, so no run
@@ -20,7 +25,7 @@ competes with another. The last table puts each of our figures beside each peer'
 
 Run (where clusters share the machine, under `flock /tmp/pykraft-cluster.lock`):
 `.venv/bin/python bench/client.py [--records 1000000] [--rounds 1] [--latency-seconds 10]
-[--no-peers]`.
+[--no-peers] [--baseline DIR] [--produce-only]`.
 Figures depend on the machine; the ratios in the last table are taken in one run.
 """
 
@@ -39,7 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.client_process import run_in_process  # noqa: E402
-from bench.cluster import VALUE_BYTES, latency_ms, percentile  # noqa: E402
+from bench.cluster import VALUE_BYTES, percentile  # noqa: E402
+from bench.latency import measure  # noqa: E402
 from bench.peers import PEER_RUNS, PeerFigures, run_peer  # noqa: E402
 from bench.perf_cli_runs import perf_consume, perf_produce  # noqa: E402
 from tests.integration.cluster import create_topic, wait_until_brokers_know  # noqa: E402
@@ -88,12 +94,25 @@ def _topic(how: str) -> str:
     return "bench-" + how.replace(" ", "-").replace(",", "").replace("=", "")
 
 
-# The library's produce runs' topics, one each (the order of _library's runs).
-LIBRARY_TOPICS = [
-    _topic(f"library, {profile}, {extensions}")
-    for profile in PROFILES
-    for extensions in ("extensions", "no extensions")
-]
+def _library_runs(baseline: Path | None) -> list[tuple[str, bool, Path | None]]:
+    """The library's runs: (profile, extensions, client code or None for this tree's)."""
+    codes = [None] if baseline is None else [None, baseline]
+    return [
+        (profile, extensions, code)
+        for profile in PROFILES
+        for code in codes
+        for extensions in (True, False)
+    ]
+
+
+def _library_how(profile: str, extensions: bool, code: Path | None) -> str:
+    how = f"library, {profile}, " + ("extensions" if extensions else "no extensions")
+    return how if code is None else f"{how}, baseline"
+
+
+def _library_topics(baseline: Path | None) -> list[str]:
+    """The library's produce runs' topics, one each (the order of _library's runs)."""
+    return [_topic(_library_how(*run)) for run in _library_runs(baseline)]
 
 
 def _record(figures: list[Figure], figure: Figure) -> None:
@@ -106,32 +125,45 @@ def _record(figures: list[Figure], figure: Figure) -> None:
 
 
 def _library(
-    figures: list[Figure], address: str, kind: str, records: int, *, reverse: bool
+    figures: list[Figure],
+    address: str,
+    kind: str,
+    records: int,
+    *,
+    reverse: bool,
+    baseline: Path | None,
 ) -> None:
-    """The library `kind` runs: each profile with extensions, then without; all four in the
-    opposite order when `reverse` (every other round, so that order effects cancel out)."""
-    runs = [(profile, extensions) for profile in PROFILES for extensions in (True, False)]
-    for profile, extensions in reversed(runs) if reverse else runs:
+    """The library `kind` runs: each profile with extensions, then without (and the same with
+    the `baseline` client); all of them in the opposite order when `reverse` (every other
+    round, so that order effects cancel out)."""
+    runs = _library_runs(baseline)
+    first_topic = _library_topics(baseline)[0]
+    for profile, extensions, code in reversed(runs) if reverse else runs:
         producer, consumer = PROFILES[profile]
-        how = f"library, {profile}, " + ("extensions" if extensions else "no extensions")
-        topic = _topic(how) if kind == "produce" else LIBRARY_TOPICS[0]
+        how = _library_how(profile, extensions, code)
+        topic = _topic(how) if kind == "produce" else first_topic
         settings: Mapping[str, Any] = producer if kind == "produce" else consumer
-        run = run_in_process(kind, address, topic, records, settings, extensions=extensions)
+        run = run_in_process(
+            kind, address, topic, records, settings, extensions=extensions, code=code
+        )
         _record(figures, Figure(kind, how, run.rate, run.cpu_us_per_record))
 
 
-def _one_round(address: str, records: int, *, reverse: bool) -> list[Figure]:
+def _one_round(address: str, args: argparse.Namespace, *, reverse: bool) -> list[Figure]:
     """Each of our throughput measurements once, in the order the module docstring gives (the
-    library's reversed when `reverse`). A produce run appends `records` to its own topic;
-    consume runs read all of the first library topic, the perf consume `records` of the perf
-    topic."""
+    library's reversed when `reverse`). A produce run appends `args.records` to its own topic;
+    consume runs read all of the first library topic, the perf consume `args.records` of the
+    perf topic."""
     figures: list[Figure] = []
-    _library(figures, address, "produce", records, reverse=reverse)
+    records, baseline = args.records, args.baseline
+    _library(figures, address, "produce", records, reverse=reverse, baseline=baseline)
+    if args.produce_only:
+        return figures
     for profile, props in PERF_PROPS.items():
         run = perf_produce(address, _topic(f"perf {profile}"), records, VALUE_BYTES, props)
         how = f"pykraft perf, {profile}"
         _record(figures, Figure("produce", how, run.rate, run.cpu_us_per_record))
-    _library(figures, address, "consume", records, reverse=reverse)
+    _library(figures, address, "consume", records, reverse=reverse, baseline=baseline)
     run = perf_consume(address, _topic("perf defaults"), records)
     _record(figures, Figure("consume", "pykraft perf, defaults", run.rate, run.cpu_us_per_record))
     return figures
@@ -156,27 +188,31 @@ def _medians(rounds: list[list[Figure]]) -> list[Figure]:
 def ours(
     quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Namespace
 ) -> tuple[list[Figure], list[float]]:
-    """Every measurement of ours on one cluster, `args.rounds` times over (the medians) then the
-    latency run; (figures, latencies in ms)."""
+    """The latency run on the fresh cluster, then every throughput measurement of ours,
+    `args.rounds` times over (the medians); (figures, latencies in ms)."""
     address = bootstrap(brokers)
-    for topic in [*LIBRARY_TOPICS, *(_topic(f"perf {profile}") for profile in PERF_PROPS)]:
+    latencies = _latency_ms(address, args.latency_seconds) if args.latency_seconds else []
+    perf_topics = [_topic(f"perf {profile}") for profile in PERF_PROPS]
+    for topic in [*_library_topics(args.baseline), *perf_topics]:
         create_topic(quorum, topic, PARTITIONS, *TOPIC_ARGS)
         wait_until_brokers_know(brokers, topic, PARTITIONS)
     rounds = []
     for number in range(1, args.rounds + 1):
         print(f"-- round {number} of {args.rounds}", flush=True)
-        rounds.append(_one_round(address, args.records, reverse=number % 2 == 0))
-    figures = _medians(rounds)
-    if not args.latency_seconds:
-        return figures, []
-    latencies, reached = latency_ms(address, LATENCY_RATE, args.latency_seconds)
+        rounds.append(_one_round(address, args, reverse=number % 2 == 0))
+    return _medians(rounds), latencies
+
+
+def _latency_ms(address: str, seconds: float) -> list[float]:
+    run = measure(address, LATENCY_RATE, seconds, acks="all", linger_ms=0)
+    latencies = run.end_to_end_ms()
     print(
-        f"pykraft end-to-end latency at {LATENCY_RATE:,} records/s (reached {reached:,.0f}/s) "
-        f"for {args.latency_seconds:g} s, acks=all, linger_ms=0: p50 "
+        f"pykraft end-to-end latency at {LATENCY_RATE:,} records/s (reached {run.reached:,.0f}/s) "
+        f"for {seconds:g} s, acks=all, linger_ms=0: p50 "
         f"{percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms",
         flush=True,
     )
-    return figures, latencies
+    return latencies
 
 
 def print_table(
@@ -237,6 +273,8 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no latency")
     parser.add_argument("--rounds", type=int, default=1, help="each measurement's repeats")
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="a directory holding another pykraft")
+    parser.add_argument("--produce-only", action="store_true", help="the library's produce runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:
         figures, latencies = ours(*cluster, args)

@@ -34,10 +34,17 @@ def run_in_process(
     settings: Mapping[str, Any],
     *,
     extensions: bool,
+    code: Path | None = None,
 ) -> Run:
     """Runs one `kind` ("produce" or "consume") in a child process, with pykraft's compiled
-    extensions unless `extensions` is False; raises with the child's stderr if it fails."""
-    env = None if extensions else {**os.environ, "PYKRAFT_NO_EXTENSIONS": "1"}
+    extensions unless `extensions` is False, and with the client of `code` (a directory holding
+    another `pykraft` package, built, first on the child's PYTHONPATH) when given; raises with
+    the child's stderr if it fails."""
+    env = dict(os.environ)
+    if not extensions:
+        env["PYKRAFT_NO_EXTENSIONS"] = "1"
+    if code is not None:
+        env["PYTHONPATH"] = str(code.resolve())
     command = [
         sys.executable, __file__, kind, address, topic, str(records), json.dumps(dict(settings))
     ]  # fmt: skip

@@ -5,13 +5,14 @@ Prints:
 - producer throughput with acks=1 and acks=all, N records of 100 bytes each (no key: the sticky
   partitioner fills one batch at a time, as in Kafka);
 - consumer throughput: one consumer assigned every partition reading all 2N records back;
-- end-to-end latency p50/p99 at a fixed rate (the send time is in the value; a consumer in the
-  same process takes the difference on receipt);
 - the time from kill -9 of a partition leader to the first acknowledged acks=all write on each of
   its partitions. The controller fences a killed broker when its session stream ends, without
   waiting for broker.session.timeout.ms (`bench/failover.py` breaks this time down).
 
-Run: `.venv/bin/python bench/cluster.py [--records 1000000] [--rate 10000] [--latency-seconds 5]`.
+End-to-end latency is `bench/latency.py`'s (the one reference; `LatencyReader` and
+`send_stamped` here are its tools and `bench/follower_fetch_latency.py`'s).
+
+Run: `.venv/bin/python bench/cluster.py [--records 1000000]`.
 Figures depend on the machine; compare ratios taken in one run.
 """
 
@@ -115,7 +116,6 @@ class LatencyReader:
     def __init__(self, address: str, partitions: list[TopicPartition], **settings: Any) -> None:
         self.latencies: list[float] = []
         self.arrivals_ns: dict[tuple[int, int], tuple[int, int]] = {}
-        settings.setdefault("fetch_max_wait_ms", 100)
         self._consumer = Consumer(bootstrap_servers=address, **settings)
         self._consumer.assign(partitions)
         self._consumer.seek_to_end(partitions)
@@ -170,14 +170,6 @@ def send_stamped(
     return total, reached
 
 
-def latency_ms(address: str, rate: int, seconds: float) -> tuple[list[float], float]:
-    """End-to-end latencies (ms) of records sent at `rate`/s for `seconds` with acks=all and
-    linger_ms=0, and the rate actually reached."""
-    reader = LatencyReader(address, ALL_PARTITIONS)
-    total, reached = send_stamped(address, TOPIC, rate, seconds)
-    return reader.close(total), reached
-
-
 def failover_ms(quorum: Quorum, brokers: dict[int, BrokerProcess]) -> list[float]:
     """kill -9 of partition 0's leader; ms until the first acks=all write is acknowledged on each
     partition it led. The broker is restarted and back in every ISR before returning."""
@@ -229,12 +221,6 @@ def report(quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Nam
         f"{run.rate:.0f} records/s, {run.rate * VALUE_BYTES / 1e6:.1f} MB/s, "
         f"client CPU {run.cpu_us_per_record:.1f} us/record"
     )
-    latencies, reached = latency_ms(address, args.rate, args.latency_seconds)
-    print(
-        f"end-to-end latency at {args.rate} records/s (reached {reached:.0f}/s) for "
-        f"{args.latency_seconds:g} s, acks=all: p50 {percentile(latencies, 0.5):.1f} ms, "
-        f"p99 {percentile(latencies, 0.99):.1f} ms, max {max(latencies):.1f} ms"
-    )
     times = [t for _ in range(args.failovers) for t in failover_ms(quorum, brokers)]
     print(
         f"kill -9 of a leader until the first acknowledged write on its partitions, "
@@ -246,8 +232,6 @@ def report(quorum: Quorum, brokers: dict[int, BrokerProcess], args: argparse.Nam
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--rate", type=int, default=10_000)
-    parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--failovers", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:

@@ -14,12 +14,15 @@ Figures depend on the machine; compare ratios taken in one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -73,18 +76,51 @@ def throughput(op: Callable[[int], int], *, clients: int, seconds: float) -> tup
     return sum(counts) / elapsed, sum(records) / elapsed
 
 
-def failover_ms(quorum: Quorum, admin: AdminClient, rounds: int) -> list[float]:
+def failover_ms(
+    quorum: Quorum, admin: AdminClient, rounds: int, *, rejoin_timeout_s: float = 30
+) -> list[float]:
+    """Kills the active controller `rounds` times; the ms from each kill to the next write the
+    client saw committed. Prints where each went: until a survivor led the next term and until
+    its LEADER_CHANGE applied (from the survivors' logs), then the client's retries; and how
+    long the killed controller took to restart and catch up (at most `rejoin_timeout_s`)."""
     results = []
     for round_index in range(rounds):
         active = quorum.wait_active()
         active.kill()
         killed = time.perf_counter()
+        killed_wall_s = time.time()
         create = create_topic_op(admin, f"failover{round_index}", 1)
         wait_for(partial(_succeeds, create), timeout_s=30, what="a write after failover")
         results.append((time.perf_counter() - killed) * 1000)
+        survivors = [c.log_path for c in quorum.controllers if c is not active]
+        elected_ms, active_ms = (
+            _logged_after_ms(survivors, killed_wall_s, phrase)
+            for phrase in (" leads term ", " is the active controller ")
+        )
+        print(
+            f"  failover {round_index + 1}: a survivor leads at {elected_ms:.0f} ms, is active "
+            f"at {active_ms:.0f} ms, the client's write committed at {results[-1]:.0f} ms",
+            flush=True,
+        )
+        restarted = time.perf_counter()
         active.start()
-        wait_for(lambda: _caught_up(quorum), timeout_s=30, what="the killed controller rejoining")
+        what = "the killed controller rejoining"
+        wait_for(lambda: _caught_up(quorum), timeout_s=rejoin_timeout_s, what=what)
+        print(f"  restarted and caught up in {time.perf_counter() - restarted:.1f} s", flush=True)
     return results
+
+
+def _logged_after_ms(logs: list[Path], since_wall_s: float, phrase: str) -> float:
+    """Ms from `since_wall_s` to the first line of `logs` after it that contains `phrase`
+    (NaN when none does); log lines carry the local wall clock to the millisecond."""
+    times = []
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if phrase in line:
+                stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                if stamp >= since_wall_s:
+                    times.append(stamp)
+    return (min(times) - since_wall_s) * 1000 if times else math.nan
 
 
 def _succeeds(op: Callable[[int], int]) -> bool:
@@ -119,30 +155,40 @@ def fetch_whole_image(quorum: Quorum) -> tuple[float, float, int, int]:
     return response_ms, rebuild_ms, response.ByteSize(), len(image.write())
 
 
+@contextlib.contextmanager
+def quorum_with_brokers(
+    tmp: Path, extra_args: tuple[str, ...] = ()
+) -> Iterator[tuple[Quorum, list[StandInBroker]]]:
+    """Three controller processes (started with `extra_args`) with an active one, and three
+    stand-in brokers registered and heartbeating, until the block ends."""
+    quorum = make_quorum(tmp, extra_args=extra_args)
+    quorum.start()
+    try:
+        quorum.wait_active(timeout_s=30)
+        brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
+        for broker in brokers:
+            broker.start()
+        try:
+            yield quorum, brokers
+        finally:
+            for broker in brokers:
+                broker.pause()
+    finally:
+        quorum.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--failovers", type=int, default=3)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        quorum = make_quorum(Path(tmp), extra_args=("--metadata-tail-records-max", "1000"))
-        quorum.start()
-        try:
-            return _run(quorum, args)
-        finally:
-            quorum.close()
-
-
-def _run(quorum: Quorum, args: argparse.Namespace) -> int:
-    quorum.wait_active(timeout_s=30)
-    brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
-    for broker in brokers:
-        broker.start()
-    with AdminClient(quorum.bootstrap) as admin:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        quorum_with_brokers(Path(tmp), ("--metadata-tail-records-max", "1000")) as (quorum, _),
+        AdminClient(quorum.bootstrap) as admin,
+    ):
         _report(quorum, admin, args)
-    for broker in brokers:
-        broker.pause()
     return 0
 
 

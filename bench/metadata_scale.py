@@ -23,6 +23,7 @@ Run: `.venv/bin/python bench/metadata_scale.py --partitions 10000,100000` (under
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -35,8 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.metadata_quorum import failover_ms  # noqa: E402
-from pykraft.client import AdminClient, NewTopic  # noqa: E402
+from bench.metadata_quorum import failover_ms, quorum_with_brokers  # noqa: E402
+from pykraft.client import AdminClient, NewTopic, TopicAlreadyExistsError  # noqa: E402
 from pykraft.metadata_log.delta import replay_all  # noqa: E402
 from pykraft.metadata_log.image import MetadataImage  # noqa: E402
 from pykraft.metadata_log.records import (  # noqa: E402
@@ -45,9 +46,10 @@ from pykraft.metadata_log.records import (  # noqa: E402
     Record,
     TopicRecord,
 )
+from pykraft.proto import admin_pb2  # noqa: E402
 from pykraft.quorum.controller.placement import ReplicaPlacer  # noqa: E402
 from pykraft.quorum.state_machine import MetadataStateMachine  # noqa: E402
-from tests.integration.controllers import Quorum, StandInBroker, fetch_image, make_quorum  # noqa: E402
+from tests.integration.controllers import Quorum, StandInBroker, fetch_image  # noqa: E402
 from tests.integration.processes import wait_for  # noqa: E402
 
 REPLICATION_FACTOR = 3
@@ -74,7 +76,11 @@ def create_all(
     admin_address: str, topics: list[str], *, clients: int, per_request: int, partitions: int
 ) -> float:
     """Creates `topics` from `clients` admin clients, `per_request` topics per CreateTopics;
-    returns the seconds until the last is committed."""
+    returns the seconds until the last is committed.
+
+    A request whose answer was lost in a controller change is retried by the client, and when
+    the first attempt had committed the retry finds its topics: TOPIC_ALREADY_EXISTS counts as
+    created here, and `_measure` checks the image holds every partition."""
     requests = [topics[i : i + per_request] for i in range(0, len(topics), per_request)]
     errors: list[BaseException] = []
 
@@ -82,9 +88,9 @@ def create_all(
         try:
             with AdminClient(admin_address) as admin:
                 for names in requests[index::clients]:
-                    admin.create_topics(
-                        [NewTopic(name, partitions, REPLICATION_FACTOR, {}) for name in names]
-                    )
+                    new = [NewTopic(name, partitions, REPLICATION_FACTOR, {}) for name in names]
+                    with contextlib.suppress(TopicAlreadyExistsError):
+                        admin.create_topics(new)
         except BaseException as error:  # reported by the main thread
             errors.append(error)
 
@@ -199,25 +205,16 @@ def restart_ms(broker: StandInBroker) -> float:
 
 
 def run_size(partition_count: int, args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        quorum = make_quorum(Path(tmp))
-        quorum.start()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        quorum_with_brokers(Path(tmp)) as (quorum, brokers),
+    ):
         try:
-            quorum.wait_active(timeout_s=30)
-            brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
-            for broker in brokers:
-                broker.start()
-            try:
-                _measure(quorum, brokers, partition_count, args)
-            except Exception:
-                for log in sorted(Path(tmp).glob("controller-*.log")):
-                    print(f"--- tail of {log.name}", *log.read_text().splitlines()[-60:], sep="\n")
-                raise
-            finally:
-                for broker in brokers:
-                    broker.pause()
-        finally:
-            quorum.close()
+            _measure(quorum, brokers, partition_count, args)
+        except Exception:
+            for log in sorted(Path(tmp).glob("controller-*.log")):
+                print(f"--- tail of {log.name}", *log.read_text().splitlines()[-60:], sep="\n")
+            raise
 
 
 def _measure(
@@ -235,16 +232,24 @@ def _measure(
     )
     rss_after = rss_bytes(active_pid(quorum))
     created = len(topics) * per_topic
+    epoch = (
+        quorum.admin(quorum.wait_active().address)
+        .DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=10)
+        .leader_epoch
+    )
     print(
         f"[{created} partitions] create ({len(topics)} topics x {per_topic}, RF 3, "
         f"{args.clients} clients, {args.topics_per_request} topics/request): {seconds:.1f} s, "
-        f"{created / seconds:.0f} partitions/s"
+        f"{created / seconds:.0f} partitions/s; the quorum's term is {epoch} after it (1 + the "
+        "elections meanwhile)"
     )
     print(
         f"[{created} partitions] active controller RSS {rss_before / 2**20:.0f} -> "
         f"{rss_after / 2**20:.0f} MiB, {(rss_after - rss_before) / created:.0f} bytes/partition"
     )
     image, size, fetch_ms = image_bytes(quorum)
+    held = sum(len(topic.partitions) for topic in image.topics.by_id.values())
+    assert held == created, f"the image holds {held} partitions, not {created}"
     print(
         f"[{created} partitions] image in memory {size / 2**20:.1f} MiB, "
         f"{size / created:.0f} bytes/partition; whole-image MetadataFetch from -1 and rebuild "
@@ -256,7 +261,8 @@ def _measure(
         f"{write_ms:.0f} ms, restore {restore_ms:.0f} ms"
     )
     with AdminClient(quorum.bootstrap) as admin:
-        times = failover_ms(quorum, admin, args.failovers)
+        # A restarted controller replays its journal (or loads its snapshot) of the whole image.
+        times = failover_ms(quorum, admin, args.failovers, rejoin_timeout_s=300)
     print(
         f"[{created} partitions] controller failover (kill -9 until the next committed write), "
         f"{len(times)} runs: median {statistics.median(times):.0f} ms, max {max(times):.0f} ms"

@@ -10,14 +10,22 @@ Prints, for the same N rows in the same run:
   (`readStream.parquet`), written from the topic beforehand and not timed;
 - pykraft / parquet;
 - Spark's own split of each query's time (durationMs summed over its batches), and records/s
-  of one Consumer reading the topic with poll_arrow in this process, without Spark.
+  of one Consumer reading the topic with poll_arrow in this process, without Spark;
+- what any Python data source costs here, whatever it reads: the seconds of the same query
+  shape on a Python source that yields nothing (one empty task), and on one that yields the
+  same number of rows of the same schema from Arrow batches held in memory, in as many tasks
+  as the pykraft source packs the topic into (the best ratio a Python source can reach).
 
 Spark's own start-up is excluded: the session is up and both queries have run once on a small
 warm-up topic before anything is timed. The timed pykraft query does include starting its
 planning process (one Python process per streaming query; see spark/source.py). Row counts are
 Spark's own (`numInputRows` of each query's progress), checked against N.
 
-Run: `.venv/bin/python bench/spark.py [--records 500000]` (PySpark needs Java 17 or later).
+`--code DIR` runs Spark's Python workers and the cluster from another source tree (a `pykraft`
+package directory inside DIR, as bench/latency.py takes it): the same bench before a change.
+
+Run: `.venv/bin/python bench/spark.py [--records 500000] [--code DIR]` (PySpark needs Java 17
+or later).
 Figures depend on the machine (2 cores here, shared by the cluster and Spark): compare ratios
 of one run.
 """
@@ -29,15 +37,25 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import pyarrow as pa  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.datasource import (  # noqa: E402
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import StructType  # noqa: E402
 
 from pykraft.client import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from pykraft.spark import register  # noqa: E402
+from pykraft.spark.offsets import OffsetRange, pack  # noqa: E402
+from pykraft.spark.source import ARROW_ROWS_MAX, TASK_RECORDS_MIN, schema  # noqa: E402
 from tests.integration.cluster import full_isr, running_cluster  # noqa: E402
 from tests.integration.controllers import Quorum  # noqa: E402
 from tests.integration.processes import wait_for  # noqa: E402
@@ -82,6 +100,76 @@ def create_topic(quorum: Quorum, bootstrap: str, topic: str) -> None:
     )
 
 
+class MemoryStreamReader(DataSourceStreamReader):
+    """One micro-batch of `rows` rows of the pykraft source's schema in `tasks` tasks, sliced
+    from one Arrow batch each task builds (100-byte values, 13-byte keys): Spark's intake from
+    a Python source that reads nothing. With `rows` 0, one task that yields nothing."""
+
+    def __init__(self, rows: int, tasks: int) -> None:
+        self.rows, self.tasks = rows, tasks
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"batch": 0}
+
+    def latestOffset(self, start: dict[str, int], limit: object) -> dict[str, int]:
+        return {"batch": 1}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        if start == end:
+            return []
+        return [InputPartition(i) for i in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        rows = self.rows // self.tasks + (partition.value < self.rows % self.tasks)
+        size = min(rows, ARROW_ROWS_MAX)
+        if not size:
+            return
+        whole = pa.RecordBatch.from_arrays(
+            [
+                pa.array([b"key-%09d" % i for i in range(size)], pa.binary()),
+                pa.array([VALUE] * size, pa.binary()),
+                pa.array([TOPIC] * size, pa.string()),
+                pa.array([partition.value] * size, pa.int32()),
+                pa.array(range(size), pa.int64()),
+                pa.array([0] * size, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * size, pa.int32()),
+            ],
+            names=schema(False).fieldNames(),
+        )
+        for start in range(0, rows, size):
+            yield whole.slice(0, min(size, rows - start))
+
+
+class MemorySource(DataSource):
+    """`format("bench_memory")`, options `rows` and `tasks`: `MemoryStreamReader`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_memory"
+
+    def schema(self) -> StructType:
+        return schema(False)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MemoryStreamReader(int(self.options["rows"]), int(self.options["tasks"]))
+
+
+def memory_stream(spark: SparkSession, rows: int, tasks: int) -> DataFrame:
+    return (
+        spark.readStream.format("bench_memory")
+        .option("rows", str(rows))
+        .option("tasks", str(tasks))
+        .load()
+    )
+
+
+def pykraft_tasks(records: int) -> int:
+    """How many tasks the pykraft source reads `records` in, spread evenly over the topic."""
+    share = records // PARTITIONS
+    ranges = [OffsetRange(TOPIC, p, 0, share) for p in range(PARTITIONS)]
+    return len(pack(ranges, TASK_RECORDS_MIN, 1))
+
+
 def start_spark() -> SparkSession:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -94,6 +182,7 @@ def start_spark() -> SparkSession:
         .getOrCreate()
     )
     register(spark)
+    spark.dataSource.register(MemorySource)
     return spark
 
 
@@ -176,11 +265,10 @@ def consumer_alone(bootstrap: str, topic: str, records: int) -> float:
 
 
 def timed(name: str, stream: DataFrame, checkpoint: Path, records: int) -> float:
-    """Runs `stream` to its end, prints its figures and returns its records/s."""
+    """Runs `stream` to its end, prints its figures and returns its seconds."""
     seconds = drain(stream, checkpoint, records)
-    rate = records / seconds
-    print(f"{name}: {records:,} records in {seconds:,.1f} s, {rate:,.0f} records/s")
-    return rate
+    print(f"{name}: {records:,} records in {seconds:,.2f} s, {records / seconds:,.0f} records/s")
+    return seconds
 
 
 def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path) -> None:
@@ -199,12 +287,17 @@ def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path) -> N
         tmp / "checkpoint-warmup-parquet",
         WARMUP_RECORDS,
     )
+    drain(memory_stream(spark, WARMUP_RECORDS, 2), tmp / "checkpoint-warmup-memory", WARMUP_RECORDS)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
     args = parser.parse_args()
+    if args.code is not None:
+        os.environ["PYTHONPATH"] = str(args.code.resolve())
+        print(f"Spark workers' and the cluster's code: {args.code}")
     with (
         tempfile.TemporaryDirectory() as tmp_dir,
         running_cluster(Path(tmp_dir), topic=TOPIC, partitions=PARTITIONS) as (quorum, brokers),
@@ -230,10 +323,25 @@ def main() -> int:
                 args.records,
             )
             consumer_alone(bootstrap, TOPIC, args.records)
+            nothing = timed(
+                "Python source yielding nothing (one empty task)",
+                memory_stream(spark, 0, 1),
+                tmp / "checkpoint-nothing",
+                0,
+            )
+            tasks = pykraft_tasks(args.records)
+            from_memory = timed(
+                f"Python source yielding the rows from memory ({tasks} tasks)",
+                memory_stream(spark, args.records, tasks),
+                tmp / "checkpoint-memory",
+                args.records,
+            )
         finally:
             spark.stop()
         print(
-            f"pykraft / parquet: {from_topic / from_parquet:.2f} "
+            f"pykraft / parquet: {from_parquet / from_topic:.2f}; Python source from memory / "
+            f"parquet: {from_parquet / from_memory:.2f}; a Python source yielding nothing takes "
+            f"{nothing / from_parquet:.2f}x parquet's whole query "
             f"(local[2], availableNow to noop; cores: {os.cpu_count()})"
         )
     return 0

@@ -53,7 +53,10 @@ class BrokerConfig:
     topic_defaults: Mapping[str, str] = field(default_factory=dict)
     metadata_fetch_wait_ms: int = 1000
     request_timeout_ms: int = 5000
+    # Request threads for short requests; parked fetches get threads of their own, at most
+    # `fetch_waits_max` at once (beyond that a fetch answers without waiting).
     grpc_workers_max: int = 64
+    fetch_waits_max: int = 1000
     # Kafka's LogManager: how often retention runs, how long the cleaner rests between passes.
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000
@@ -97,6 +100,8 @@ class BrokerConfig:
             raise ConfigError("num.recovery.threads.per.data.dir must be positive")
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
+        if self.grpc_workers_max <= 0 or self.fetch_waits_max <= 0:
+            raise ConfigError("grpc.workers.max and fetch.waits.max must be positive")
         if self.replica_selector_class not in REPLICA_SELECTORS:
             raise ConfigError(
                 f"replica.selector.class: {self.replica_selector_class!r} is none of "
@@ -158,6 +163,8 @@ _INT_KEYS: Final = {
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
     "log.open.files.max": "log_open_files_max",
     "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
+    "grpc.workers.max": "grpc_workers_max",
+    "fetch.waits.max": "fetch_waits_max",
     "test.drop.produce.responses.every": "test_drop_produce_responses_every",
 }
 _STR_KEYS: Final = {

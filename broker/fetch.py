@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
+from pykraft.broker import latency_trace
 from pykraft.broker.counters import (
     CONSUMER_BYTES_OUT_TOTAL,
     FETCH_CONSUMER,
@@ -71,7 +72,7 @@ def handle_fetch(
 ) -> broker_pb2.FetchResponse:
     """Reads at once, or waits up to `max_wait_ms` for `min_bytes`, but never longer than
     `wait_ms_max` (the caller's deadline): a waiting Fetch holds one of the broker's request
-    threads."""
+    threads, so it waits only while it holds one of `manager.fetch_waits`' slots."""
     response, _ = _fetch(manager, request, clock_ms, wait_ms_max, _Records.IN_MESSAGE)
     return response
 
@@ -110,7 +111,7 @@ def _fetch(
 ) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    with manager.watches.watch(keys) as watch:
+    with manager.watches.watch(keys) as watch, manager.fetch_waits.holder() as may_wait:
         while True:
             watch.clear()  # before looking: a change during the look ends the wait at once
             held: dict[Slot, Records] = {}
@@ -118,7 +119,8 @@ def _fetch(
                 response, topic_bytes, at_once = _read_all(
                     manager, request, clock_ms(), held, where
                 )
-                if at_once or sum(topic_bytes) >= request.min_bytes or clock_ms() >= deadline_ms:
+                enough = at_once or sum(topic_bytes) >= request.min_bytes
+                if enough or clock_ms() >= deadline_ms or not may_wait():
                     _count(manager.counters, request, response, topic_bytes)
                     return response, held
             except BaseException:
@@ -240,6 +242,8 @@ def _read_one(
             result.preferred_read_replica = preferred
             return b"", True
     read = _read(partition, item, consumer=consumer, zero_copy=zero_copy)
+    if latency_trace.TRACE is not None:
+        _trace(latency_trace.TRACE, request, partition, item.fetch_offset, read)
     result.log_start_offset = read.log_start_offset
     high_watermark, news = read.high_watermark, False
     # Only an offset the leader holds tells it what the follower has (the read checked it);
@@ -255,6 +259,27 @@ def _read_one(
         high_watermark, news = partition.high_watermark_for(request.replica_id)
     result.high_watermark = result.last_stable_offset = high_watermark
     return b"" if read.data is None else read.data, news
+
+
+def _trace(
+    trace: latency_trace.LatencyTrace,
+    request: broker_pb2.FetchRequest,
+    partition: Partition,
+    fetch_offset: int,
+    read: ReadResult | RangeRead,
+) -> None:
+    """Notes a follower's fetch offset (it holds every record below), and the end of the
+    records a fetch is answered with."""
+    topic, partition_id, replica = partition.topic, partition.partition, request.replica_id
+    if replica != CONSUMER_REPLICA_ID:
+        trace.note(
+            latency_trace.Step.FOLLOWER_FETCH, topic, partition_id, fetch_offset, replica=replica
+        )
+    if read.next_offset > fetch_offset:
+        event = latency_trace.Step.CONSUMER_READ
+        if replica != CONSUMER_REPLICA_ID:
+            event = latency_trace.Step.FOLLOWER_READ
+        trace.note(event, topic, partition_id, read.next_offset, replica=replica)
 
 
 def _diverged(

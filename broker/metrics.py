@@ -21,6 +21,9 @@ Gauges, computed at scrape time by `BrokerCollector` from the partitions this br
   kafka_server_replicamanager_underminisrpartitioncount         UnderMinIsrPartitionCount
   kafka_server_kafkaserver_brokerstate                          BrokerState (Kafka's numbers)
   kafka_server_broker_metadata_metrics_last_applied_record_offset  broker-metadata-metrics
+  kafka_server_delayedoperationpurgatory_purgatorysize{delayedoperation="Fetch"}
+                                                                PurgatorySize: fetches waiting
+                                                                for records (each holds a thread)
 Consumer group lag, which Kafka's brokers do not export, under kafka_exporter's names, computed
 by `GroupLagCollector` on the coordinator of each group (the leader of its __consumer_offsets
 partition) for each committed partition this broker holds a replica of:
@@ -127,6 +130,13 @@ class BrokerCollector(Collector):
             "Offset of the last metadata record this broker applied.",
             value=self._metadata_offset(),
         )
+        purgatory = GaugeMetricFamily(
+            "kafka_server_delayedoperationpurgatory_purgatorysize",
+            "Requests waiting: fetches waiting for records.",
+            labels=["delayedoperation"],
+        )
+        purgatory.add_metric(["Fetch"], self._replica_manager.fetch_waits.held)
+        yield purgatory
 
 
 class GroupLagCollector(Collector):

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from pykraft.broker import isr as isr_rules
+from pykraft.broker import latency_trace
 from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
 from pykraft.broker.log import AppendInfo, LogError, PartitionLog, RangeRead, ReadResult
@@ -308,7 +309,12 @@ class Partition:
         at least min.insync.replicas in the ISR); says whether it moved (and woke waiters)."""
         with self._lock:
             moved = self._advance_high_watermark()
+            high_watermark = self.log.high_watermark
         if moved:
+            if latency_trace.TRACE is not None:
+                latency_trace.TRACE.note(
+                    latency_trace.Step.HIGH_WATERMARK, self.topic, self.partition, high_watermark
+                )
             self._on_change()
         return moved
 
@@ -388,6 +394,14 @@ class Partition:
         info = self.log.append_as_follower(batches)
         self._take_leader_high_watermark(leader_high_watermark)
         self._on_change()
+        if latency_trace.TRACE is not None:
+            latency_trace.TRACE.note(
+                latency_trace.Step.FOLLOWER_APPEND,
+                self.topic,
+                self.partition,
+                info.last_offset + 1,
+                replica=self._broker_id,
+            )
         return info
 
     def take_leader_high_watermark(self, leader_high_watermark: int) -> None:

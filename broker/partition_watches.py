@@ -1,13 +1,14 @@
-"""Wake-ups of Fetch long polls by partition: a parked fetch is woken only by a change of one of
+"""Wake-ups by partition: a parked fetch or acks=all produce is woken only by a change of one of
 its own partitions (its log end, high-water mark or role) or by a change that may concern every
-partition (metadata, close), never by appends elsewhere. With many partitions and parked fetches
-on one broker, an append then costs no thread but the ones waiting on it a wake-up and a re-read.
+partition (metadata, close), never by appends elsewhere. With many partitions and waiters on one
+broker, an append then costs no thread but the ones waiting on it a wake-up and a re-read.
 
 Usage, free of lost wake-ups: `with watches.watch(keys) as watch:` then, in a loop, `clear()`,
 look, and `wait(...)`: a change signalled after `clear` (even during the look) ends the wait.
-`wait_until` is that loop for a yes-or-no look (acks=all produce, the group coordinator's wait
-for its own writes): a wait on a few partitions is not woken by the appends, follower fetches
-and high-water mark moves of every other partition of the broker.
+
+A parked fetch holds a request thread while it waits; `WaitSlots` bounds how many may (the
+listeners' thread pools have that many threads beyond their workers for short requests), so
+idle consumers long-polling never take the threads that produce and metadata requests need.
 """
 
 from __future__ import annotations
@@ -68,6 +69,26 @@ class PartitionWatches:
                         if not watching:
                             del self._by_key[key]
 
+    def wait_until(
+        self,
+        keys: Collection[Key],
+        is_done: Callable[[], bool],
+        *,
+        deadline_ms: int,
+        clock_ms: Callable[[], int],
+    ) -> bool:
+        """Asks `is_done()` at once and after every change of `keys` (or of all): True as soon
+        as it says so, False once `deadline_ms` has passed by `clock_ms` with it still saying
+        no (`waiting.wait_until`, woken by these partitions only)."""
+        with self.watch(keys) as watch:
+            while True:
+                watch.clear()  # before looking: a change during the look ends the wait at once
+                if is_done():
+                    return True
+                if clock_ms() >= deadline_ms:
+                    return False
+                watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
+
     def changed(self, key: Key | None) -> None:
         """Wakes the watches of partition `key`, or (None) every watch."""
         with self._lock:
@@ -78,22 +99,36 @@ class PartitionWatches:
         for watch in woken:
             watch.set()
 
-    def wait_until(
-        self,
-        keys: Collection[Key],
-        is_done: Callable[[], bool],
-        *,
-        deadline_ms: int,
-        clock_ms: Callable[[], int],
-    ) -> bool:
-        """Asks `is_done()` at once and after every change of `keys` (or of all): True as soon
-        as it says so, False once `deadline_ms` has passed by `clock_ms` (monotonic ms) with it
-        still saying no. `is_done` runs on the caller's thread, under no lock of ours; what it
-        raises propagates."""
-        with self.watch(keys) as watch:
-            while True:
-                watch.clear()  # before looking: a change during the look ends the wait at once
-                if is_done():
-                    return True
-                if not watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms):
-                    return False
+
+class WaitSlots:
+    """At most `slots_max` waits at once. `holder()` gives a waiter a `may_wait()` that takes a
+    slot the first time it is called (False when none is free: answer without waiting) and keeps
+    it until the `with` block ends; `held` is how many are taken (Kafka's purgatory size)."""
+
+    def __init__(self, slots_max: int) -> None:
+        self.slots_max = slots_max
+        self.held = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def holder(self) -> Iterator[Callable[[], bool]]:
+        taken = False
+
+        def may_wait() -> bool:
+            nonlocal taken
+            taken = taken or self._take()
+            return taken
+
+        try:
+            yield may_wait
+        finally:
+            if taken:
+                with self._lock:
+                    self.held -= 1
+
+    def _take(self) -> bool:
+        with self._lock:
+            if self.held >= self.slots_max:
+                return False
+            self.held += 1
+            return True

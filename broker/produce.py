@@ -13,10 +13,12 @@ for the original batches' end offset, as they may not be replicated yet."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pykraft.broker import latency_trace
 from pykraft.broker.counters import BYTES_IN_TOTAL, MESSAGES_IN_TOTAL
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
@@ -42,8 +44,9 @@ class _Now(NamedTuple):
 
 
 @dataclass(eq=False)
-class _Pending:
-    """An acks=all append waiting for the high-water mark to reach `end_offset`."""
+class _Appended:
+    """One partition's append, which with acks=all waits for the high-water mark to reach
+    `end_offset`."""
 
     partition: Partition
     leader_epoch: int
@@ -96,20 +99,38 @@ def produce_records(
     acks=all, once the high-water mark covers them or `timeout_ms` after the appends.
     `clock_ms` (monotonic) times the wait and the broker's session; `wall_clock_ms` is the log's
     time: what LogAppendTime stamps and timestamps are checked against, as in Kafka."""
+    arrived_ns = time.perf_counter_ns() if latency_trace.TRACE is not None else 0
     results: list[broker_pb2.ProducePartitionResult] = []
-    pending: list[_Pending] = []
+    appended: list[_Appended] = []
     for item in partitions:
         result = broker_pb2.ProducePartitionResult(
             partition=item.partition, base_offset=-1, log_append_time_ms=-1
         )
         results.append(result)
         now = _Now(clock_ms(), wall_clock_ms())
-        waiting = _produce_one(manager, acks, item, result, now)
-        if waiting is not None:
-            pending.append(waiting)
-    if pending:
-        _await_high_watermark(manager, pending, clock_ms() + timeout_ms, clock_ms)
+        done = _produce_one(manager, acks, item, result, now)
+        if done is not None:
+            appended.append(done)
+    trace = latency_trace.TRACE
+    if trace is not None:
+        _trace(trace, latency_trace.Step.PRODUCE_IN, appended, arrived_ns)
+        _trace(trace, latency_trace.Step.LEADER_APPEND, appended, time.perf_counter_ns())
+    if appended and acks == -1:
+        _await_high_watermark(manager, appended, clock_ms() + timeout_ms, clock_ms)
+    if trace is not None:
+        _trace(trace, latency_trace.Step.PRODUCE_OUT, appended, time.perf_counter_ns())
     return results
+
+
+def _trace(
+    trace: latency_trace.LatencyTrace,
+    event: latency_trace.Step,
+    appended: list[_Appended],
+    at_ns: int,
+) -> None:
+    for item in appended:
+        partition = item.partition
+        trace.note(event, partition.topic, partition.partition, item.end_offset, at_ns=at_ns)
 
 
 def _produce_one(
@@ -118,7 +139,7 @@ def _produce_one(
     item: PartitionRecords,
     result: broker_pb2.ProducePartitionResult,
     now: _Now,
-) -> _Pending | None:
+) -> _Appended | None:
     try:
         if acks not in VALID_ACKS:
             raise LogError(common_pb2.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}")
@@ -141,22 +162,21 @@ def _produce_one(
     result.base_offset = info.first_offset
     result.log_append_time_ms = info.log_append_time_ms
     result.log_start_offset = partition.log_start_offset
-    if acks != -1:
-        return None
-    return _Pending(partition, leader_epoch, result, info.last_offset + 1)
+    return _Appended(partition, leader_epoch, result, info.last_offset + 1)
 
 
 def _await_high_watermark(
-    manager: ReplicaManager, pending: list[_Pending], deadline_ms: int, clock_ms: Callable[[], int]
+    manager: ReplicaManager, pending: list[_Appended], deadline_ms: int, clock_ms: Callable[[], int]
 ) -> None:
-    """Decides each wait once per wake-up (`Partition.ack_state`): LOST ends it with
+    """Decides each wait once per wake-up, woken by changes of its own partitions only
+    (`Partition.ack_state`, whose every input signals the partition): LOST ends it with
     NOT_LEADER_OR_FOLLOWER, DONE leaves the result as it is, WAIT waits on; REQUEST_TIMED_OUT
     for those still waiting at the deadline."""
-    lost: list[_Pending] = []
+    lost: list[_Appended] = []
 
     def all_decided() -> bool:
         nonlocal pending
-        waiting_on: list[_Pending] = []
+        waiting_on: list[_Appended] = []
         for waiting in pending:
             state = waiting.state()
             if state is AckState.LOST:

@@ -46,7 +46,7 @@ from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
-from pykraft.broker.partition_watches import PartitionWatches
+from pykraft.broker.partition_watches import PartitionWatches, WaitSlots
 from pykraft.metadata_log import (
     BROKER_SYNONYMS,
     MetadataDelta,
@@ -94,6 +94,7 @@ class ReplicaManager:
         self.changed = threading.Condition()
         self._version = 0
         self.watches = PartitionWatches()
+        self.fetch_waits = WaitSlots(config.fetch_waits_max)
         # What the request handlers served (Kafka's ReplicaManager keeps BrokerTopicStats).
         self.counters = Counters()
         self.maintenance = LogMaintenance(

@@ -29,7 +29,7 @@ from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.kafka.api import KafkaServices
 from pykraft.broker.kafka.apis import ALL_APIS
 from pykraft.broker.kafka.dispatch import Dispatcher
-from pykraft.broker.kafka.server import KafkaListener
+from pykraft.broker.kafka.server import WORKERS_MAX, KafkaListener
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.log.open_files import OPEN_FILES
 from pykraft.broker.metadata import ImageFile, MetadataFollower
@@ -149,7 +149,9 @@ class Broker:
             groups=groups,
         )
         admin = AdminForwarder(self._caller, timeout_ms=ADMIN_FORWARD_TIMEOUT_MS)
-        self._server = serve(service, admin, self.config.listener, self.config.grpc_workers_max)
+        # A parked fetch holds a thread: `fetch.waits.max` of them on top of the workers.
+        threads_max = self.config.grpc_workers_max + self.config.fetch_waits_max
+        self._server = serve(service, admin, self.config.listener, threads_max)
         if self.config.kafka_listener:
             self._start_kafka_listener(
                 KafkaServices(
@@ -200,7 +202,11 @@ class Broker:
     def _start_kafka_listener(self, services: KafkaServices) -> None:
         """Serves the Kafka protocol beside gRPC, with the same parts; OSError if it cannot bind."""
         listener = KafkaListener(
-            self.config.kafka_host, self.config.kafka_port, Dispatcher(ALL_APIS), services
+            self.config.kafka_host,
+            self.config.kafka_port,
+            Dispatcher(ALL_APIS),
+            services,
+            workers_max=WORKERS_MAX + self.config.fetch_waits_max,
         )
         listener.start()
         self._kafka_listener = listener

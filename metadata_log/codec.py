@@ -316,12 +316,27 @@ def decode_record(data: bytes) -> Record:
 
 def encode_records(records: Sequence[Record]) -> bytes:
     """A batch: the record count, then each record prefixed by its length."""
+    return batch_of_frames(len(records), encode_record_frames(records))
+
+
+def encode_record_frames(records: Sequence[Record]) -> bytes:
+    """Each record prefixed by its length, without the count: frames of several calls, joined
+    in order, make the body of one batch (`batch_of_frames`), so a writer that gathers records
+    from several sources encodes each record once and knows the batch's size as it goes."""
     buf = bytearray()
-    _write_uvarint(buf, len(records))
     for record in records:
         body = encode_record(record)
         _write_uvarint(buf, len(body))
         buf += body
+    return bytes(buf)
+
+
+def batch_of_frames(record_count: int, frames: bytes) -> bytes:
+    """The batch `encode_records` writes for the `record_count` records whose joined
+    `encode_record_frames` are `frames`."""
+    buf = bytearray()
+    _write_uvarint(buf, record_count)
+    buf += frames
     return bytes(buf)
 
 

@@ -12,18 +12,47 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Final
+from typing import Final, NamedTuple
 
 DISABLED: Final = os.environ.get("PYKRAFT_NO_EXTENSIONS", "") not in ("", "0")
 
-# Every compiled module; tests check each one loads where the install built them.
-COMPILED_MODULES: Final = (
-    "pykraft.proto.record_batch._codec",
-    "pykraft.client.producer._murmur2",
-    "pykraft.client.consumer._consumer_records",
-    "pykraft.proto.record_batch._columns_ext",
-    "pykraft.client.producer._record_future",
-)
+
+class Twin(NamedTuple):
+    """Where a compiled module's function or class is chosen: `module.attribute` is the
+    compiled module's `compiled` unless disabled or not built, else `module.python`, its
+    pure-Python twin (a test checks each pair; bench/implementations.py swaps them)."""
+
+    module: str
+    attribute: str
+    python: str
+    compiled: str
+
+
+# Every compiled module and the twins it provides; tests check each one loads where the install
+# built them and is chosen unless disabled.
+COMPILED_MODULES: Final[dict[str, tuple[Twin, ...]]] = {
+    "pykraft.proto.record_batch._codec": (
+        Twin("pykraft.proto.record_batch.build", "encode_record", "encode_record_python",
+             "encode_record"),
+        Twin("pykraft.proto.record_batch.decode", "decode_records", "decode_records_python",
+             "decode_records"),
+    ),
+    "pykraft.client.producer._murmur2": (
+        Twin("pykraft.client.producer.partitioner", "murmur2", "murmur2_python", "murmur2"),
+    ),
+    "pykraft.client.consumer._consumer_records": (
+        Twin("pykraft.client.consumer.fetch_buffer", "consumer_records",
+             "consumer_records_python", "consumer_records"),
+    ),
+    "pykraft.proto.record_batch._columns_ext": (
+        Twin("pykraft.proto.record_batch.columns", "_decode", "decode_records_python",
+             "decode_records"),
+    ),
+    "pykraft.client.producer._open_batches": (
+        Twin("pykraft.client.producer.accumulator", "OpenBatches", "open_batches_python",
+             "OpenBatches"),
+    ),
+}  # fmt: skip
 
 
 def load(module: str) -> ModuleType | None:

@@ -22,6 +22,8 @@ from pykraft.metadata_log.records import Record
 _HEADER = struct.Struct(">BBBii")
 _MAGIC = 0x4B
 _VERSION = 0
+# The bytes a payload adds to its records' frames: the header and the record count's varint.
+PAYLOAD_OVERHEAD_BYTES_MAX = _HEADER.size + 10
 
 
 class BatchKind(IntEnum):
@@ -41,8 +43,7 @@ class QuorumBatch:
     records: tuple[Record, ...]
 
     def encode(self) -> bytes:
-        header = _HEADER.pack(_MAGIC, _VERSION, self.kind, self.epoch, self.leader_id)
-        return header + encode_records(self.records)
+        return encode_payload(self.kind, self.epoch, self.leader_id, encode_records(self.records))
 
     @staticmethod
     def decode(payload: bytes) -> QuorumBatch:
@@ -59,3 +60,15 @@ class QuorumBatch:
             raise CorruptBatchError(f"unknown quorum batch kind {kind}") from error
         records = tuple(decode_records(payload[_HEADER.size :]))
         return QuorumBatch(batch_kind, epoch, leader_id, records)
+
+
+def encode_payload(kind: BatchKind, epoch: int, leader_id: int, record_batch: bytes) -> bytes:
+    """The entry of a batch whose records `metadata_log.codec` already encoded as `record_batch`
+    (what `QuorumBatch.encode` writes, without encoding the records again)."""
+    return _HEADER.pack(_MAGIC, _VERSION, kind, epoch, leader_id) + record_batch
+
+
+def record_batch_of(payload: bytes) -> bytes:
+    """The records' encoding inside a payload `QuorumBatch.decode` accepted: what the metadata
+    log serves, without encoding the records again."""
+    return payload[_HEADER.size :]

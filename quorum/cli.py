@@ -42,6 +42,16 @@ def controller() -> None:
 @click.option("--broker-session-timeout-ms", type=int, help="Fence a broker after this (9000).")
 @click.option("--metadata-tail-records-max", type=int, help="Records kept for MetadataFetch.")
 @click.option("--raft-compaction-min-entries", type=int, help="Raft entries between snapshots.")
+@click.option("--grpc-workers-max", type=int, help="gRPC threads for short requests (64).")
+@click.option(
+    "--broker-sessions-max", type=int, help="Brokers whose session streams it holds (1000)."
+)
+@click.option(
+    "--append-linger-ms",
+    type=int,
+    help="Longest wait of a write for the next metadata log entry while one is in flight (25).",
+)
+@click.option("--entry-operations-max", type=int, help="Writes one log entry holds (1000).")
 @click.option(
     "--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable",
     default=None,
@@ -67,6 +77,10 @@ def run(config_path: Path | None, **flags: object) -> None:
         "broker_session_timeout_ms": "broker.session.timeout.ms",
         "metadata_tail_records_max": "metadata.tail.records.max",
         "raft_compaction_min_entries": "raft.compaction.min.entries",
+        "grpc_workers_max": "grpc.workers.max",
+        "broker_sessions_max": "broker.sessions.max",
+        "append_linger_ms": "controller.quorum.append.linger.ms",
+        "entry_operations_max": "metadata.entry.operations.max",
         "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
         "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
         "metrics_listen": "metrics.listen",
@@ -89,6 +103,7 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
         listeners=config.controller_listeners,
         data_dir=config.data_dir / "raft",
         compaction_min_entries=config.raft_compaction_min_entries,
+        entry_bytes_max=config.raft_entry_bytes_max,
     )
     quorum_controller = QuorumController(config, raft_config)
     quorum_controller.start()
@@ -96,7 +111,7 @@ def _serve_until_stopped(config: ControllerConfig) -> int:
     try:
         if config.metrics_listen:
             http = _start_http(config.metrics_listen, quorum_controller)
-        server = serve(quorum_controller, config.listener, config.grpc_workers_max)
+        server = serve(quorum_controller, config.listener)
     except OSError as error:
         log.error("%s", error)
         if http is not None:

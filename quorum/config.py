@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pykraft.quorum.raft.api import ENTRY_BYTES_MAX_DEFAULT
 from pykraft.server_common.config_files import ConfigError, read_settings
 from pykraft.server_common.node_http import METRICS_LISTEN_KEY, parse_metrics_listen
 from pykraft.server_common.process import LOG_FORMAT_KEY, parse_log_format
@@ -37,7 +38,17 @@ class ControllerConfig:
     raft_compaction_min_entries: int = 5000
     request_timeout_ms: int = 30_000
     events_queue_max: int = 10_000
+    # Threads for short requests; each broker's long-held calls (its session stream and its
+    # metadata long poll) get threads of their own, for up to `broker_sessions_max` brokers.
     grpc_workers_max: int = 64
+    broker_sessions_max: int = 1000
+    # Group commit (controller_core.py): writes decided while this controller's last entry is
+    # being committed share the next entry, which leaves once that one commits, after
+    # `append_linger_ms` at the latest (Kafka's controller.quorum.append.linger.ms), or when
+    # `entry_operations_max` writes or `raft_entry_bytes_max` bytes (RaftConfig's) fill it.
+    append_linger_ms: int = 25
+    entry_operations_max: int = 1000
+    raft_entry_bytes_max: int = ENTRY_BYTES_MAX_DEFAULT
     # Kafka's automatic preferred leader election (see controller/elections.py).
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
@@ -61,6 +72,11 @@ class ControllerConfig:
             self.broker_session_timeout_ms <= 0
             or self.metadata_tail_records_max <= 0
             or self.leader_imbalance_check_interval_seconds <= 0
+            or self.grpc_workers_max <= 0
+            or self.broker_sessions_max <= 0
+            or self.append_linger_ms < 0
+            or self.entry_operations_max <= 0
+            or self.raft_entry_bytes_max <= 0
         ):
             raise ConfigError("timeouts and limits must be positive")
 
@@ -75,6 +91,11 @@ _KEYS = {
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "metadata.tail.records.max": "metadata_tail_records_max",
     "raft.compaction.min.entries": "raft_compaction_min_entries",
+    "grpc.workers.max": "grpc_workers_max",
+    "broker.sessions.max": "broker_sessions_max",
+    "controller.quorum.append.linger.ms": "append_linger_ms",
+    "metadata.entry.operations.max": "entry_operations_max",
+    "raft.entry.bytes.max": "raft_entry_bytes_max",
     "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
     "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
     METRICS_LISTEN_KEY: "metrics_listen",

@@ -10,12 +10,17 @@ the driver (`quorum_controller.py`, or the simulation test) performs its `Output
 
 What a caller may rely on:
 - A write is decided against the pending image, so concurrent requests see each other's effects;
-  its records go out as one `Append` stamped with this controller's epoch, and its answer comes
-  only from the `AppendDone` that reports them applied.
+  its records go out in one `Append` stamped with this controller's epoch, and its answer comes
+  only from the `AppendDone` that reports them applied. Writes decided while an entry of this
+  controller is in flight share the next one (group commit, `entry_group.py`); it leaves when
+  nothing is in flight, when full, or after `append_linger_ms`.
 - When leadership is lost (a `RaftPolled` with another leader or term, a failed append), every
-  write in flight is answered NOT_CONTROLLER at once: its outcome is unknown here, which is Kafka's
-  contract too. The pending image falls back to the committed one. The state machine's epoch check
-  (`batch.py`) makes sure a deposed controller's batches never apply.
+  write in flight or waiting for its entry is answered NOT_CONTROLLER at once: its outcome is
+  unknown here, which is Kafka's contract too. The pending image falls back to the committed
+  one. The state machine's epoch check (`batch.py`) makes sure a deposed controller's batches
+  never apply.
+- A standby that knows no leader (an election is under way) holds requests until one is known
+  (`leader_wait.py`), then redirects them or, once active itself, decides them.
 - While ACTIVATING (its LEADER_CHANGE not yet applied) the core takes no requests
   (`accepts_requests` is False): decisions are never taken on a partial image.
 - Timers: brokers whose session expired are fenced; every
@@ -25,10 +30,10 @@ What a caller may rely on:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
+from pykraft.metadata_log.codec import encode_record_frames
 from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.errors import InvariantError
 from pykraft.metadata_log.image import MetadataImage
@@ -46,6 +51,7 @@ from pykraft.quorum.controller.cluster import fence_expired_brokers
 from pykraft.quorum.controller.elections import balance_partition_leaders
 from pykraft.quorum.controller.heartbeats import HeartbeatTracker
 from pykraft.quorum.controller.result import ControllerResult
+from pykraft.quorum.entry_group import EntryLimits, OpenEntry, PendingWrite
 from pykraft.quorum.events import (
     Answer,
     Append,
@@ -64,9 +70,15 @@ from pykraft.quorum.events import (
     Tick,
     WriteRequest,
 )
+from pykraft.quorum.leader_wait import LeaderWait
 from pykraft.quorum.metadata_fetch import fetch_response
 from pykraft.quorum.raft.api import RaftStatus
-from pykraft.quorum.replies import controller_listeners, error_response, not_controller
+from pykraft.quorum.replies import (
+    controller_listeners,
+    error_response,
+    header_of,
+    not_controller,
+)
 from pykraft.quorum.roles import Role, RoleState
 from pykraft.quorum.state_machine import Applied, MetadataStateMachine
 
@@ -74,15 +86,6 @@ log = logging.getLogger(__name__)
 
 # How often parked fetches are looked at again, so one is answered soon after its records commit.
 FETCH_RECHECK_MS = 10
-
-
-@dataclass(frozen=True)
-class _InFlight:
-    """A write appended and not yet committed. `request_id` None: nobody waits for it."""
-
-    request_id: int | None
-    response: Message
-    response_cls: type[Message]
 
 
 class ControllerCore:
@@ -96,10 +99,17 @@ class ControllerCore:
         self._role = RoleState.standby()
         self._heartbeats = HeartbeatTracker(config.broker_session_timeout_ms)
         self._pending_image = self.state.image
-        self._inflight: dict[int, _InFlight] = {}  # by append id, in append order
+        self._inflight: dict[int, list[PendingWrite]] = {}  # by append id, in append order
+        self._open_entry: OpenEntry | None = None  # writes decided, not yet appended
+        self._entry_limits = EntryLimits(
+            operations_max=config.entry_operations_max,
+            bytes_max=config.raft_entry_bytes_max,
+            linger_ms=config.append_linger_ms,
+        )
         self._barrier_append_id: int | None = None
         self._next_append_id = 0
         self._parked_fetches: list[FetchRequest] = []
+        self._leader_wait = LeaderWait(config.events_queue_max)
         self._next_balance_ms = 0  # set when this node becomes active
         self._raft: RaftStatus | None = None
         self._stop_reason: str | None = None
@@ -139,6 +149,11 @@ class ControllerCore:
         else:
             assert isinstance(event, Tick)
             self._run_timers(now_ms, out)
+        self._release_held_requests(now_ms, out)
+        if self._open_entry is not None and self._open_entry.due(
+            now_ms, entries_in_flight=len(self._inflight)
+        ):
+            self._append_open_entry(out)
         self._answer_fetches(now_ms, out)
         out.wake_at_ms = self._wake_at_ms(now_ms)
         return out
@@ -164,7 +179,7 @@ class ControllerCore:
             # every snapshot opens with the version of the records that follow.
             records += (FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LATEST),)
         barrier = QuorumBatch(BatchKind.LEADER_CHANGE, term, self.config.node_id, records)
-        self._barrier_append_id = self._append(barrier, None, out)
+        self._barrier_append_id = self._append(barrier, barrier.encode(), (), out)
 
     def _on_barrier(self, done: AppendDone, now_ms: int, out: Output) -> None:
         self._barrier_append_id = None
@@ -186,16 +201,24 @@ class ControllerCore:
         self._pending_image = self.state.image
         self._barrier_append_id = None
         inflight, self._inflight = self._inflight, {}
-        for write in inflight.values():
+        for writes in inflight.values():
             # Their outcome is unknown here: they may still commit under the next controller.
-            self._answer(out, write.request_id, self._not_controller(write.response_cls, reason))
+            self._fail_writes(writes, reason, out)
+        self._drop_open_entry(reason, out)
         log.info("node %d stops being %s: %s", self.config.node_id, was.value, reason)
 
     def _stop(self, reason: str, out: Output) -> None:
         self._stop_reason = reason
-        parked, self._parked_fetches = self._parked_fetches, []
-        for fetch in parked:
-            self._answer(out, fetch.request_id, self._not_controller(fetch.response_cls, reason))
+        self._drop_open_entry(reason, out)  # the writes in flight end with the log's SHUTDOWN
+        parked: list[Request] = [
+            *self._parked_fetches,
+            *self._leader_wait.release(0, leader_known=True),
+        ]
+        self._parked_fetches = []
+        for request in parked:
+            self._answer(
+                out, request.request_id, self._not_controller(request.response_cls, reason)
+            )
 
     # ---- requests ----------------------------------------------------------------------------
 
@@ -211,8 +234,34 @@ class ControllerCore:
             isinstance(request, FetchRequest) and request.allow_standby
         ):
             self._handle(request, now_ms, out)
+        elif self._leader_id() is None and self._leader_wait.hold(request, now_ms):
+            pass  # an election is under way: answered once it ends (leader_wait.py)
         else:
             self._answer(out, request.request_id, self._not_controller(request.response_cls))
+
+    def _leader_id(self) -> int | None:
+        """The leader as far as a client should be sent to it: none while this node has lost its
+        connection to the one Raft still names. After a kill -9 of the active controller the
+        followers name it until their election timeout fires, and redirecting clients to it
+        sent them into their retry backoff, past the end of the election."""
+        raft = self._raft
+        if raft is None or raft.leader_id is None:
+            return None
+        lost = any(v.node_id == raft.leader_id and not v.connected for v in raft.voters)
+        return None if lost and raft.leader_id != self.config.node_id else raft.leader_id
+
+    def _release_held_requests(self, now_ms: int, out: Output) -> None:
+        """Requests held while no leader was known: decided here once this node is active,
+        redirected once another node leads, or refused when their wait is over."""
+        active = self._role.role is Role.ACTIVE
+        leader_known = active or self._leader_id() not in (None, self.config.node_id)
+        for request in self._leader_wait.release(now_ms, leader_known=leader_known):
+            if now_ms > request.deadline_ms:
+                out.answers.append(Answer(request.request_id, None))  # its caller timed out
+            elif active:
+                self._handle(request, now_ms, out)
+            else:
+                self._answer(out, request.request_id, self._not_controller(request.response_cls))
 
     def _handle(self, request: Request, now_ms: int, out: Output) -> None:
         try:
@@ -248,40 +297,81 @@ class ControllerCore:
             new_topic_id=self._new_id,
         )
         result = decide(context)
+        write = PendingWrite(request_id, result.response, response_cls)
         if not result.records:
-            self._answer(out, request_id, result.response)
+            self._answer_after_pending_records(write, out)
             return
-        epoch = self._role.epoch
-        self._pending_image = _replayed(self._pending_image, result.records, epoch)
-        batch = QuorumBatch(BatchKind.RECORDS, epoch, self.config.node_id, result.records)
-        append_id = self._append(batch, request_id, out)
-        self._inflight[append_id] = _InFlight(request_id, result.response, response_cls)
+        frames = encode_record_frames(result.records)
+        if self._entry_limits.too_large(len(frames)):
+            response = _too_large(response_cls, len(frames), self._entry_limits)
+            log.warning("refused a write: %s", header_of(response).error_message)
+            self._answer(out, request_id, response)
+            return
+        self._pending_image = _replayed(self._pending_image, result.records, self._role.epoch)
+        if self._open_entry is not None and not self._open_entry.fits(len(frames)):
+            self._append_open_entry(out)
+        if self._open_entry is None:
+            self._open_entry = OpenEntry(now_ms, self._entry_limits)
+        self._open_entry.add(result.records, frames, write)
+
+    def _answer_after_pending_records(self, write: PendingWrite, out: Output) -> None:
+        """A write without records read the pending image: it is answered once every record it
+        may have seen committed, with the last entry holding them (at once when none is)."""
+        if self._open_entry is not None:
+            self._open_entry.add_reader(write)
+        elif self._inflight:
+            self._inflight[next(reversed(self._inflight))].append(write)
+        else:
+            self._answer(out, write.request_id, write.response)
+
+    def _append_open_entry(self, out: Output) -> None:
+        entry, self._open_entry = self._open_entry, None
+        assert entry is not None and self._role.role is Role.ACTIVE
+        batch, payload = entry.seal(self._role.epoch, self.config.node_id)
+        request_ids = tuple(w.request_id for w in entry.writes if w.request_id is not None)
+        self._inflight[self._append(batch, payload, request_ids, out)] = entry.writes
+
+    def _drop_open_entry(self, reason: str, out: Output) -> None:
+        """Answers the writes never appended: they cannot commit, but they were decided on
+        state this node no longer vouches for, so the caller retries on the active one."""
+        entry, self._open_entry = self._open_entry, None
+        if entry is not None:
+            self._fail_writes(entry.writes, reason, out)
+
+    def _fail_writes(self, writes: list[PendingWrite], reason: str, out: Output) -> None:
+        for write in writes:
+            self._answer(out, write.request_id, self._not_controller(write.response_cls, reason))
 
     def _on_append_done(self, done: AppendDone, now_ms: int, out: Output) -> None:
         if done.append_id == self._barrier_append_id:
             self._on_barrier(done, now_ms, out)
             return
-        write = self._inflight.pop(done.append_id, None)
-        if write is None:
+        writes = self._inflight.pop(done.append_id, None)
+        if writes is None:
             return  # answered NOT_CONTROLLER when this node stepped down
         if not isinstance(done.result, Applied) or done.error is not None:
             reason = done.error.name if done.error is not None else f"batch rejected: {done.result}"
-            self._answer(out, write.request_id, self._not_controller(write.response_cls, reason))
+            self._fail_writes(writes, reason, out)
             if self._role.role is not Role.STANDBY:
                 self._deactivate(f"a write failed ({reason})", out)
             return
-        self._answer(out, write.request_id, write.response)
-        if not self._inflight and self.state.active_epoch == self._role.epoch:
+        for write in writes:
+            self._answer(out, write.request_id, write.response)
+        idle = not self._inflight and self._open_entry is None
+        if idle and self.state.active_epoch == self._role.epoch:
             # Nothing in flight: the pending image must now be exactly the committed one. (When
             # a newer controller's LEADER_CHANGE applied in the same poll, it is not; this node
             # steps down on the Raft status that follows.)
             assert self._pending_image.offset == self.state.image.offset
             self._pending_image = self.state.image
 
-    def _append(self, batch: QuorumBatch, request_id: int | None, out: Output) -> int:
+    def _append(
+        self, batch: QuorumBatch, payload: bytes, request_ids: tuple[int, ...], out: Output
+    ) -> int:
         append_id = self._next_append_id
         self._next_append_id += 1
-        out.appends.append(Append(append_id, batch, request_id))
+        self.state.remember(payload, batch)
+        out.appends.append(Append(append_id, batch, request_ids, payload))
         return append_id
 
     # ---- timers and fetches ------------------------------------------------------------------
@@ -341,6 +431,11 @@ class ControllerCore:
         times: list[int] = []
         if self._parked_fetches:
             times.append(now_ms + FETCH_RECHECK_MS)
+        if self._open_entry is not None:
+            times.append(max(self._open_entry.wake_at_ms, now_ms + 1))
+        held_until_ms = self._leader_wait.wake_at_ms()
+        if held_until_ms is not None:
+            times.append(max(held_until_ms, now_ms + 1))
         if self._role.role is Role.ACTIVE:
             expiry_ms = self._heartbeats.next_expiry_ms(now_ms)
             if expiry_ms is not None:
@@ -373,6 +468,15 @@ class ControllerCore:
 def _replayed(image: MetadataImage, records: tuple[Record, ...], epoch: int) -> MetadataImage:
     return replay_all(image, records).apply(
         offset=image.offset + len(records), epoch=max(epoch, image.epoch)
+    )
+
+
+def _too_large(response_cls: type[Message], frames_bytes: int, limits: EntryLimits) -> Message:
+    return error_response(
+        response_cls,
+        common_pb2.POLICY_VIOLATION,
+        f"Unable to perform excessively large batch operation: its records take {frames_bytes} "
+        f"bytes, more than one metadata log entry holds ({limits.bytes_max} bytes).",
     )
 
 

@@ -119,13 +119,15 @@ Event = Request | AppendDone | RaftPolled | Tick | Stop
 
 @dataclass(frozen=True)
 class Append:
-    """A batch to append to the Raft log; its outcome comes back as `AppendDone(append_id)`.
-    `batch.epoch` is the epoch it was decided in. `request_id` names the write whose records
-    these are (None: a LEADER_CHANGE or a write the controller decided for itself)."""
+    """A batch to append to the Raft log as `payload` (`batch.encode()`'s bytes); its outcome
+    comes back as `AppendDone(append_id)`. `batch.epoch` is the epoch it was decided in.
+    `request_ids` name the writes whose records these are, in order (empty for a LEADER_CHANGE;
+    a write the controller decided for itself has no id)."""
 
     append_id: int
     batch: QuorumBatch
-    request_id: int | None
+    request_ids: tuple[int, ...]
+    payload: bytes
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from pykraft.quorum.events import DecideContext
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.replies import controller_listeners
 from pykraft.quorum.roles import Role, RoleState
+from pykraft.server_common.errors import ApiError, error_header
 from pykraft.server_common.grpc_server import start_server
 
 log = logging.getLogger(__name__)
@@ -179,6 +180,9 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         self._controller = controller
         self._timeout_ms = controller.config.request_timeout_ms
         self._stream_ids = itertools.count()  # next() is atomic under the GIL
+        # Each held session stream keeps a gRPC thread of the pool `serve` sized for them.
+        self._sessions_max = controller.config.broker_sessions_max
+        self._session_slots = threading.BoundedSemaphore(self._sessions_max)
 
     def RegisterBroker(
         self, request: controller_pb2.BrokerRegistrationRequest, context: grpc.ServicerContext
@@ -256,6 +260,12 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         in the same epoch. Its end, seen by gRPC's termination callback (which runs even when
         this generator is never resumed), queues the write that fences the broker; a stream
         this controller ends itself (leadership moved) fences nothing: the broker reconnects."""
+        if not self._session_slots.acquire(blocking=False):
+            yield controller_pb2.BrokerSessionResponse(header=self._sessions_full())
+            return
+        if not context.add_callback(self._session_slots.release):
+            self._session_slots.release()  # the broker went away already
+            return
         stream_id = next(self._stream_ids)
         epoch = self._controller.core.role.epoch
         opened = self._controller.write(
@@ -286,6 +296,13 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                 ended_here.set()
                 return
 
+    def _sessions_full(self) -> common_pb2.ResponseHeader:
+        message = (
+            f"this controller holds broker.sessions.max ({self._sessions_max}) session streams; "
+            "the broker stays in the cluster on heartbeats, fenced by its session timeout alone"
+        )
+        return error_header(ApiError(common_pb2.POLICY_VIOLATION, message))
+
     def _end_session(self, request: controller_pb2.BrokerSessionRequest, stream_id: int) -> None:
         """Queues the decision on a stream's end without waiting (gRPC's callback thread)."""
         queued = self._controller.write_nowait(
@@ -301,11 +318,15 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
             )
 
 
-def serve(controller: QuorumController, address: str, workers_max: int) -> grpc.Server:
-    """Starts the gRPC server for both services on `address`; raises if it cannot bind."""
+def serve(controller: QuorumController, address: str) -> grpc.Server:
+    """Starts the gRPC server for both services on `address`; raises if it cannot bind. Its pool
+    has `grpc.workers.max` threads for short requests and two per broker up to
+    `broker.sessions.max`: a broker's session stream and its metadata long poll each hold one
+    for as long as they last."""
+    config = controller.config
     return start_server(
         address,
-        workers_max,
+        config.grpc_workers_max + 2 * config.broker_sessions_max,
         [
             (admin_pb2_grpc.add_AdminServiceServicer_to_server, AdminService(controller)),
             (

@@ -13,16 +13,20 @@ only.
 from __future__ import annotations
 
 import struct
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from pykraft.metadata_log.codec import decode_records, encode_records
 from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.image import MetadataImage
-from pykraft.quorum.batch import BatchKind, QuorumBatch
+from pykraft.quorum.batch import BatchKind, QuorumBatch, record_batch_of
 
 # image offset, image epoch, active epoch, active leader id
 _SNAPSHOT_HEADER = struct.Struct(">qiii")
+# Batches this node appended, kept decoded until they apply (`remember`): beyond these bounds
+# the oldest are decoded again when they apply, which costs time, never correctness.
+REMEMBERED_BATCHES_MAX = 16
+REMEMBERED_BYTES_MAX = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,8 @@ class MetadataStateMachine:
         self._tail_record_count = 0
         # Offset of the first record the tail can serve: a fetch from before it needs a snapshot.
         self._tail_start_offset = 0
+        self._remembered: OrderedDict[bytes, QuorumBatch] = OrderedDict()
+        self._remembered_bytes = 0
 
     @property
     def last_offset(self) -> int:
@@ -79,8 +85,29 @@ class MetadataStateMachine:
     def next_offset(self) -> int:
         return self.image.offset + 1
 
+    def remember(self, payload: bytes, batch: QuorumBatch) -> None:
+        """Keeps `batch`, whose encoding is `payload`, until a committed entry of the same bytes
+        applies, so the active controller does not decode again what it just decided: decoding
+        a 9,000-partition CreateTopics took 68 ms of its 86 ms apply, on the thread that must
+        heartbeat. Equal bytes are equal records (the codec is canonical)."""
+        if payload in self._remembered:
+            return
+        self._remembered[payload] = batch
+        self._remembered_bytes += len(payload)
+        while (
+            len(self._remembered) > REMEMBERED_BATCHES_MAX
+            or self._remembered_bytes > REMEMBERED_BYTES_MAX
+        ):
+            self._forget(next(iter(self._remembered)))
+
+    def _forget(self, payload: bytes) -> QuorumBatch | None:
+        batch = self._remembered.pop(payload, None)
+        if batch is not None:
+            self._remembered_bytes -= len(payload)
+        return batch
+
     def apply(self, payload: bytes) -> Applied | Rejected:
-        batch = QuorumBatch.decode(payload)
+        batch = self._forget(payload) or QuorumBatch.decode(payload)
         if not self._admits(batch):
             return Rejected(batch.epoch, self.active_epoch)
         if batch.kind is BatchKind.LEADER_CHANGE:
@@ -91,9 +118,8 @@ class MetadataStateMachine:
         last_offset = base_offset + len(batch.records) - 1
         if batch.records:
             self.image = delta.apply(offset=last_offset, epoch=batch.epoch)
-            self._retain(
-                CommittedBatch(base_offset, batch.epoch, len(batch.records), _encoded(batch))
-            )
+            record_batch = record_batch_of(payload)
+            self._retain(CommittedBatch(base_offset, batch.epoch, len(batch.records), record_batch))
         return Applied(base_offset, last_offset)
 
     def _admits(self, batch: QuorumBatch) -> bool:
@@ -142,7 +168,3 @@ class MetadataStateMachine:
         self._tail.clear()
         self._tail_record_count = 0
         self._tail_start_offset = offset + 1
-
-
-def _encoded(batch: QuorumBatch) -> bytes:
-    return encode_records(batch.records)

@@ -1,5 +1,5 @@
 """Offset arithmetic of the source, pure: the JSON form Spark checkpoints, read limits spread
-over partitions, and offset ranges split into tasks.
+over partitions, and offset ranges split into parts and packed into tasks.
 
 Spark checkpoints offsets as `{"topic": {"0": 23, "1": 40}}` (JSON object keys are strings);
 `Offsets` is the same with int partitions, keyed by (topic, partition).
@@ -94,3 +94,25 @@ def split(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetR
             high = r.start + size * (i + 1) // pieces
             parts.append(OffsetRange(r.topic, r.partition, low, high))
     return parts
+
+
+def pack(
+    ranges: list[OffsetRange], records_min: int, tasks_min: int
+) -> list[tuple[OffsetRange, ...]]:
+    """Non-empty `ranges` (as `split` returns them) grouped into tasks, one Spark task reading
+    its ranges one after another: a task
+    for every `records_min` records in all, but never fewer tasks than `tasks_min` (nor than
+    one) and never more than there are ranges. The largest range goes first to the task
+    holding the fewest records, so tasks come out about equal. Callers may rely on: every range
+    in exactly one task, no empty task, each task's ranges in the order given."""
+    if not ranges:
+        return []
+    total = sum(r.end - r.start for r in ranges)
+    count = min(len(ranges), max(tasks_min, 1, total // records_min))
+    tasks: list[list[int]] = [[] for _ in range(count)]
+    held = [0] * count
+    for index in sorted(range(len(ranges)), key=lambda i: ranges[i].start - ranges[i].end):
+        lightest = held.index(min(held))
+        tasks[lightest].append(index)
+        held[lightest] += ranges[index].end - ranges[index].start
+    return [tuple(ranges[i] for i in sorted(task)) for task in tasks]

@@ -4,8 +4,14 @@ topics, with the schema and options of Spark's Kafka source.
 Where things run (PySpark's Python data sources): planning (`initialOffset`, `latestOffset`,
 `partitions`, `commit`) runs in one long-lived Python process per query, which keeps one
 client (`_Planner`) opened lazily; `read` runs on executors, on a pickled copy of the reader,
-and reads its offset range straight from the partition's leader with a consumer kept per
-worker process (`_consumer`). Nothing that holds a connection is pickled.
+and reads its offset ranges straight from the partitions' leaders with a consumer kept per
+worker process (`_read_consumers`). Nothing that holds a connection is pickled.
+
+Tasks: Spark runs each task of a Python data source through a Python worker, at a cost of
+tens of milliseconds of CPU whatever it reads (bench/spark.py's empty source), so a task
+reads several partitions' ranges one after another until there is a task for every
+`TASK_RECORDS_MIN` records (at least `minPartitions` tasks, where given). Spark's Kafka source
+runs one task per partition instead; its tasks cost far less.
 
 Offsets are `{"topic": {"partition": offset}}`. A partition that appears while the query runs
 is read from its earliest offset. Spark's checkpoint is the source of truth; with `group.id`
@@ -16,11 +22,11 @@ is read from its earliest offset. Spark's checkpoint is the source of truth; wit
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -68,6 +74,8 @@ ARROW_ROWS_MAX = 65_536
 # A task reads one partition: each Fetch may bring this much of it (Kafka's default, 1 MiB,
 # shares a Fetch among many partitions), so a task's polls come in few round trips.
 TASK_FETCH_BYTES_MAX = 8 << 20
+# Records per task, below which the source packs more ranges into one task (module doc).
+TASK_RECORDS_MIN = 200_000
 # A task gives up when its range stops growing for this long (the records should be there:
 # the range ends at offsets the leader reported).
 READ_STALL_MS_MAX = 60_000
@@ -121,12 +129,12 @@ class PykraftDataSource(DataSource):
         return StreamWriter(SinkOptions.parse(self.options, schema))
 
 
-class RangePartition(InputPartition):
-    """One task: one offset range."""
+class RangesPartition(InputPartition):
+    """One task: offset ranges of one or more partitions, read in this order."""
 
-    def __init__(self, offset_range: OffsetRange) -> None:
-        super().__init__(offset_range)
-        self.range = offset_range
+    def __init__(self, ranges: tuple[OffsetRange, ...]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges
 
 
 # --- planning ---
@@ -231,11 +239,13 @@ class _Reader:
             OffsetRange(topic, partition, start.get((topic, partition), stop), stop)
             for (topic, partition), stop in sorted(end.items())
         ]
-        return [RangePartition(r) for r in offsets.split(ranges, self.options.min_partitions)]
+        parts = offsets.split(ranges, self.options.min_partitions)
+        tasks = offsets.pack(parts, TASK_RECORDS_MIN, self.options.min_partitions or 1)
+        return [RangesPartition(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        return read_range(self.options, partition.range)
+        assert isinstance(partition, RangesPartition)
+        return read_ranges(self.options, partition.ranges)
 
 
 class BatchReader(_Reader, DataSourceReader):
@@ -299,35 +309,75 @@ class StreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 # --- reading on executors ---
 
-_consumers: dict[str, Consumer] = {}
+# Consumers a worker process keeps per cluster: one that a task reads from and one that
+# already fetches the task's next range (each its own fetch thread, and one partition each, so
+# a poll never mixes partitions); the next range's first fetch then does not stall the task.
+READ_CONSUMERS = 2
+# What each of them buffers ahead of the task at most.
+READ_BUFFER_BYTES_MAX = 2 * TASK_FETCH_BYTES_MAX
+# How long a broker may hold their Fetch for records not there yet. A range's records are there
+# (it ends at offsets the leader reported); what a broker holds is the Fetch a consumer sent
+# past the range's end, at the log's end, and until it answers that consumer sends nothing else
+# to that broker (one Fetch in flight per broker): the next range's first Fetch, if its leader
+# is the same broker, waits this long at most (Kafka's default, 500 ms, stalled tasks).
+READ_FETCH_WAIT_MS = 20
+
+_consumers: dict[str, list[Consumer]] = {}
 
 
-def _consumer(bootstrap: str) -> Consumer:
-    """One consumer per worker process and cluster, reused by the tasks it runs one by one."""
-    consumer = _consumers.get(bootstrap)
-    if consumer is None:
-        consumer = _consumers[bootstrap] = Consumer(
-            bootstrap_servers=bootstrap,
-            auto_offset_reset="none",
-            enable_auto_commit=False,
-            max_partition_fetch_bytes=TASK_FETCH_BYTES_MAX,
-        )
-    return consumer
+def _read_consumers(bootstrap: str) -> list[Consumer]:
+    """The worker's consumers for `bootstrap`, reused by the tasks it runs one by one."""
+    consumers = _consumers.get(bootstrap)
+    if consumers is None:
+        consumers = _consumers[bootstrap] = [
+            Consumer(
+                bootstrap_servers=bootstrap,
+                auto_offset_reset="none",
+                enable_auto_commit=False,
+                max_partition_fetch_bytes=TASK_FETCH_BYTES_MAX,
+                fetch_buffer_bytes_max=READ_BUFFER_BYTES_MAX,
+                fetch_max_wait_ms=READ_FETCH_WAIT_MS,
+            )
+            for _ in range(READ_CONSUMERS)
+        ]
+    return consumers
 
 
-def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordBatch]:
+def read_ranges(options: SourceOptions, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
+    """The records of `ranges`, one range after another, as `read_range` reads each; the
+    next range is fetched ahead on another consumer while one is read, and a consumer is
+    unassigned once its range is read, so it fetches nothing past it while idle."""
+    consumers = _read_consumers(options.bootstrap_servers)
+    for index, task in enumerate(ranges):
+        if index == 0:
+            _start(consumers[0], task)
+        if index + 1 < len(ranges):
+            _start(consumers[(index + 1) % READ_CONSUMERS], ranges[index + 1])
+        consumer = consumers[index % READ_CONSUMERS]
+        yield from read_range(options, task, consumer)
+        consumer.assign([])
+
+
+def _start(consumer: Consumer, task: OffsetRange) -> None:
+    """`consumer` assigned to the partition of `task` at its start: it fetches from there on."""
+    tp = TopicPartition(task.topic, task.partition)
+    consumer.assign([tp])
+    consumer.seek(tp, task.start)
+
+
+def read_range(
+    options: SourceOptions, task: OffsetRange, consumer: Consumer
+) -> Iterator[pa.RecordBatch]:
     """Records [start, end) of one partition as Arrow batches of the source schema (one per
     `poll_arrow`, decoded into Arrow buffers with no Python object per record; Spark takes
-    Arrow without converting row by row). Records deleted by retention
+    Arrow without converting row by row), read with `consumer`, which `_start` set at the
+    range's start. Records deleted by retention
     before they were read, or a log truncated by an unclean leader election, fail the task
     (failOnDataLoss=true, the default) or are skipped with a warning; no record is yielded
     twice."""
     if task.end <= task.start:
         return
-    consumer = _consumer(options.bootstrap_servers)
     tp = TopicPartition(task.topic, task.partition)
-    consumer.assign([tp])
-    consumer.seek(tp, task.start)
     position = task.start
     stalled_ms = 0
     while position < task.end:
@@ -351,8 +401,12 @@ def read_range(options: SourceOptions, task: OffsetRange) -> Iterator[pa.RecordB
 
 
 def _rows_before(polled: pa.RecordBatch, end: int) -> int:
-    """How many rows of `polled` (one partition's, in offset order) lie below offset `end`."""
-    return int(pc.sum(pc.less(polled.column("offset"), end)).as_py() or 0)
+    """How many rows of `polled` (one partition's, in offset order) lie below offset `end`
+    (a binary search: no pyarrow.compute, whose import the planning process would pay)."""
+    offsets_column = polled.column("offset")
+    if offsets_column[-1].as_py() < end:
+        return int(polled.num_rows)
+    return bisect_left(offsets_column, end, key=lambda offset: int(offset.as_py()))
 
 
 def _spark_batch(polled: pa.RecordBatch, include_headers: bool) -> pa.RecordBatch:

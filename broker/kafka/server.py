@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 REQUEST_BYTES_MAX: Final = 104_857_600
 CONNECTIONS_MAX: Final = 1000
 IN_FLIGHT_MAX: Final = 64  # requests read ahead of their answers, per connection
-WORKERS_MAX: Final = 64  # handler threads shared by all connections
+WORKERS_MAX: Final = 64  # handler threads for short requests, shared by all connections
 _START_TIMEOUT_S: Final = 10.0
 _STOP_TIMEOUT_S: Final = 5.0
 
@@ -51,12 +51,13 @@ class KafkaListener:
         services: KafkaServices,
         *,
         request_bytes_max: int = REQUEST_BYTES_MAX,
+        workers_max: int = WORKERS_MAX,
     ) -> None:
         self._address = (host, port)
         self._dispatcher = dispatcher
         self._services = services
         self._request_bytes_max = request_bytes_max
-        self._pool = ThreadPoolExecutor(WORKERS_MAX, thread_name_prefix="kafka-handler")
+        self._pool = ThreadPoolExecutor(workers_max, thread_name_prefix="kafka-handler")
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kafka-listener")
         self._server: asyncio.Server | None = None

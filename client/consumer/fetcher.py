@@ -1,8 +1,10 @@
 """The consumer's background thread: fetches ahead of `poll` and looks up missing positions.
 
-One thread per consumer. Each round it
+One thread per consumer. A Fetch answer is applied on the thread that receives it (gRPC's
+callback: the records reach poll without waiting for this thread, a hop and, under load, a GIL
+hand-over), which then wakes this thread to send the next Fetch. Each round it
 
-1. applies the answers that arrived (gRPC callbacks only queue them and wake the thread);
+1. applies the ListOffsets answers that arrived (their callbacks queue them and wake the thread);
 2. refreshes metadata if an error asked for it (ClusterMetadata backs off);
 3. reports partitions whose topic the metadata now says is deleted;
 4. sends ListOffsets for partitions waiting for a reset (auto_offset_reset, seek_to_*);
@@ -97,13 +99,6 @@ class _Planned:
 
 
 @dataclass(frozen=True, slots=True)
-class _FetchDone:
-    address: str
-    planned: _Planned
-    result: broker_pb2.FetchResponse | KafkaError
-
-
-@dataclass(frozen=True, slots=True)
 class _ResetDone:
     partitions: dict[TopicPartition, _Sent]
     result: broker_pb2.ListOffsetsResponse | KafkaError
@@ -124,7 +119,7 @@ class Fetcher:
         self._pool = pool
         self._config = config
         self._wakeup = threading.Event()
-        self._completions: queue.SimpleQueue[_FetchDone | _ResetDone] = queue.SimpleQueue()
+        self._completions: queue.SimpleQueue[_ResetDone] = queue.SimpleQueue()
         self._fetching_addresses: set[str] = set()
         # When each broker was last sent a Fetch (one entry per broker address).
         self._last_fetch_ms: dict[str, int] = {}
@@ -160,20 +155,20 @@ class Fetcher:
                     self._wakeup.wait(delay_ms / 1000)
         except BaseException as e:  # closing races (a closed pool) end it quietly
             if self._running:
-                subscription = self._subscription
-                with subscription.lock:
-                    subscription.fatal_error = e
-                    subscription.changed()
+                self._fail(e)
                 raise
+
+    def _fail(self, error: BaseException) -> None:
+        """A bug broke the fetching: poll raises it."""
+        subscription = self._subscription
+        with subscription.lock:
+            subscription.fatal_error = error
+            subscription.changed()
 
     def _run_once(self, now_ms: int) -> int:
         """One round; returns how long (ms) nothing needs doing unless woken."""
         while not self._completions.empty():
-            completion = self._completions.get()
-            if isinstance(completion, _FetchDone):
-                self._on_fetch(completion, now_ms)
-            else:
-                self._on_reset(completion, now_ms)
+            self._on_reset(self._completions.get(), now_ms)
         self._metadata.maybe_refresh(now_ms)
         with self._subscription.lock:
             self._check_deleted_topics()
@@ -369,8 +364,18 @@ class Fetcher:
     def _fetch_done(
         self, address: str, planned: _Planned, result: broker_pb2.FetchResponse | KafkaError
     ) -> None:
-        self._completions.put(_FetchDone(address, planned, result))
-        self._wakeup.set()
+        """On the thread that received the answer: applies it (under the subscription's lock,
+        as everything that plans or answers Fetches), then wakes the fetcher thread. Answers
+        that arrive once the consumer is closing (cancelled calls) are dropped."""
+        if not self._running:
+            return
+        try:
+            self._on_fetch(address, planned, result, monotonic_ms())
+        except BaseException as e:
+            self._fail(e)
+            raise
+        finally:
+            self._wakeup.set()
 
     def _send_reset(self, address: str, sent: dict[TopicPartition, _Sent]) -> None:
         wanted: dict[TopicPartition, tuple[int, int]] = {}
@@ -392,28 +397,34 @@ class Fetcher:
 
     # --- answers ---
 
-    def _on_fetch(self, done: _FetchDone, now_ms: int) -> None:
+    def _on_fetch(
+        self,
+        address: str,
+        planned: _Planned,
+        result: broker_pb2.FetchResponse | KafkaError,
+        now_ms: int,
+    ) -> None:
         subscription = self._subscription
         answers: dict[TopicPartition, broker_pb2.FetchPartitionResult] = {}
-        if not isinstance(done.result, KafkaError):
-            for topic in done.result.topics:
+        if not isinstance(result, KafkaError):
+            for topic in result.topics:
                 for p in topic.partitions:
                     answers[TopicPartition(topic.topic, p.partition)] = p
         with subscription.lock:
-            self._fetching_addresses.discard(done.address)
-            subscription.reserved_bytes -= done.planned.reserved_bytes
-            for tp, sent in done.planned.partitions.items():
+            self._fetching_addresses.discard(address)
+            subscription.reserved_bytes -= planned.reserved_bytes
+            for tp, sent in planned.partitions.items():
                 sent.state.fetch_in_flight = False
                 if not subscription.current(sent.state, sent.generation):
                     continue  # sought, reset or unassigned meanwhile: a stale answer
                 if sent.state.fetch_offset != sent.at:
                     continue
                 answer = answers.get(tp)
-                if isinstance(done.result, KafkaError) or answer is None:
+                if isinstance(result, KafkaError) or answer is None:
                     error = (
-                        done.result
-                        if isinstance(done.result, KafkaError)
-                        else KafkaConnectionError(f"{done.address} did not answer for {tp}")
+                        result
+                        if isinstance(result, KafkaError)
+                        else KafkaConnectionError(f"{address} did not answer for {tp}")
                     )
                     self._retry(sent.state, error, now_ms)
                 elif answer.error_code != common_pb2.NONE:

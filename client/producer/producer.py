@@ -141,7 +141,6 @@ class Producer:
         ):
             _check_bytes(key=key, value=value)
         record_headers = list(headers) if headers else _NO_HEADERS
-        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         count = self._metadata.known_partition_count(topic)
         if count is None:
             count = self._metadata.wait_for_topic(topic, self._config.max_block_ms)
@@ -155,11 +154,13 @@ class Producer:
         sticky = partition is None and key is None
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
+        # Without timestamp_ms the accumulator stamps the record now, as Kafka does after the
+        # metadata wait.
         future = self._accumulator.append(
-            tps[partition], timestamp, key, value, record_headers, self._max_block_ms, sticky
+            tps[partition], timestamp_ms, key, value, record_headers, self._max_block_ms, sticky
         )
         if future is None:  # the sticky partition's batch is full: move on, as Kafka does
-            future = self._append_elsewhere(tps, partition, timestamp, value, record_headers)
+            future = self._append_elsewhere(tps, partition, timestamp_ms, value, record_headers)
         if on_delivery is not None:
             callback = on_delivery
 
@@ -192,7 +193,7 @@ class Producer:
         self,
         tps: tuple[TopicPartition, ...],
         full: int,
-        timestamp: int,
+        timestamp: int | None,
         value: bytes | None,
         headers: Headers,
     ) -> FutureRecordMetadata:

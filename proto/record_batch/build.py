@@ -143,6 +143,19 @@ class BatchBuilder:
         self._producer_epoch = producer_epoch
         self._base_sequence = base_sequence
 
+    def adopt_records(
+        self, records: bytearray, count: int, base_timestamp: int, max_timestamp: int
+    ) -> None:
+        """Takes `count` records encoded elsewhere exactly as `append` would have encoded them
+        (offset deltas 0 to count - 1, timestamps relative to `base_timestamp`): the producer's
+        compiled append (client/producer/_open_batches.pyx) fills its own buffer and builds
+        through this. Only into an empty builder; `records` is taken, not copied."""
+        assert self._count == 0 and not self._records, "records are adopted by an empty builder"
+        self._records = records
+        self._count = self._next_delta = count
+        if count:
+            self._base_timestamp, self._max_timestamp = base_timestamp, max_timestamp
+
     def estimated_size_bytes(self) -> int:
         """An upper bound on len(build()), cheap enough to call after every append: exact when
         uncompressed, else the codec's worst-case expansion of the encoded records."""

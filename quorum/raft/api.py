@@ -10,7 +10,10 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
+
+# The largest Raft entry by default (see `RaftConfig.entry_bytes_max`).
+ENTRY_BYTES_MAX_DEFAULT: Final = 16 * 1024 * 1024
 
 
 class StateMachine(Protocol):
@@ -59,7 +62,7 @@ class RaftConfig:
     # The largest entry (TOO_LARGE beyond), and the bytes of entries one replication message
     # carries: pysyncobj cuts a larger entry into pieces and loses its tail (its last piece is
     # found by the entry's length, not the longer pickled one), killing the followers.
-    entry_bytes_max: int = 16 * 1024 * 1024
+    entry_bytes_max: int = ENTRY_BYTES_MAX_DEFAULT
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:

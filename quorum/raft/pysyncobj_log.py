@@ -15,6 +15,8 @@ pysyncobj replicates and elects well but does not make anything durable before i
   followers acknowledge, only leave once the entries they cover are on disk. The leader counts
   itself toward the commit without persisting; that is safe here because its entries were
   flushed before they were sent to anyone.
+- Raft's AppendEntries rule. The transport plans each append request before pysyncobj handles
+  it (`append_entries.py`), so a follower deletes entries only from the first conflicting one.
 - Persist before acknowledge. Append outcomes that pysyncobj reports during a tick are
   collected; `poll()` runs the callbacks only after the ticks return and the journal is flushed.
 - Snapshots. The `serializer`/`deserializer` hooks write and read our own checked snapshot
@@ -67,6 +69,13 @@ from pykraft.server_common.durable_files import make_directory_durably
 # pysyncobj drops a connection that received nothing for this long; links between followers
 # are idle, so a short value only makes them reconnect more often. pysyncobj's default.
 CONNECTION_TIMEOUT_MS_MIN = 3500
+# The kernel buffers of each Raft connection (SO_SNDBUF and SO_RCVBUF; Linux caps them at
+# net.core.wmem_max and rmem_max). pysyncobj's 64 KiB moved a large entry about 128 KiB per
+# poll of each side, so a 3 MB entry (a CreateTopics of 90,000 partitions) took dozens of
+# controller turns to cross while the heartbeats queued behind it, and followers started
+# elections: in process, 20 entries of 3 MB did not commit within 15 s with 64 KiB and took
+# 5.1 s with 4 MiB, with no election.
+SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
 
 _ERRORS: dict[int, AppendError | None] = {
     FAIL_REASON.SUCCESS: None,
@@ -144,6 +153,8 @@ def _pysyncobj_conf(config: RaftConfig, storage: Storage) -> Any:
         appendEntriesPeriod=config.append_entries_period_ms / 1000,
         # Above every entry append() accepts, so none is ever cut into pieces (see RaftConfig).
         appendEntriesBatchSizeBytes=config.entry_bytes_max,
+        sendBufferSize=SOCKET_BUFFER_BYTES,
+        recvBufferSize=SOCKET_BUFFER_BYTES,
         connectionRetryTime=config.connection_retry_ms / 1000,
         connectionTimeout=max(config.election_timeout_max_ms, CONNECTION_TIMEOUT_MS_MIN) / 1000,
         leaderFallbackTimeout=config.leader_fallback_timeout_ms / 1000,

@@ -23,6 +23,7 @@ from pysyncobj.serializer import Serializer
 from pysyncobj.transport import TCPTransport
 
 from pykraft.quorum.raft.api import StateMachine
+from pykraft.quorum.raft.append_entries import AppendPlan, Entry, is_stale_reset, plan_append
 from pykraft.quorum.raft.journal import DurableJournal
 from pykraft.quorum.raft.snapshot_file import (
     read_snapshot_file,
@@ -152,12 +153,62 @@ class Storage:
 
 
 class DurableTransport(TCPTransport):  # type: ignore[misc]
-    """pysyncobj's TCP transport, flushing the journal before anything is sent."""
+    """pysyncobj's TCP transport, flushing the journal before anything is sent, and applying
+    Raft's AppendEntries rule to what is received (`append_entries.py` says why)."""
 
     def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, *, storage: Storage):
         self._storage = storage
+        self._transmission = b""  # a large entry arriving in parts, as pysyncobj gathers it
         storage.transport = self
         super().__init__(sync_obj, self_node, other_nodes)
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        if isinstance(message, dict) and is_stale_reset(message, self._match_index(node)):
+            message = {**message, "reset": False}  # still counts as the follower's answer
+        plan = self._plan(message)
+        if plan is None:
+            super()._onMessageReceived(node, message)
+            return
+        super()._onMessageReceived(node, plan.message)
+        if plan.acknowledge_index is not None:  # pysyncobj does not answer a commit-only one
+            answer = {"type": "next_node_idx", "reset": False, "success": True}
+            self.send(node, {**answer, "next_node_idx": plan.acknowledge_index + 1})
+
+    def _plan(self, message: Any) -> AppendPlan | None:
+        """The plan for a regular AppendEntries request of the current term or a later one
+        (pysyncobj ignores older ones), or None for any other message."""
+        if not isinstance(message, dict) or message.get("type") != "append_entries":
+            return None
+        journal = self._storage.journal
+        if "prevLogIdx" not in message or message["term"] < journal.getCurrentTerm():
+            return None
+        entries = self._entries_of(message)
+        if entries is None:
+            return None
+        return plan_append(message, entries, self._term_at, journal[-1][1])
+
+    def _entries_of(self, message: dict[str, Any]) -> list[Entry] | None:
+        """The request's entries; None while a large entry is still arriving in parts."""
+        part = message.get("transmission")
+        if part is None:
+            return list(message.get("entries", []))
+        if part == "start":
+            self._transmission = message["data"]
+            return None
+        self._transmission += message["data"]
+        if part != "finish":
+            return None
+        entry, self._transmission = pickle.loads(self._transmission), b""
+        return [entry]
+
+    def _match_index(self, node: Any) -> int | None:
+        match_indexes: dict[Any, int] = self._syncObj._SyncObj__raftMatchIndex
+        return match_indexes.get(node)
+
+    def _term_at(self, index: int) -> int | None:
+        journal = self._storage.journal
+        position = index - journal[0][1]
+        return journal[position][2] if 0 <= position < len(journal) else None
 
     def send(self, node: Any, message: dict[str, Any]) -> bool:
         if self._storage.failure is not None:

@@ -25,6 +25,7 @@ from pykraft.proto import (
     controller_pb2,
     controller_pb2_grpc,
 )
+from pykraft.server_common.grpc_server import GRPC_MESSAGE_BYTES_MAX
 from tests.ports import free_port
 
 from .processes import ControllerProcess, wait_for
@@ -56,7 +57,9 @@ class Quorum:
 
     def channel(self, address: str) -> grpc.Channel:
         if address not in self.channels:
-            self.channels[address] = grpc.insecure_channel(address)
+            # A whole image fetched at a million partitions is one 32 MiB message.
+            options = [("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX)]
+            self.channels[address] = grpc.insecure_channel(address, options=options)
         return self.channels[address]
 
     def admin(self, address: str) -> admin_pb2_grpc.AdminServiceStub:

@@ -8,6 +8,7 @@ the producing thread, so the interleaving is the same on every run."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,15 @@ from .replica_harness import Harness
 PARTITION = 1
 
 
-def _before_each_wait(monkeypatch: pytest.MonkeyPatch, before_wait: Callable[[], None]) -> None:
-    """Every partition watch's wait first runs `before_wait` (the metadata thread's turn)."""
-    original = Watch.wait
+def _hook_produce_wait(monkeypatch: pytest.MonkeyPatch, before_wait: Callable[[], None]) -> None:
+    """An acks=all produce (or the coordinator's wait for its writes) sleeps on its
+    partitions' watch: each of its waits first runs `before_wait` (the metadata thread's
+    turn)."""
+    wait = Watch.wait
 
-    def hooked(watch: Watch, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
+    def hooked(self: Watch, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
         before_wait()
-        return original(watch, deadline_ms=deadline_ms, clock_ms=clock_ms)
+        return wait(self, deadline_ms=deadline_ms, clock_ms=clock_ms)
 
     monkeypatch.setattr(Watch, "wait", hooked)
 
@@ -86,7 +89,7 @@ def test_leadership_moving_inside_the_check_is_never_acknowledged(
     """The defect of §1: the metadata apply finishes while the check looks leadership up."""
     move = _LeadershipMove(harness)
     _hook(monkeypatch, harness.manager, "hosts", move)
-    _before_each_wait(monkeypatch, move)
+    _hook_produce_wait(monkeypatch, move)
     result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
     assert move.done
     assert result.error_code == common_pb2.NOT_LEADER_OR_FOLLOWER, result
@@ -117,9 +120,31 @@ def test_a_replicated_append_is_acknowledged_with_its_offset(
         if partition.log.log_end_offset == 1:
             harness.fetch({PARTITION: 1}, replica_id=2)
 
-    _before_each_wait(monkeypatch, follower_catches_up)
+    _hook_produce_wait(monkeypatch, follower_catches_up)
     result = harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000)
     assert (result.error_code, result.base_offset) == (common_pb2.NONE, 0)
+
+
+def test_an_acks_all_wait_watches_its_own_partitions_only(harness: Harness) -> None:
+    """An acks=all produce sleeps on its partitions' watch (issue 17 §5), not on the broker's
+    shared condition: appends and high-water marks of other partitions, which every replica
+    of the broker signals, do not wake it (nor does it cost them a wake-up each)."""
+    results: list[object] = []
+    producing = threading.Thread(
+        target=lambda: results.append(harness.produce(PARTITION, [b"x"], acks=-1, timeout_ms=5_000))
+    )
+    watched = harness.manager.watches._by_key
+    producing.start()
+    deadline_ms = monotonic_ms() + 5_000
+    while (harness.topic, PARTITION) not in watched:
+        assert monotonic_ms() < deadline_ms, "the acks=all produce never watched its partition"
+        producing.join(0.001)
+    with harness.manager.changed:
+        assert not harness.manager.changed._waiters, "nothing waits on the shared condition"  # type: ignore[attr-defined]
+    harness.fetch({PARTITION: 1}, replica_id=2)  # the follower has it: the mark moves
+    producing.join(5)
+    (result,) = results
+    assert (result.error_code, result.base_offset) == (common_pb2.NONE, 0)  # type: ignore[attr-defined]
 
 
 def test_group_state_is_not_confirmed_when_leadership_moves_inside_the_check(
@@ -136,7 +161,7 @@ def test_group_state_is_not_confirmed_when_leadership_moves_inside_the_check(
         appended = partition.append_as_leader(build_batch([(0, b"k", b"v")]), acks=-1, now_ms=0)
         move = _LeadershipMove(harness)
         _hook(monkeypatch, harness.manager, "hosts", move)
-        _before_each_wait(monkeypatch, move)
+        _hook_produce_wait(monkeypatch, move)
         shard = _Shard(PARTITION, appended.leader_epoch, GroupShard(coordinator.config))
         with pytest.raises(CoordinatorError) as raised:
             coordinator._await_replicated(shard, appended.info.last_offset + 1)

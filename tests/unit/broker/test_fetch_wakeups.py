@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from pykraft.broker import fetch
-from pykraft.broker.partition_watches import PartitionWatches
+from pykraft.broker.partition_watches import PartitionWatches, WaitSlots
 from pykraft.proto import broker_pb2
+from tests.waiting import wait_until
 
 from .replica_harness import Harness, record_values
 
@@ -57,3 +58,25 @@ def test_a_parked_fetch_rereads_only_when_its_partition_changes(
     waiter.join(timeout=10)
     assert answered and record_values(answered[0][0].records) == [(0, b"mine")]
     assert reads == [0, len(answered[0][0].records)]  # parked once, read again once
+
+
+def test_a_fetch_answers_at_once_when_every_wait_slot_is_held(harness: Harness) -> None:
+    """Parked fetches hold request threads; beyond `fetch.waits.max` a fetch does not wait."""
+    harness.manager.fetch_waits = WaitSlots(1)
+    answered: list[dict[int, broker_pb2.FetchPartitionResult]] = []
+
+    def park() -> None:
+        answered.append(harness.fetch({0: 0}, wait_ms=30_000, min_bytes=1))
+
+    parked = threading.Thread(target=park)
+    parked.start()
+    wait_until(lambda: harness.manager.fetch_waits.held == 1, "the first fetch parks")
+
+    second = harness.fetch({1: 0}, wait_ms=30_000, min_bytes=1)  # returns without waiting
+    assert second[1].records == b""
+    assert harness.manager.fetch_waits.held == 1
+
+    harness.produce(0, [b"wake"])
+    parked.join(timeout=10)
+    assert record_values(answered[0][0].records) == [(0, b"wake")]
+    assert harness.manager.fetch_waits.held == 0

@@ -26,6 +26,7 @@ from pykraft.broker.producer_ids import (
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import BrokerService
 from pykraft.proto import broker_pb2, common_pb2, controller_pb2
+from tests.waiting import wait_until
 
 _R = TypeVar("_R", bound=Message)
 DEADLINE_S = 10.0
@@ -98,13 +99,6 @@ def allocator(
         clock_ms=clock_ms,
         run_in_background=run_in_background,
     )
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 def test_ids_come_from_the_controllers_blocks_one_after_another() -> None:

@@ -50,14 +50,6 @@ PRODUCER_BATCHES_REMEMBERED = 5  # per producer and partition, as the real broke
 WAIT_S = 5.0  # how long tests wait for a condition before failing
 
 
-def wait_until(condition: Callable[[], object], what: str) -> None:
-    """Polls `condition` until it holds; fails the test after WAIT_S."""
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
-
-
 class FakeCluster:
     def __init__(self, topics: dict[str, int], brokers: int = 1) -> None:
         self.lock = threading.Condition()

@@ -8,11 +8,8 @@ import time
 import pytest
 
 from pykraft.client.clock import monotonic_ms
-from pykraft.client.producer.accumulator import (
-    BufferExhaustedError,
-    RecordAccumulator,
-    record_size_bytes,
-)
+from pykraft.client.producer.accumulator import BufferExhaustedError, RecordAccumulator
+from pykraft.client.producer.open_batches import record_size_bytes
 from pykraft.client.types import TopicPartition
 from pykraft.proto.record_batch import Compression, decode_batch
 
@@ -71,6 +68,22 @@ def test_flush_makes_lingering_batches_ready_and_waits_for_them() -> None:
     flusher.join(5)
     assert flushed == [True]
     assert future.result(0).offset == 5
+
+
+def test_flush_waits_for_every_batch_whatever_order_they_finish_in() -> None:
+    acc = accumulator(batch_size=100)
+    tps = [TopicPartition("t", p) for p in range(3)]
+    for number in range(12):
+        acc.append(tps[number % 3], 1000, None, b"x" * 60, (), max_block_ms=0)
+    batches = [b for _ in range(4) for b in acc.drain(tps, lambda _: True)]
+    assert len(batches) == 12
+    pending = list(batches)  # what a flush started now waits for, kept across its wake-ups
+    for batch in batches[1:] + batches[:1]:  # the first one finishes last
+        assert not acc._all_freed(pending), "flush would return before every batch was done"
+        batch.complete(0, -1)
+        acc.deallocate(batch)
+    assert acc._all_freed(pending)
+    assert acc.flush(0)
 
 
 def test_appends_block_while_the_buffer_is_full_then_raise() -> None:
@@ -159,3 +172,21 @@ def test_delivery_counts_count_each_done_batch_once_with_the_last_error() -> Non
     delivered, failed = first.builder.record_count(), second.builder.record_count()
     assert (counts.records_delivered, counts.records_failed) == (delivered, failed)
     assert counts.last_error is error
+
+
+def test_a_record_opening_a_batch_wakes_the_sender_and_one_joining_it_does_not() -> None:
+    """Kafka's producer wakes its sender when an append creates a batch (newBatchCreated): the
+    sender sleeps until the earliest linger it knows of, 100 ms when it knows of none, so a
+    new batch with linger_ms 0 would otherwise wait out that sleep."""
+    wakeup = threading.Event()
+    acc = RecordAccumulator(
+        batch_size=16384, linger_ms=0, buffer_memory=1 << 20, compression=Compression.NONE,
+        wakeup=wakeup,
+    )  # fmt: skip
+    acc.append(TP, 1000, None, b"v", (), max_block_ms=0)
+    assert wakeup.is_set(), "a new batch wakes the sender"
+    wakeup.clear()
+    acc.append(TP, 1000, None, b"w", (), max_block_ms=0)
+    assert not wakeup.is_set(), "a record joining an open batch that is not full wakes nothing"
+    acc.append(TopicPartition("t", 1), 1000, None, b"v", (), max_block_ms=0)
+    assert wakeup.is_set(), "a new batch of another partition wakes the sender"

@@ -16,7 +16,8 @@ from pykraft.client import (
 )
 from pykraft.client.types import OffsetAndTimestamp
 from pykraft.proto import common_pb2
-from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running, wait_until
+from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running
+from tests.waiting import wait_until
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

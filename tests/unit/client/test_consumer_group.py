@@ -19,8 +19,9 @@ from pykraft.client.errors import (
 )
 from pykraft.client.types import OffsetAndMetadata
 from pykraft.proto import common_pb2
-from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running, wait_until
+from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running
 from tests.unit.client.fake_coordinator import running_group
+from tests.waiting import wait_until
 
 T0, T1, T2, T3 = (TopicPartition("t", p) for p in range(4))
 Event = tuple[str, str, frozenset[TopicPartition]]

@@ -14,10 +14,12 @@ import pytest
 from pykraft.client import Consumer, ConsumerRecord, TopicPartition
 from pykraft.client.consumer import fetch_buffer
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
+from pykraft.client.consumer.fetcher import Fetcher
 from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
 from pykraft.proto.record_batch import Buffer, Record, decode_batch
 from tests.unit.client.consumer_polling import T0, T1, WAIT_MS, offsets, poll_until, values
-from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running, wait_until
+from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running
+from tests.waiting import wait_until
 
 
 def state_of(consumer: Consumer, tp: TopicPartition) -> PartitionState:
@@ -326,3 +328,38 @@ def test_a_consumer_dropped_without_close_stops_its_thread() -> None:
         del consumer
         gc.collect()
         assert fetcher.join(int(WAIT_S * 1000)), "the fetcher thread has stopped"
+
+
+def test_an_answer_reaches_poll_without_waiting_for_the_fetcher_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Fetch answer is handed to poll on the thread that receives it (issue 17 §5): the
+    fetcher thread, which goes on to send the next Fetch, is a thread hop (a GIL hand-over
+    under load) the records need not wait for. Here that thread is held still once the long
+    poll is out, and the appended record still reaches poll."""
+    held, release = threading.Event(), threading.Event()
+    run_once = Fetcher._run_once
+
+    def held_still(self: Fetcher, now_ms: int) -> int:
+        if held.is_set():
+            release.wait(WAIT_S)
+        return run_once(self, now_ms)
+
+    monkeypatch.setattr(Fetcher, "_run_once", held_still)
+    with (
+        running({"t": 1}) as cluster,
+        Consumer(
+            bootstrap_servers=cluster.bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=30000,
+        ) as consumer,
+    ):
+        consumer.assign([T0])
+        assert consumer.position(T0) == 0
+        wait_until(lambda: cluster.fetches_in_flight[1] == 1, "a long poll on the broker")
+        held.set()
+        try:
+            cluster.append(T0, [b"a0"])
+            assert values(consumer.poll(timeout_ms=WAIT_MS)) == [b"a0"]
+        finally:
+            release.set()

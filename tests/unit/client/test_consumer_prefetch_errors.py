@@ -19,7 +19,8 @@ from pykraft.client import (
 )
 from pykraft.proto import common_pb2
 from tests.unit.client.consumer_polling import T0, WAIT_MS, offsets, poll_until, values
-from tests.unit.client.fake_broker import WAIT_S, running, wait_until
+from tests.unit.client.fake_broker import WAIT_S, running
+from tests.waiting import wait_until
 
 
 def poll_until_error(consumer: Consumer) -> KafkaError:

@@ -14,7 +14,8 @@ import grpc
 from pykraft.client import Consumer
 from pykraft.proto import common_pb2
 from tests.unit.client.consumer_polling import T0, offsets, poll_until, values
-from tests.unit.client.fake_broker import FakeCluster, running, wait_until
+from tests.unit.client.fake_broker import FakeCluster, running
+from tests.waiting import wait_until
 
 
 def _fetched_from(cluster: FakeCluster) -> list[int]:

@@ -23,8 +23,9 @@ from pykraft.client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from tests.unit.client.fake_broker import FakeCluster, running, wait_until
+from tests.unit.client.fake_broker import FakeCluster, running
 from tests.unit.client.test_consumer import poll_until
+from tests.waiting import wait_until
 
 T0 = TopicPartition("t", 0)
 OLD = [b"a%d" % i for i in range(10)]

@@ -8,8 +8,9 @@ import threading
 
 from pykraft.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from pykraft.client.producer.in_flight import InFlightBatches
+from pykraft.client.producer.open_batches import OpenBatch
 from pykraft.client.types import TopicPartition
-from pykraft.proto.record_batch import BatchBuilder, Compression, decode_batch
+from pykraft.proto.record_batch import Compression, decode_batch
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)
@@ -17,7 +18,7 @@ IN_FLIGHT_MAX = 5
 
 
 def batch(tp: TopicPartition = TP) -> ProducerBatch:
-    return ProducerBatch(tp, BatchBuilder(), created_ms=0)
+    return ProducerBatch(tp, OpenBatch(tp, Compression.NONE), created_ms=0)
 
 
 def sent(unresolved: InFlightBatches, count: int, tp: TopicPartition = TP) -> list[ProducerBatch]:

@@ -10,6 +10,7 @@ time with it set, so the pure path passes the same suite.
 from __future__ import annotations
 
 import gc
+import importlib
 from collections.abc import Callable
 
 import pytest
@@ -78,14 +79,18 @@ def _build(
 
 
 def test_the_compiled_modules_load_and_are_chosen_unless_disabled() -> None:
-    """The install built every extension (setup.py only warns when it cannot), and the codec
-    runs them unless PYKRAFT_NO_EXTENSIONS is set."""
-    for module in extensions.COMPILED_MODULES:
-        assert str(extensions.compiled(module).__file__).endswith(".so"), module
-    compiled = not extensions.DISABLED
-    assert (build.encode_record is _codec.encode_record) is compiled
-    assert (decode.decode_records is _codec.decode_records) is compiled
-    assert (partitioner.murmur2 is _murmur2.murmur2) is compiled
+    """The install built every extension (setup.py only warns when it cannot), and each twin's
+    module runs the compiled one unless PYKRAFT_NO_EXTENSIONS is set, its Python twin then."""
+    for module, twins in extensions.COMPILED_MODULES.items():
+        built = extensions.compiled(module)
+        assert str(built.__file__).endswith(".so"), module
+        for twin in twins:
+            user = importlib.import_module(twin.module)
+            if extensions.DISABLED:
+                expected = getattr(user, twin.python)
+            else:
+                expected = getattr(built, twin.compiled)
+            assert getattr(user, twin.attribute) is expected, twin
 
 
 @_SETTINGS

@@ -142,8 +142,12 @@ class SimNode:
         keys = self.log.take_appended_keys()
         assert len(keys) == len(out.appends)
         for append, key in zip(out.appends, keys, strict=True):
-            if append.request_id is not None and key is not None:
-                self._sim.checker.appended(append.request_id, key)
+            if key is None:
+                continue  # refused: its writes are answered NOT_CONTROLLER
+            if len(append.request_ids) > 1:
+                self._sim.checker.stats["entries_of_several_writes"] += 1
+            for request_id in append.request_ids:
+                self._sim.checker.appended(request_id, key)
         for answer in out.answers:
             self._sim.checker.answered(self, answer)
 

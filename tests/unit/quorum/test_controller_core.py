@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from pathlib import Path
+from typing import Any
 
 from pykraft.metadata_log.records import NoOpRecord
 from pykraft.proto import admin_pb2, common_pb2
@@ -34,12 +35,13 @@ NODE_ID = 1
 LISTENERS = {1: "c1:9092", 2: "c2:9092", 3: "c3:9092"}
 
 
-def _core() -> ControllerCore:
+def _core(**settings: Any) -> ControllerCore:
     config = ControllerConfig(
         node_id=NODE_ID,
         voters={i: f"c{i}:9093" for i in LISTENERS},
         controller_listeners=LISTENERS,
         data_dir=Path("unused"),
+        **settings,
     )
     ids = itertools.count(1)
     return ControllerCore(config, new_id=lambda: uuid.UUID(int=next(ids)))
@@ -54,9 +56,10 @@ def _commit(core: ControllerCore, append: Append, now_ms: int = 0) -> Output:
     return core.step(AppendDone(append.append_id, result, None), now_ms)
 
 
-def _active(term: int = 1) -> ControllerCore:
-    """An active controller of `term` with one unfenced broker (1) registered."""
-    core = _core()
+def _active(term: int = 1, **settings: Any) -> ControllerCore:
+    """An active controller of `term` with one unfenced broker (1) registered; `settings` are
+    ControllerConfig's."""
+    core = _core(**settings)
     out = core.step(RaftPolled(_status(term, NODE_ID)), 0)
     (barrier,) = out.appends
     assert barrier.batch.kind is BatchKind.LEADER_CHANGE and barrier.batch.epoch == term
@@ -89,7 +92,7 @@ def test_a_write_is_answered_only_once_its_records_apply() -> None:
     core = _active()
     out = core.step(_create_topic(7, "orders"), 10)
     (append,) = out.appends
-    assert append.request_id == 7 and append.batch.epoch == 1 and out.answers == []
+    assert append.request_ids == (7,) and append.batch.epoch == 1 and out.answers == []
 
     (answer,) = _commit(core, append).answers
     assert answer.request_id == 7
@@ -138,6 +141,6 @@ def test_a_broker_not_heard_from_since_activation_is_fenced_by_the_next_tick() -
     core = _active()
     out = core.step(Tick(), 1)
     (fence,) = out.appends
-    assert fence.request_id is None and out.answers == []
+    assert fence.request_ids == () and out.answers == []
     _commit(core, fence)
     assert core.state.image.cluster.brokers[1].fenced

@@ -28,7 +28,8 @@ def test_controllers_keep_their_promises_under_faults(seed: int) -> None:
     stats = Simulation(seed).run(STEPS)
     print(dict(stats))
     # Each kind of event the checks are about happened, so they checked something.
-    for kind in ("answered_after_commit", "not_controller", "elections", "restarts"):
+    kinds = ("answered_after_commit", "not_controller", "elections", "restarts")
+    for kind in (*kinds, "entries_of_several_writes"):
         assert stats[kind] > 0, f"seed {seed}: no {kind} in {dict(stats)}"
 
 
@@ -54,9 +55,9 @@ class AnswersBeforeCommit(ControllerCore):
         out = self.step_correctly(event, now_ms)
         out.answers = [a for a in out.answers if a.request_id not in self._answered_early]
         for append in out.appends:
-            if append.request_id is not None:
-                self._answered_early.add(append.request_id)
-                out.answers.append(Answer(append.request_id, self._ok(append.request_id)))
+            for request_id in append.request_ids:
+                self._answered_early.add(request_id)
+                out.answers.append(Answer(request_id, self._ok(request_id)))
         return out
 
     def step_correctly(self, event: Event, now_ms: int) -> Output:

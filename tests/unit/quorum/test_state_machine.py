@@ -10,7 +10,12 @@ import pytest
 from pykraft.metadata_log.records import NoOpRecord, Record, TopicRecord
 from pykraft.quorum.batch import BatchKind, CorruptBatchError, QuorumBatch
 from pykraft.quorum.roles import IllegalTransitionError, Role, RoleState
-from pykraft.quorum.state_machine import Applied, MetadataStateMachine, Rejected
+from pykraft.quorum.state_machine import (
+    REMEMBERED_BATCHES_MAX,
+    Applied,
+    MetadataStateMachine,
+    Rejected,
+)
 
 
 def _leader_change(epoch: int, leader: int) -> bytes:
@@ -95,3 +100,35 @@ def test_role_transitions_raise_on_illegal_edges() -> None:
         active.to_activating(6)
     with pytest.raises(IllegalTransitionError):
         standby.to_activating(-1)
+
+
+def test_a_remembered_batch_applies_without_being_decoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    machine = MetadataStateMachine(tail_records_max=100)
+    machine.apply(_leader_change(1, 1))
+    batch = QuorumBatch(BatchKind.RECORDS, 1, 1, (_topic("a"),))
+    payload = batch.encode()
+    machine.remember(payload, batch)
+    decode = QuorumBatch.decode
+    monkeypatch.setattr(QuorumBatch, "decode", staticmethod(_never_decoded))
+    assert machine.apply(bytes(payload)) == Applied(1, 1)  # equal bytes, another object
+    assert "a" in machine.image.topics.by_name
+    monkeypatch.setattr(QuorumBatch, "decode", staticmethod(decode))
+    assert machine.apply(_records(1, 1, _topic("b"))) == Applied(2, 2)  # not remembered
+
+
+def test_remembered_batches_are_bounded_and_the_oldest_decoded_again() -> None:
+    machine = MetadataStateMachine(tail_records_max=1000)
+    machine.apply(_leader_change(1, 1))
+    batches = [QuorumBatch(BatchKind.RECORDS, 1, 1, (_topic(f"t{i}"),)) for i in range(40)]
+    for batch in batches:
+        machine.remember(batch.encode(), batch)
+    assert len(machine._remembered) == REMEMBERED_BATCHES_MAX
+    for batch in batches:
+        assert isinstance(machine.apply(batch.encode()), Applied)
+    assert len(machine.image.topics.by_name) == 40 and machine._remembered_bytes == 0
+
+
+def _never_decoded(payload: bytes) -> QuorumBatch:
+    raise AssertionError("a remembered batch was decoded again")

@@ -10,7 +10,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pykraft.spark.offsets import OffsetRange, Offsets, from_json, limit, split, to_json
+from pykraft.spark.offsets import OffsetRange, Offsets, from_json, limit, pack, split, to_json
 
 _SETTINGS = settings(max_examples=300, deadline=None)
 
@@ -267,3 +267,42 @@ def test_split_drops_empty_ranges_even_without_min_partitions() -> None:
 def test_split_never_cuts_below_one_record() -> None:
     parts = split([OffsetRange("t", 0, 7, 10)], 10)
     assert parts == [OffsetRange("t", 0, n, n + 1) for n in (7, 8, 9)]
+
+
+nonempty_ranges_lists = ranges_lists().map(lambda rs: [r for r in rs if r.end > r.start])
+
+
+@_SETTINGS
+@given(nonempty_ranges_lists, st.integers(1, 10**9), st.integers(1, 12))
+def test_pack_puts_every_range_in_one_task(
+    ranges: list[OffsetRange], records_min: int, tasks_min: int
+) -> None:
+    tasks = pack(ranges, records_min, tasks_min)
+    assert all(tasks), "an empty task"
+    assert sorted(r for task in tasks for r in task) == sorted(ranges)
+    for task in tasks:
+        assert list(task) == [r for r in ranges if r in task], "ranges out of the given order"
+    total = sum(r.end - r.start for r in ranges)
+    expected = min(len(ranges), max(tasks_min, 1, total // records_min))
+    assert len(tasks) == (expected if ranges else 0)
+
+
+@_SETTINGS
+@given(nonempty_ranges_lists, st.integers(1, 10**9), st.integers(1, 12))
+def test_pack_balances_tasks(ranges: list[OffsetRange], records_min: int, tasks_min: int) -> None:
+    """Largest first onto the lightest task: the heaviest task holds at most the lightest one
+    plus its own smallest range (the last range it was given found it the lightest)."""
+    tasks = pack(ranges, records_min, tasks_min)
+    held = [sum(r.end - r.start for r in task) for task in tasks]
+    for task, records in zip(tasks, held, strict=True):
+        if len(task) > 1:
+            assert records - min(r.end - r.start for r in task) <= min(held)
+
+
+def test_pack_groups_small_ranges_and_keeps_large_ones_apart() -> None:
+    six = [OffsetRange("t", p, 0, 83_000) for p in range(6)]
+    assert pack(six, 200_000, 1) == [tuple(six[0::2]), tuple(six[1::2])]
+    assert pack(six, 200_000, 6) == [(r,) for r in six]
+    assert pack(six, 10_000, 1) == [(r,) for r in six]
+    assert pack(six[:1], 200_000, 1) == [(six[0],)]
+    assert pack([], 200_000, 4) == []

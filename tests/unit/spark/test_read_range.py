@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pykraft.client import TopicPartition
 from pykraft.spark import source
@@ -32,8 +35,9 @@ def _fresh_consumers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Short stalls, and the worker's cached consumers closed after each test."""
     monkeypatch.setattr(source, "READ_STALL_MS_MAX", 3_000)
     yield
-    for consumer in source._consumers.values():
-        consumer.close()
+    for consumers in source._consumers.values():
+        for consumer in consumers:
+            consumer.close()
     source._consumers.clear()
 
 
@@ -68,7 +72,7 @@ def read_old_then_elect(cluster: FakeCluster, opts: SourceOptions, new: list[byt
     """Reads the task's range across the election; (offset, value) of every record yielded."""
     cluster.append(T0, OLD[:6])
     cluster.append(T0, OLD[6:])
-    batches = source.read_range(opts, TASK)
+    batches = source.read_ranges(opts, [TASK])
     read = read_until(batches, 9)
     unclean_election(cluster, new)
     for batch in batches:
@@ -104,3 +108,44 @@ def test_without_fail_on_data_loss_a_shorter_new_history_is_not_read_again() -> 
     with running({"t": 1}, brokers=2) as cluster:
         read = read_old_then_elect(cluster, options(cluster, False), NEW[:2])
     assert read == list(enumerate(OLD))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=40, unique=True).map(sorted),
+    st.integers(0, 60),
+)
+def test_rows_before_counts_the_offsets_below_the_end(offsets: list[int], end: int) -> None:
+    """A task cuts each polled batch (one partition's, offsets ascending, gaps where compaction
+    removed records) at its range's end."""
+    polled = pa.RecordBatch.from_arrays([pa.array(offsets, pa.int64())], names=["offset"])
+    assert source._rows_before(polled, end) == sum(1 for offset in offsets if offset < end)
+
+
+def test_a_task_reads_its_ranges_in_order_each_exactly() -> None:
+    """Ranges of two partitions, one of them in two parts (minPartitions), read one after
+    another while the next is fetched ahead: each range's records once, nothing past its end
+    (the log goes on beyond each), even where a consumer read ahead past a range's end; and
+    once read, no consumer is left fetching."""
+    t1 = TopicPartition("t", 1)
+    ranges = [OffsetRange("t", 0, 0, 5), OffsetRange("t", 1, 2, 8), OffsetRange("t", 0, 5, 9)]
+    with running({"t": 2}) as cluster:
+        cluster.append(T0, [b"p0-%d" % i for i in range(12)])
+        cluster.append(t1, [b"p1-%d" % i for i in range(12)])
+        given = {"bootstrap.servers": cluster.bootstrap, "subscribe": "t"}
+        batches = list(source.read_ranges(SourceOptions.parse(given, batch=True), ranges))
+        consumers = source._consumers[cluster.bootstrap]
+        assert [c.assignment() for c in consumers] == [set(), set()], "still fetching"
+    read = [
+        (partition, offset, value)
+        for batch in batches
+        for partition, offset, value in zip(
+            *(batch.column(name).to_pylist() for name in ("partition", "offset", "value")),
+            strict=True,
+        )
+    ]
+    assert read == [
+        *((0, i, b"p0-%d" % i) for i in range(5)),
+        *((1, i, b"p1-%d" % i) for i in range(2, 8)),
+        *((0, i, b"p0-%d" % i) for i in range(5, 9)),
+    ]

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -25,15 +24,9 @@ from tests.unit.broker.log.compaction import (
     stored,
 )
 from tests.unit.broker.log.support import NOW_MS
+from tests.waiting import wait_until
 
 DEADLINE_S = 10.0
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 # --- 1. concurrent appends and reads, reopening, crashes ---

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any, TypeVar
 from pykraft.quorum.raft import AppendError, PySyncObjRaftLog, RaftConfig, RaftStatus
 from pykraft.quorum.raft.journal import DurableJournal
 from tests.ports import free_port
+from tests.waiting import wait_until
 
 T = TypeVar("T")
 POLL_MS = 20
@@ -164,13 +164,6 @@ def stop_voters(nodes: Iterable[VoterThread]) -> None:
             failures.append(error)
     if failures:
         raise failures[0]
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting until {what}"
-        time.sleep(0.01)
 
 
 def leader_of(nodes: Sequence[VoterThread]) -> VoterThread:

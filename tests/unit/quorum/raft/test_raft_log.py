@@ -23,6 +23,7 @@ from pykraft.quorum.raft import (
 )
 from pykraft.quorum.raft.journal import DurableJournal
 from pykraft.quorum.raft.snapshot_file import SNAPSHOT_FILE_NAME, write_snapshot_file
+from tests.waiting import wait_until
 
 from .harness import (
     DEADLINE_S,
@@ -35,7 +36,6 @@ from .harness import (
     start_voters,
     stop_voters,
     wait_applied,
-    wait_until,
 )
 
 NO_OP_COMMAND = b"\x01"  # pysyncobj's no-op entry: never reaches the state machine

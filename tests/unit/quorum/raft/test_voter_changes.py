@@ -9,6 +9,7 @@ from pathlib import Path
 from pykraft.quorum.raft import AppendError, PySyncObjRaftLog
 from pykraft.quorum.raft.voters import Voter, read_voters
 from tests.ports import free_port
+from tests.waiting import wait_until
 
 from .harness import (
     DEADLINE_S,
@@ -21,7 +22,6 @@ from .harness import (
     start_voters,
     stop_voters,
     wait_applied,
-    wait_until,
 )
 
 
