@@ -25,6 +25,7 @@ Every answered Fetch is counted (`counters`).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 
 from pykraft.broker import latency_trace
@@ -36,6 +37,7 @@ from pykraft.broker.counters import (
     REQUESTS_TOTAL,
     Counters,
 )
+from pykraft.broker.fetch_wire import Slot, SplicedFetch
 from pykraft.broker.log import FileRange, LogError, RangeRead, ReadResult
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import LeaderError, ReplicaManager
@@ -51,7 +53,15 @@ FETCH_WAIT_MS_MAX = 30_000
 # A partition's records in one pass: bytes, or (zero copy) a range of a segment file.
 Records = bytes | FileRange
 # Where a partition's FileRange belongs in the response: (topic index, partition index).
-RangeSlot = tuple[int, int]
+RangeSlot = Slot
+
+
+class _Records(enum.Enum):
+    """Where a pass puts each partition's records."""
+
+    IN_MESSAGE = "in the message"  # the caller reads the response's `records` fields
+    HELD = "held"  # beside the message, by slot (the gRPC answer splices them in)
+    RANGES = "ranges"  # consumers' as FileRanges beside the message, others in it (sendfile)
 
 
 def handle_fetch(
@@ -63,8 +73,20 @@ def handle_fetch(
     """Reads at once, or waits up to `max_wait_ms` for `min_bytes`, but never longer than
     `wait_ms_max` (the caller's deadline): a waiting Fetch holds one of the broker's request
     threads, so it waits only while it holds one of `manager.fetch_waits`' slots."""
-    response, _ = _fetch(manager, request, clock_ms, wait_ms_max, zero_copy=False)
+    response, _ = _fetch(manager, request, clock_ms, wait_ms_max, _Records.IN_MESSAGE)
     return response
+
+
+def handle_fetch_spliced(
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    clock_ms: Callable[[], int],
+    wait_ms_max: int = FETCH_WAIT_MS_MAX,
+) -> SplicedFetch:
+    """`handle_fetch` for the gRPC service: the records stay out of the message, and its
+    serialization copies them once (`fetch_wire`)."""
+    response, held = _fetch(manager, request, clock_ms, wait_ms_max, _Records.HELD)
+    return SplicedFetch(response, {slot: r for slot, r in held.items() if isinstance(r, bytes)})
 
 
 def handle_fetch_ranges(
@@ -76,7 +98,8 @@ def handle_fetch_ranges(
     """`handle_fetch` for consumers without reading a record: each partition's records are a
     FileRange (by the partition's place in the response; its `records` stay empty), for the
     Kafka listener to send with sendfile. The caller closes the ranges."""
-    return _fetch(manager, request, clock_ms, wait_ms_max, zero_copy=True)
+    response, held = _fetch(manager, request, clock_ms, wait_ms_max, _Records.RANGES)
+    return response, {slot: r for slot, r in held.items() if isinstance(r, FileRange)}
 
 
 def _fetch(
@@ -84,27 +107,26 @@ def _fetch(
     request: broker_pb2.FetchRequest,
     clock_ms: Callable[[], int],
     wait_ms_max: int,
-    *,
-    zero_copy: bool,
-) -> tuple[broker_pb2.FetchResponse, dict[RangeSlot, FileRange]]:
+    where: _Records,
+) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     with manager.watches.watch(keys) as watch, manager.fetch_waits.holder() as may_wait:
         while True:
             watch.clear()  # before looking: a change during the look ends the wait at once
-            ranges: dict[RangeSlot, FileRange] = {}
+            held: dict[Slot, Records] = {}
             try:
                 response, topic_bytes, at_once = _read_all(
-                    manager, request, clock_ms(), ranges if zero_copy else None
+                    manager, request, clock_ms(), held, where
                 )
                 enough = at_once or sum(topic_bytes) >= request.min_bytes
                 if enough or clock_ms() >= deadline_ms or not may_wait():
                     _count(manager.counters, request, response, topic_bytes)
-                    return response, ranges
+                    return response, held
             except BaseException:
-                _close(ranges)
+                _close(held)
                 raise
-            _close(ranges)
+            _close(held)
             watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
 
 
@@ -123,20 +145,22 @@ def _count(
         counters.add(bytes_out, size_bytes, topic=topic.topic)
 
 
-def _close(ranges: dict[RangeSlot, FileRange]) -> None:
-    for file_range in ranges.values():
-        file_range.close()
+def _close(held: dict[Slot, Records]) -> None:
+    for records in held.values():
+        if isinstance(records, FileRange):
+            records.close()
 
 
 def _read_all(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
     now_ms: int,
-    ranges: dict[RangeSlot, FileRange] | None,
+    held: dict[Slot, Records],
+    where: _Records,
 ) -> tuple[broker_pb2.FetchResponse, list[int], bool]:
     """One pass over the partitions: the response, its record bytes by topic, and whether it is
-    to be answered at once, records or not (a partition failed, or a follower's is news to it). With
-    `ranges`, consumers' records go there as FileRanges instead of into the response."""
+    to be answered at once, records or not (a partition failed, or a follower's is news to it).
+    Records go into the response or `held`, as `where` says."""
     response = broker_pb2.FetchResponse()
     size_bytes, at_once = 0, False
     topic_bytes = [0] * len(request.topics)
@@ -149,7 +173,7 @@ def _read_all(
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
                 data, news = _read_one(
-                    manager, request, topic.topic, item, result, now_ms, ranges is not None
+                    manager, request, topic.topic, item, result, now_ms, where is _Records.RANGES
                 )
             except LogError as error:
                 fill_error(result, error)
@@ -166,9 +190,8 @@ def _read_all(
                 if isinstance(data, FileRange):
                     data.close()
                 continue  # over the request's budget: only the first batch may exceed it
-            if isinstance(data, FileRange):
-                assert ranges is not None
-                ranges[topic_slot, partition_slot] = data
+            if isinstance(data, FileRange) or (where is _Records.HELD and data):
+                held[topic_slot, partition_slot] = data
             else:
                 result.records = data
             size_bytes += data_bytes

@@ -16,11 +16,12 @@ serve (fenced, or no heartbeat within the session timeout) or a partition it doe
 host) -> NOT_LEADER_OR_FOLLOWER with the leader it knows, so clients refresh and retry; an
 offline replica -> KAFKA_STORAGE_ERROR. `preferred_read_replica` is the leader's choice of where
 a consumer should read instead (`replica_selector`); `counters` counts what was served.
-Requests that wait (acks=all, the group coordinator) wait on one condition variable, `changed`:
-each `Partition` signals it when its log end, high-water mark or role changes (the `on_change`
-it is given is `notify` of its key), and this manager on every metadata change. Fetch long polls
-wait on `watches` instead (`partition_watches`): only the ones waiting on the partition that
-changed (or all, on a metadata change) wake.
+Requests that wait on partitions (Fetch long polls, acks=all produce, the group coordinator's
+wait for its writes) wait on `watches` (`partition_watches`): each `Partition` signals its key
+when its log end, high-water mark or role changes (the `on_change` it is given is `notify` of
+its key), and this manager signals every watch on a metadata change, so only the waits on the
+partition that changed (or all, on a metadata change) wake. Other waits (the coordinator's
+start-up) wait on the condition variable `changed`, which `notify` signals on every change.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import grpc
 
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.counters import describe
-from pykraft.broker.fetch import FETCH_WAIT_MS_MAX, handle_fetch
+from pykraft.broker.fetch import FETCH_WAIT_MS_MAX, handle_fetch_spliced
+from pykraft.broker.fetch_wire import SplicedFetch
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
 from pykraft.broker.produce import handle_produce
@@ -149,12 +150,13 @@ class BrokerService(broker_pb2_grpc.BrokerServiceServicer):
 
     def Fetch(
         self, request: broker_pb2.FetchRequest, context: grpc.ServicerContext
-    ) -> broker_pb2.FetchResponse:
+    ) -> SplicedFetch:
+        """The answer serializes itself, its records copied once (`fetch_wire`)."""
         remaining_s = context.time_remaining()
         wait_ms_max = FETCH_WAIT_MS_MAX
         if remaining_s is not None:
             wait_ms_max = min(wait_ms_max, max(int(remaining_s * 1000), 0))
-        return handle_fetch(self._manager, request, self._clock_ms, wait_ms_max)
+        return handle_fetch_spliced(self._manager, request, self._clock_ms, wait_ms_max)
 
     def DescribeCounters(
         self, request: broker_pb2.DescribeCountersRequest, context: grpc.ServicerContext

@@ -1,7 +1,7 @@
 """Waiting on a condition variable until a predicate holds or a deadline passes: the one loop
 every broker wait on a condition with a deadline goes through (the group coordinator's
-replication and start-up waits, producer id blocks; acks=all produce waits on its partitions'
-watches instead, `PartitionWatches.wait_until`).
+start-up wait, producer id blocks; acks=all produce and the coordinator's wait for its writes
+wait on their partitions' watches instead, `PartitionWatches.wait_until`).
 
 Deadlines are in the caller's clock (`clock_ms`, monotonic milliseconds), so tests can drive
 them; the condition is only the wake-up signal, never a source of truth.

@@ -4,8 +4,10 @@ opens to its peers (broker to controller, follower to leader), with one message 
 `start_server` is the one way a controller or broker starts serving: a thread pool bounded by
 `workers_max` (a long poll holds one thread), messages up to `GRPC_MESSAGE_BYTES_MAX` both ways,
 no port sharing (a second process on the same port fails instead of splitting the traffic), and
-`RefuseUnparsableRequests`, so bytes that are no request answer INVALID_ARGUMENT, and
-`RequestMetrics`, which counts and times every call per method.
+`RefuseUnparsableRequests`, so bytes that are no request answer INVALID_ARGUMENT,
+`RequestMetrics`, which counts and times every call per method, and `SelfSerializedAnswers`, so a
+handler may answer with bytes it serialized itself (a Fetch answer's records are not copied into
+the message first).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Final
 import grpc
 
 from pykraft.server_common.request_metrics import RequestMetrics
+from pykraft.server_common.self_serialized import SelfSerializedAnswers
 from pykraft.server_common.unparsable_requests import RefuseUnparsableRequests
 
 # gRPC messages, both ways, between clients, brokers and controllers (a Fetch carries up to this).
@@ -38,7 +41,7 @@ def start_server(
             ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
             ("grpc.so_reuseport", 0),
         ],
-        interceptors=[RefuseUnparsableRequests(), RequestMetrics()],
+        interceptors=[RefuseUnparsableRequests(), RequestMetrics(), SelfSerializedAnswers()],
     )
     for add_to_server, servicer in services:
         add_to_server(servicer, server)

@@ -39,7 +39,6 @@ from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.broker.waiting import wait_until
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import BatchBuilder, decode_batch, iter_batches
@@ -316,8 +315,12 @@ class GroupCoordinator:
                 )
             return state is AckState.DONE
 
-        changed = self._manager.changed
-        if not wait_until(changed, replicated, deadline_ms=deadline_ms, clock_ms=self._clock_ms):
+        if not self._manager.watches.wait_until(
+            [(OFFSETS_TOPIC, shard.index)],
+            replicated,
+            deadline_ms=deadline_ms,
+            clock_ms=self._clock_ms,
+        ):
             raise CoordinatorError(
                 common_pb2.COORDINATOR_NOT_AVAILABLE,
                 f"the in-sync replicas of {OFFSETS_TOPIC}-{shard.index} did not "

@@ -7,17 +7,36 @@ Making those writes durable (fsync of files and directories, atomic replacement)
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
+
+from pykraft.proto.record_batch import Buffer
+
+# The most buffers one writev takes (the system's IOV_MAX; POSIX guarantees 16).
+WRITEV_BUFFERS_MAX: Final = max(16, os.sysconf("SC_IOV_MAX"))
 
 
-def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """Writes all of `data` to the descriptor `fd` (a write may be partial). The log's files
-    are opened in append mode, so this writes at the end of the file without a seek."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
+def write_all(fd: int, data: Buffer) -> None:
+    """Writes all of `data` to the descriptor `fd`: `writev_all` of one buffer."""
+    writev_all(fd, [data])
+
+
+def writev_all(fd: int, pieces: Sequence[Buffer]) -> None:
+    """Writes `pieces` one after the other to the descriptor `fd`, as one write of their
+    concatenation would, without joining them first (writev; a write may be partial, and takes
+    at most WRITEV_BUFFERS_MAX buffers). The log's files are opened in append mode, so this
+    writes at the end of the file without a seek."""
+    views = [memoryview(piece) for piece in pieces if len(piece)]
+    first = 0
+    while first < len(views):
+        written = os.writev(fd, views[first : first + WRITEV_BUFFERS_MAX])
         assert written > 0, "a write wrote nothing"
-        view = view[written:]
+        while written and written >= views[first].nbytes:
+            written -= views[first].nbytes
+            first += 1
+        if written:
+            views[first] = views[first][written:]
 
 
 def read_at(fd: int, size: int, position: int) -> bytes:

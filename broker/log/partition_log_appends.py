@@ -16,7 +16,7 @@ from pykraft.broker.log.validation import (
     split_batches,
 )
 from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import TimestampType
+from pykraft.proto.record_batch import Buffer, TimestampType
 
 
 class PartitionLogAppends(PartitionLogBase):
@@ -27,7 +27,9 @@ class PartitionLogAppends(PartitionLogBase):
         `leader_epoch`. Raises LogError (module validation's codes; FENCED_LEADER_EPOCH if
         `leader_epoch` is below the latest epoch the log has seen; module producer_state's for
         idempotent batches) with nothing written. A request whose batches were all written
-        before returns the original offsets with `duplicate` set, writing nothing."""
+        before returns the original offsets with `duplicate` set, writing nothing. `batches`
+        is left as it is and its records are written from it: the caller must not change it
+        during the call."""
         assert leader_epoch >= 0, leader_epoch
         config = self._config
         parsed = split_batches(batches)
@@ -46,22 +48,21 @@ class PartitionLogAppends(PartitionLogBase):
             )
             if duplicate is not None:
                 return duplicate_info(duplicate, config)
-            data = bytearray(batches)
-            assigned = assign_offsets(
-                data,
+            stamped = assign_offsets(
+                batches,
                 parsed,
                 base_offset=self._log_end_offset,
                 leader_epoch=leader_epoch,
                 config=config,
                 now_ms=now_ms,
             )
-            self._append(data, assigned, now_ms=now_ms)
+            self._append(stamped.pieces, stamped.batches, now_ms=now_ms)
             assert self._epochs.latest_epoch == leader_epoch, (
                 self._epochs.latest_epoch,
                 leader_epoch,
             )
-        stamped = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-        return append_info(data, assigned, now_ms if stamped else -1)
+        append_time = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+        return append_info(stamped.size_bytes, stamped.batches, now_ms if append_time else -1)
 
     def append_as_follower(self, batches: bytes) -> AppendInfo:
         """Appends batches fetched from the leader with their offsets and epochs. The first
@@ -74,12 +75,13 @@ class PartitionLogAppends(PartitionLogBase):
             if not parsed:
                 return nothing_appended(self._log_end_offset)
             check_follower_batches(parsed, log_end_offset=self._log_end_offset)
-            self._append(batches, parsed, now_ms=None)
-        return append_info(batches, parsed, -1)
+            self._append([batches], parsed, now_ms=None)
+        return append_info(len(batches), parsed, -1)
 
-    def _append(self, data: bytes | bytearray, batches: Batches, *, now_ms: int | None) -> None:
-        """Rolls if due, writes, learns epochs, publishes the new end, flushes if due. Holds
-        the lock. On OSError puts everything back (or goes offline) and raises."""
+    def _append(self, pieces: list[Buffer], batches: Batches, *, now_ms: int | None) -> None:
+        """Rolls if due, writes `batches` (their bytes are `pieces`, see LogSegment.append),
+        learns epochs, publishes the new end, flushes if due. Holds the lock. On OSError puts
+        everything back (or goes offline) and raises."""
         last = batches[-1][1]
         assert batches[0][1].base_offset >= self._log_end_offset, (
             batches[0][1],
@@ -88,13 +90,15 @@ class PartitionLogAppends(PartitionLogBase):
         max_timestamp = max(header.max_timestamp for _, header in batches)
         active = self._local.active
         if active.should_roll(
-            size_bytes=len(data), max_timestamp=max_timestamp, last_offset=last.last_offset
+            size_bytes=batches[-1][0] + last.size_bytes,
+            max_timestamp=max_timestamp,
+            last_offset=last.last_offset,
         ):
             active = self._roll(batches[0][1].base_offset)
         mark = active.mark()
         epochs_before = self._epochs.entries()
         try:
-            active.append(data, batches)
+            active.append(pieces, batches)
             for _, header in batches:
                 self._epochs.assign(header.partition_leader_epoch, header.base_offset)
         except OSError as error:

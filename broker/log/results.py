@@ -80,13 +80,13 @@ def duplicate_info(duplicate: Duplicate, config: LogConfig) -> AppendInfo:
     )
 
 
-def append_info(data: bytes | bytearray, batches: Batches, log_append_time_ms: int) -> AppendInfo:
-    """What an append of `batches` (the bytes `data`) wrote."""
+def append_info(size_bytes: int, batches: Batches, log_append_time_ms: int) -> AppendInfo:
+    """What an append of `batches` (`size_bytes` in all) wrote."""
     return AppendInfo(
         first_offset=batches[0][1].base_offset,
         last_offset=batches[-1][1].last_offset,
         max_timestamp=max(header.max_timestamp for _, header in batches),
         log_append_time_ms=log_append_time_ms,
         batch_count=len(batches),
-        size_bytes=len(data),
+        size_bytes=size_bytes,
     )

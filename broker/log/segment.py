@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from pykraft.broker.log.config import LogConfig
-from pykraft.broker.log.files import write_all
+from pykraft.broker.log.files import writev_all
 from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
 from pykraft.broker.log.open_files import CachedFile
 from pykraft.broker.log.segment_names import (
@@ -40,6 +40,7 @@ from pykraft.proto.record_batch import (
     HEADER_SIZE,
     NO_TIMESTAMP,
     BatchHeader,
+    Buffer,
     CorruptBatchError,
 )
 
@@ -274,19 +275,22 @@ class LogSegment(SegmentReads):
         self._segment_ms = config.segment_ms
         self._index_interval_bytes = config.index_interval_bytes
 
-    def append(self, data: bytes | bytearray, batches: Sequence[tuple[int, BatchHeader]]) -> None:
-        """Writes `data` (whole batches; `batches` gives each one's position in `data` and its
-        header, offsets increasing from `next_offset` on) at the end, then indexes them. On
-        OSError the caller must `rollback` to a `mark()` taken before."""
+    def append(self, pieces: Sequence[Buffer], batches: Sequence[tuple[int, BatchHeader]]) -> None:
+        """Writes whole batches at the end, then indexes them: `pieces` are their bytes in
+        order, written as they are (one writev, not joined first), and `batches` gives each
+        batch's position in their concatenation and its header, offsets increasing from
+        `next_offset` on. On OSError the caller must `rollback` to a `mark()` taken before."""
         assert batches and batches[0][1].base_offset >= self.next_offset, (self.next_offset,)
         assert self._fits(batches[-1][1].last_offset), "roll before appending"
+        size_bytes = batches[-1][0] + batches[-1][1].size_bytes
+        assert size_bytes == sum(len(piece) for piece in pieces), "the pieces are the batches"
         start = self.size
         self._synced = False
         with self._file.borrow() as fd:
-            write_all(fd, data)  # append mode: lands at `start`, the end of the file
+            writev_all(fd, pieces)  # append mode: lands at `start`, the end of the file
         for relative, header in batches:
             self._index_batch(start + relative, header)
-        self.size = start + len(data)  # publish last: readers may now see the batches
+        self.size = start + size_bytes  # publish last: readers may now see the batches
 
     def mark(self) -> SegmentMark:
         return SegmentMark(

@@ -12,14 +12,15 @@ below the first (INVALID_RECORD); CreateTime timestamps within message.timestamp
 of `now_ms` (INVALID_TIMESTAMP; checked on the first and max timestamps of an uncompressed batch,
 on every record of a compressed one). Offsets are then assigned in place and the leader epoch
 stamped: both lie outside the CRC. LogAppendTime rewrites the timestamp type and max timestamp,
-which lie inside it, so the CRC is computed again (as Kafka does).
+which lie inside it, so the CRC is computed again (as Kafka does). All of that is in the 61-byte
+header, so only headers are copied: the records are written from the request's own bytes.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 import crc32c
 
@@ -27,9 +28,11 @@ from pykraft.broker.log.config import LogConfig
 from pykraft.broker.log.errors import LogError
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import (
+    HEADER_SIZE,
     NO_TIMESTAMP,
     BatchError,
     BatchHeader,
+    Buffer,
     Compression,
     Record,
     TimestampType,
@@ -142,48 +145,63 @@ def _check_timestamps(timestamps: Sequence[int], config: LogConfig, now_ms: int)
             )
 
 
+class Stamped(NamedTuple):
+    """A leader's batches with their offsets assigned: the rewritten headers (by position in
+    the request's bytes) and the bytes to write, in order (`pieces`)."""
+
+    batches: Batches
+    pieces: list[Buffer]
+    size_bytes: int
+
+
 def assign_offsets(
-    data: bytearray,
+    data: Buffer,
     batches: Batches,
     *,
     base_offset: int,
     leader_epoch: int,
     config: LogConfig,
     now_ms: int,
-) -> Batches:
+) -> Stamped:
     """Gives the batches consecutive offsets from `base_offset`, stamps `leader_epoch` and
-    applies the topic's timestamp type, in place; returns the rewritten headers."""
+    applies the topic's timestamp type, leaving `data` as it is: each batch's 61-byte header is
+    copied and rewritten, and its records are a view of `data` (not copied: the segment writes
+    header and records with one writev)."""
     assigned: Batches = []
+    pieces: list[Buffer] = []
+    view = memoryview(data)
     next_offset = base_offset
     for position, header in batches:
-        rewrite_offsets(
-            data, position, base_offset=next_offset, partition_leader_epoch=leader_epoch
-        )
+        head = bytearray(view[position : position + HEADER_SIZE])
+        records = view[position + HEADER_SIZE : position + header.size_bytes]
+        rewrite_offsets(head, 0, base_offset=next_offset, partition_leader_epoch=leader_epoch)
         if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME:
-            _set_timestamp(data, position, header, TimestampType.LOG_APPEND_TIME, now_ms)
+            _set_timestamp(head, records, header, TimestampType.LOG_APPEND_TIME, now_ms)
         elif header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-            _set_timestamp(data, position, header, TimestampType.CREATE_TIME, header.max_timestamp)
-        rewritten = BatchHeader.parse(data, position)
+            _set_timestamp(head, records, header, TimestampType.CREATE_TIME, header.max_timestamp)
+        rewritten = BatchHeader.parse(head, 0)
         assigned.append((position, rewritten))
+        pieces += (head, records)
         next_offset = rewritten.next_offset
-    return assigned
+    return Stamped(assigned, pieces, len(view))
 
 
 def _set_timestamp(
-    data: bytearray,
-    position: int,
+    head: bytearray,
+    records: memoryview,
     header: BatchHeader,
     timestamp_type: TimestampType,
     max_timestamp: int,
 ) -> None:
-    """Sets the timestamp type bit and MaxTimestamp, then the CRC over [21, end)."""
+    """Sets the timestamp type bit and MaxTimestamp in the batch's header `head`, then the CRC
+    over [21, end): the rest of the header, then its `records`."""
     attributes = header.attributes & ~_TIMESTAMP_TYPE_FLAG
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_FLAG
-    _INT16.pack_into(data, position + _ATTRIBUTES_AT, attributes)
-    _INT64.pack_into(data, position + _MAX_TIMESTAMP_AT, max_timestamp)
-    covered = memoryview(data)[position + _ATTRIBUTES_AT : position + header.size_bytes]
-    _UINT32.pack_into(data, position + _CRC_AT, crc32c.crc32c(covered))
+    _INT16.pack_into(head, _ATTRIBUTES_AT, attributes)
+    _INT64.pack_into(head, _MAX_TIMESTAMP_AT, max_timestamp)
+    crc = crc32c.crc32c(records, crc32c.crc32c(memoryview(head)[_ATTRIBUTES_AT:]))
+    _UINT32.pack_into(head, _CRC_AT, crc)
 
 
 def check_follower_batches(batches: Batches, *, log_end_offset: int) -> None:

@@ -6,9 +6,10 @@ decoded for their record timestamps and keys, as Kafka's LogValidator does).
 
 Copies of each record byte on the way in (counted from the code): recv (socket -> user), the
 StreamReader's buffer, `readexactly`'s bytes, kio's read of the records field (the bytes object
-this handler hands on as it is), `bytearray` for patching offsets and epoch, then write (user ->
-page cache): 4 in user space and 2 kernel crossings, plus one read of the batch for its CRC-32C.
-Fewer would take decoding the frame in place (memoryviews) and handing the log a mutable buffer.
+this handler hands on as it is), then write (user -> page cache; the log copies only each batch's
+61-byte header to patch offsets and epoch, and writes it and the rest of the batch with one
+writev): 3 in user space and 2 kernel crossings, plus one read of the batch for its CRC-32C.
+Fewer would take decoding the frame in place (memoryviews).
 
 As Kafka's ProduceRequest.validateRecords, each partition's records must be exactly one batch
 (v3+), else INVALID_RECORD for that partition and nothing of it is written.

@@ -33,21 +33,10 @@ from .replica_harness import Harness
 PARTITION = 1
 
 
-class _HookedCondition(threading.Condition):
-    """`changed` whose waits first run `before_wait` (the metadata thread's turn)."""
-
-    def __init__(self, before_wait: Callable[[], None]) -> None:
-        super().__init__()
-        self._before_wait = before_wait
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self._before_wait()
-        return super().wait(timeout)
-
-
 def _hook_produce_wait(monkeypatch: pytest.MonkeyPatch, before_wait: Callable[[], None]) -> None:
-    """An acks=all produce sleeps on its partitions' watch: each of its waits first runs
-    `before_wait` (the metadata thread's turn)."""
+    """An acks=all produce (or the coordinator's wait for its writes) sleeps on its
+    partitions' watch: each of its waits first runs `before_wait` (the metadata thread's
+    turn)."""
     wait = Watch.wait
 
     def hooked(self: Watch, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
@@ -172,7 +161,7 @@ def test_group_state_is_not_confirmed_when_leadership_moves_inside_the_check(
         appended = partition.append_as_leader(build_batch([(0, b"k", b"v")]), acks=-1, now_ms=0)
         move = _LeadershipMove(harness)
         _hook(monkeypatch, harness.manager, "hosts", move)
-        harness.manager.changed = _HookedCondition(move)
+        _hook_produce_wait(monkeypatch, move)
         shard = _Shard(PARTITION, appended.leader_epoch, GroupShard(coordinator.config))
         with pytest.raises(CoordinatorError) as raised:
             coordinator._await_replicated(shard, appended.info.last_offset + 1)

@@ -11,6 +11,7 @@ import pytest
 
 from pykraft.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
 from pykraft.server_common.grpc_server import open_peer_channel, start_server
+from pykraft.server_common.self_serialized import SelfSerialized, SelfSerializedAnswers
 from tests.ports import free_port
 
 PATH = "/pykraft.AdminService/DescribeTopics"
@@ -123,3 +124,23 @@ def test_a_stream_refuses_bytes_that_do_not_parse_and_serves_good_ones() -> None
     finally:
         channel.close()
         server.stop(grace=None)
+
+
+def test_an_answer_may_serialize_itself() -> None:
+    """SelfSerializedAnswers: gRPC sends a SelfSerialized answer's own bytes, and serializes
+    any other answer as the method's serializer does."""
+
+    class Own(SelfSerialized):
+        def serialize(self) -> bytes:
+            return b"own bytes"
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        lambda request, context: None,
+        request_deserializer=bytes,
+        response_serializer=lambda answer: b"serialized " + answer,
+    )
+    wrapped = SelfSerializedAnswers().wrap("/pykraft.Test/Method", handler)
+    serializer = wrapped.response_serializer
+    assert serializer is not None
+    assert serializer(Own()) == b"own bytes"
+    assert serializer(b"answer") == b"serialized answer"

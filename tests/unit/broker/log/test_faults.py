@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -16,21 +16,27 @@ from pykraft.broker.log import LogError, PartitionLog
 from pykraft.broker.log.checkpoints import LeaderEpochCheckpointFile
 from pykraft.broker.log.segment import LogSegment
 from pykraft.proto import common_pb2
+from pykraft.proto.record_batch import Buffer
 
 from .support import NOW_MS, batch, open_log, read_all
 
 
-def half_write_then_enospc(fd: int, data: bytes | bytearray | memoryview) -> None:
+def half_write_then_enospc(fd: int, data: Buffer) -> None:
     """Stands in for `files.write_all`: half the bytes reach the disk, then ENOSPC."""
     os.write(fd, bytes(data)[: max(1, len(data) // 2)])
     raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def half_writev_then_enospc(fd: int, pieces: Sequence[Buffer]) -> None:
+    """Stands in for `files.writev_all`: half the bytes reach the disk, then ENOSPC."""
+    half_write_then_enospc(fd, b"".join(pieces))
 
 
 def eio(*args: object) -> None:
     raise OSError(errno.EIO, "Input/output error")
 
 
-_SEGMENT_WRITE: Final = "pykraft.broker.log.segment.write_all"
+_SEGMENT_WRITE: Final = "pykraft.broker.log.segment.writev_all"
 
 
 @pytest.fixture
@@ -59,7 +65,7 @@ def test_a_failed_log_write_is_cut_back_and_the_log_goes_on(log: PartitionLog) -
     segment = _active(log)
     size = segment.log_path.stat().st_size
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_SEGMENT_WRITE, half_write_then_enospc)
+        patch.setattr(_SEGMENT_WRITE, half_writev_then_enospc)
         _storage_error(log, b"lost")
     assert segment.log_path.stat().st_size == size and log.log_end_offset == 2
     _append(log, b"third")
@@ -138,7 +144,7 @@ def test_when_the_undo_fails_the_log_goes_offline_until_reopened(
 ) -> None:
     segment = _active(log)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_SEGMENT_WRITE, half_write_then_enospc)
+        patch.setattr(_SEGMENT_WRITE, half_writev_then_enospc)
         patch.setattr(segment, "_truncate_file", eio)
         _storage_error(log, b"half written")
         assert segment.log_path.stat().st_size > log.segments()[-1].size_bytes  # left behind

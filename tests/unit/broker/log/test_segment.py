@@ -18,7 +18,7 @@ CONFIG = LogConfig(index_interval_bytes=200)
 
 def _append(segment: LogSegment, base_offset: int, count: int) -> None:
     data = batch([b"x" * 40] * count, base_offset=base_offset)
-    segment.append(data, [(0, BatchHeader.parse(data))])
+    segment.append([data], [(0, BatchHeader.parse(data))])
 
 
 def _filled(tmp_path: Path) -> tuple[LogSegment, list[tuple[int, BatchHeader]]]:
