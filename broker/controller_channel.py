@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -115,6 +115,33 @@ class ControllerCaller:
             self.redirect(header.controller_address)
         raise ControllerUnavailableError(f"no active controller answered {method}: {last_problem}")
 
+    def call_stream(
+        self, method: str, request: Message, response_type: type[_R], timeout_s: float
+    ) -> Iterator[_R]:
+        """The active controller's stream of answers to the server-streaming `method`, all
+        within `timeout_s`, redirected as `call` is until the first answer is not
+        NOT_CONTROLLER; ControllerUnavailableError when no attempt got that far, or when the
+        stream breaks after it (the caller must not take what it read for a whole answer)."""
+        last_problem = "no attempt"
+        for _ in range(REDIRECTS_MAX):
+            address = self._target()
+            stream = getattr(self._stub(address, controller_pb2_grpc.ControllerServiceStub), method)
+            try:
+                responses = stream(request, timeout=timeout_s)
+                first = next(responses)
+            except grpc.RpcError as error:
+                last_problem = f"{address}: {error.code()}"
+                self.redirect(None)
+                continue
+            assert isinstance(first, response_type)
+            header = first.header  # type: ignore[attr-defined]
+            if header.error_code != common_pb2.NOT_CONTROLLER:
+                return _rest_of_stream(address, first, responses)
+            responses.cancel()
+            last_problem = f"{address}: NOT_CONTROLLER"
+            self.redirect(header.controller_address)
+        raise ControllerUnavailableError(f"no active controller answered {method}: {last_problem}")
+
     def open_stream(
         self,
         method: str,
@@ -133,6 +160,14 @@ class ControllerCaller:
             for channel in self._channels.values():
                 channel.close()
             self._channels.clear()
+
+
+def _rest_of_stream(address: str, first: _R, responses: Iterator[_R]) -> Iterator[_R]:
+    yield first
+    try:
+        yield from responses
+    except grpc.RpcError as error:
+        raise ControllerUnavailableError(f"{address}: stream broke: {error.code()}") from error
 
 
 class ControllerChannel:

@@ -21,6 +21,9 @@ Gauges, computed at scrape time by `BrokerCollector` from the partitions this br
   kafka_server_replicamanager_underminisrpartitioncount         UnderMinIsrPartitionCount
   kafka_server_kafkaserver_brokerstate                          BrokerState (Kafka's numbers)
   kafka_server_broker_metadata_metrics_last_applied_record_offset  broker-metadata-metrics
+  pykraft_broker_metadata_records_fetched_total                 metadata records fetched since
+                                                                start (a counter; after a
+                                                                restart, only the tail)
 Consumer group lag, which Kafka's brokers do not export, under kafka_exporter's names, computed
 by `GroupLagCollector` on the coordinator of each group (the leader of its __consumer_offsets
 partition) for each committed partition this broker holds a replica of:
@@ -93,10 +96,12 @@ class BrokerCollector(Collector):
         replica_manager: ReplicaManager,
         lifecycle: BrokerLifecycle,
         metadata_offset: Callable[[], int],
+        metadata_records_fetched: Callable[[], int],
     ) -> None:
         self._replica_manager = replica_manager
         self._lifecycle = lifecycle
         self._metadata_offset = metadata_offset
+        self._metadata_records_fetched = metadata_records_fetched
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield from _counter_families(self._replica_manager.counters.snapshot())
@@ -126,6 +131,11 @@ class BrokerCollector(Collector):
             "kafka_server_broker_metadata_metrics_last_applied_record_offset",
             "Offset of the last metadata record this broker applied.",
             value=self._metadata_offset(),
+        )
+        yield CounterMetricFamily(
+            "pykraft_broker_metadata_records_fetched",
+            "Metadata records this broker fetched since it started.",
+            value=self._metadata_records_fetched(),
         )
 
 

@@ -32,7 +32,8 @@ from pykraft.broker.kafka.dispatch import Dispatcher
 from pykraft.broker.kafka.server import KafkaListener
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.log.open_files import OPEN_FILES
-from pykraft.broker.metadata import ImageFile, MetadataFollower
+from pykraft.broker.metadata import MetadataFollower
+from pykraft.broker.metadata_image_file import ImageFile
 from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_fetcher import ReplicaFetcherManager
@@ -180,7 +181,10 @@ class Broker:
         registry = CollectorRegistry()
         registry.register(
             BrokerCollector(
-                self.replica_manager, self.lifecycle, lambda: self.metadata.applied_offset
+                self.replica_manager,
+                self.lifecycle,
+                lambda: self.metadata.applied_offset,
+                lambda: self.metadata.records_fetched,
             )
         )
         registry.register(GroupLagCollector(self.groups, self.replica_manager))

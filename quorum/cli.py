@@ -41,6 +41,9 @@ def controller() -> None:
 @click.option("--cluster-id", help="Cluster id; brokers must present the same one.")
 @click.option("--broker-session-timeout-ms", type=int, help="Fence a broker after this (9000).")
 @click.option("--metadata-tail-records-max", type=int, help="Records kept for MetadataFetch.")
+@click.option(
+    "--metadata-fetch-bytes-max", type=int, help="Largest MetadataFetch answer message (4 MiB)."
+)
 @click.option("--raft-compaction-min-entries", type=int, help="Raft entries between snapshots.")
 @click.option(
     "--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable",
@@ -66,6 +69,7 @@ def run(config_path: Path | None, **flags: object) -> None:
         "cluster_id": "cluster.id",
         "broker_session_timeout_ms": "broker.session.timeout.ms",
         "metadata_tail_records_max": "metadata.tail.records.max",
+        "metadata_fetch_bytes_max": "metadata.fetch.bytes.max",
         "raft_compaction_min_entries": "raft.compaction.min.entries",
         "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
         "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",

@@ -10,12 +10,12 @@ until contact returns; kill -9 gets the broker fenced.
 from __future__ import annotations
 
 import json
-import struct
 import time
 from pathlib import Path
 
 import pytest
 
+from pykraft.broker.metadata_image_file import ImageFile
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
 
@@ -27,8 +27,6 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "orders"
 PARTITIONS = 3
-# offset, epoch, crc: the header of the broker's image file.
-_IMAGE_HEADER = struct.Struct(">qiI")
 
 
 def _broker_state(quorum: Quorum, broker_id: int) -> str | None:
@@ -74,8 +72,7 @@ def _serving(broker: BrokerProcess) -> bool:
 
 
 def _image_offset(broker: BrokerProcess) -> int:
-    offset, _, _ = _IMAGE_HEADER.unpack_from(broker.image_path.read_bytes())
-    return int(offset)
+    return ImageFile(broker.image_path.parent).read().offset
 
 
 def _bad_requests(broker: BrokerProcess) -> None:
