@@ -6,7 +6,10 @@ applies the stream it gets (a snapshot, when the controller no longer holds the 
 for, or the batches), stores the new image, then hands `(delta, image)` to its listener in log
 order (`delta` is None after a snapshot: the listener must compare the whole images). The
 stream's messages are replayed as they arrive (`read_fetch_stream`), and published only once
-the stream ended whole. `ImageFile` (`metadata_image_file.py`) is the on-disk copy.
+the stream ended whole. On disk (`<first log dir>/__cluster_metadata`), as Kafka's brokers keep
+a snapshot and their metadata log replica: `ImageFile` (`metadata_image_file.py`), the image as
+of an offset, and `MetadataLogFile` (`metadata_log_file.py`), the batches applied since; a
+restart loads both and asks the controller only for what follows.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Final
 
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
 from pykraft.broker.metadata_image_file import ImageFile
+from pykraft.broker.metadata_log_file import METADATA_LOG_BYTES_MAX, FetchedBatch, MetadataLogFile
 from pykraft.metadata_log import MetadataDelta, MetadataImage, decode_records
 from pykraft.proto import common_pb2, controller_pb2
 
@@ -44,6 +48,7 @@ class Fetched:
     image: MetadataImage
     records: int
     high_watermark: int
+    batches: tuple[FetchedBatch, ...]  # as received: what the follower appends to its log
 
 
 def read_fetch_stream(
@@ -55,6 +60,7 @@ def read_fetch_stream(
     snapshot: tuple[int, int] | None = None  # offset, epoch of the snapshot being read
     snapshot_whole = True
     last_offset, epoch, records, high_watermark = image.offset, image.epoch, 0, -1
+    batches: list[FetchedBatch] = []
     for response in responses:
         high_watermark = response.high_watermark
         if response.header.error_code != common_pb2.NONE:
@@ -72,6 +78,7 @@ def read_fetch_stream(
                 records += 1
             snapshot_whole = chunk.last_chunk
         for batch in response.batches:
+            batches.append((batch.base_offset, batch.epoch, batch.records))
             for index, record in enumerate(decode_records(batch.records)):
                 if batch.base_offset + index > last_offset:
                     last_offset = batch.base_offset + index
@@ -81,9 +88,9 @@ def read_fetch_stream(
     if not snapshot_whole:
         raise MetadataFetchError(f"the stream ended inside snapshot {last_offset}")
     if snapshot is None and last_offset == image.offset:
-        return Fetched(delta, image, records, high_watermark)
+        return Fetched(delta, image, records, high_watermark, tuple(batches))
     image = delta.apply(offset=last_offset, epoch=epoch)
-    return Fetched(None if snapshot else delta, image, records, high_watermark)
+    return Fetched(None if snapshot else delta, image, records, high_watermark, tuple(batches))
 
 
 class MetadataFollower:
@@ -95,6 +102,7 @@ class MetadataFollower:
         broker_id: int,
         caller: ControllerCaller,
         image_file: ImageFile,
+        log_file: MetadataLogFile,
         listener: MetadataListener,
         fetch_wait_ms: int,
         request_timeout_ms: int,
@@ -102,10 +110,11 @@ class MetadataFollower:
         self._broker_id = broker_id
         self._caller = caller
         self._image_file = image_file
+        self._log_file = log_file
         self._listener = listener
         self._fetch_wait_ms = fetch_wait_ms
         self._request_timeout_ms = request_timeout_ms
-        self._image = image_file.read()
+        self._image = log_file.load(image_file.read())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failure: BaseException | None = None
@@ -166,10 +175,20 @@ class MetadataFollower:
                 fetched.records,
             )
         if fetched.image is not self._image:
-            self._image_file.write(fetched.image)
+            self._store(fetched)
             self._listener(fetched.delta, fetched.image)
             self._image = fetched.image  # heartbeats report it only once the broker acted on it
         return True
+
+    def _store(self, fetched: Fetched) -> None:
+        """Appends what was fetched to the log; after a snapshot, or once the log is long,
+        rewrites the image and empties the log (in that order: a crash between the two leaves
+        a log whose records the image already holds, which loading skips)."""
+        if fetched.delta is not None and self._log_file.size_bytes() < METADATA_LOG_BYTES_MAX:
+            self._log_file.append(fetched.batches)
+            return
+        self._image_file.write(fetched.image)
+        self._log_file.clear()
 
     def stop(self) -> None:
         self._stop.set()

@@ -34,6 +34,7 @@ from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.log.open_files import OPEN_FILES
 from pykraft.broker.metadata import MetadataFollower
 from pykraft.broker.metadata_image_file import ImageFile
+from pykraft.broker.metadata_log_file import MetadataLogFile
 from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_fetcher import ReplicaFetcherManager
@@ -61,6 +62,7 @@ class Broker:
             broker_id=config.node_id,
             caller=self._caller,
             image_file=ImageFile(config.metadata_dir),
+            log_file=MetadataLogFile(config.metadata_dir),
             listener=self._on_metadata,
             fetch_wait_ms=config.metadata_fetch_wait_ms,
             request_timeout_ms=config.request_timeout_ms,

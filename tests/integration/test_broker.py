@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.broker.metadata_image_file import ImageFile
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.proto.record_batch import build_batch
 
@@ -72,7 +71,7 @@ def _serving(broker: BrokerProcess) -> bool:
 
 
 def _image_offset(broker: BrokerProcess) -> int:
-    return ImageFile(broker.image_path.parent).read().offset
+    return broker.stored_image().offset
 
 
 def _bad_requests(broker: BrokerProcess) -> None:

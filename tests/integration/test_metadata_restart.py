@@ -19,7 +19,6 @@ from typing import Final
 
 import pytest
 
-from pykraft.broker.metadata_image_file import ImageFile
 from pykraft.metadata_log import MetadataImage
 
 from .cluster import make_broker, start_brokers, wait_until_brokers_know
@@ -49,7 +48,7 @@ def _records_fetched(metrics_address: str) -> float:
 def _same_image(quorum: Quorum, broker: BrokerProcess) -> MetadataImage | None:
     """The controller's image when the broker's stored one equals it (None otherwise)."""
     controller = quorum.image()
-    return controller if ImageFile(broker.image_path.parent).read() == controller else None
+    return controller if broker.stored_image() == controller else None
 
 
 def _restart(quorum: Quorum, broker: BrokerProcess) -> MetadataImage:
@@ -75,7 +74,7 @@ def test_a_restarted_broker_fetches_only_the_tail_unless_its_image_is_torn(
             wait_until_brokers_know({2: holder}, "big", BIG_PARTITIONS, timeout_s=60)
             _restart(quorum, broker)
             assert broker.stop(timeout_s=30) == 0
-            stored = ImageFile(broker.image_path.parent).read()
+            stored = broker.stored_image()
             assert stored.topics.get_by_name("big") is not None
 
             altered = run_cli(

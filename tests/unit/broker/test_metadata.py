@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from pykraft.broker import metadata_image_file
+from pykraft.broker import metadata, metadata_image_file
 from pykraft.broker.metadata import MetadataFollower, read_fetch_stream
 from pykraft.broker.metadata_image_file import ImageFile
+from pykraft.broker.metadata_log_file import MetadataLogFile
 from pykraft.metadata_log import MetadataDelta, MetadataImage, encode_records
 from pykraft.metadata_log.records import PartitionChangeRecord, Record
 from pykraft.proto import controller_pb2
@@ -143,6 +144,7 @@ def _follower(tmp_path: Path, controller: _Controller) -> tuple[MetadataFollower
         broker_id=1,
         caller=controller,  # type: ignore[arg-type]
         image_file=ImageFile(tmp_path),
+        log_file=MetadataLogFile(tmp_path),
         listener=lambda delta, image: published.append((delta, image)),
         fetch_wait_ms=0,
         request_timeout_ms=1000,
@@ -161,7 +163,13 @@ def test_a_restart_loads_the_stored_image_and_fetches_only_the_tail(tmp_path: Pa
     assert controller.asked == [before.offset]
     assert follower.records_fetched == 1
     assert published[0] == (None, before)
-    assert published[1][1] == advance(before, tail)[1] == ImageFile(tmp_path).read()
+    after = advance(before, tail)[1]
+    assert published[1][1] == after
+    # The tail went to the log, the image stayed: a change costs its own size on disk.
+    assert ImageFile(tmp_path).read() == before
+    assert MetadataLogFile(tmp_path).read(before) == after
+    restarted, _ = _follower(tmp_path, controller)
+    assert restarted.image == after
 
 
 def test_a_torn_stored_image_means_fetching_everything(tmp_path: Path) -> None:
@@ -178,4 +186,68 @@ def test_a_torn_stored_image_means_fetching_everything(tmp_path: Path) -> None:
     assert controller.asked == [-1]
     assert follower.records_fetched == len(advance(before, tail)[1].write())
     assert published == [(None, advance(before, tail)[1])]
-    assert image_file.read() == follower.image
+    assert image_file.read() == follower.image  # a snapshot replaces the stored image
+
+
+def _changes(image: MetadataImage, count: int) -> list[tuple[int, int, bytes]]:
+    """`count` one-record batches after `image`, as a fetch brings them."""
+    return [
+        (image.offset + 1 + n, 2, encode_records([PartitionChangeRecord(ORDERS_ID, n, leader=3)]))
+        for n in range(count)
+    ]
+
+
+def _applied(image: MetadataImage, batches: list[tuple[int, int, bytes]]) -> MetadataImage:
+    records: list[Record] = [
+        PartitionChangeRecord(ORDERS_ID, n, leader=3) for n in range(len(batches))
+    ]
+    delta, _ = advance(image, records)
+    return delta.apply(offset=image.offset + len(batches), epoch=2)
+
+
+def test_the_log_continues_the_image_and_a_torn_append_is_cut_at_load(tmp_path: Path) -> None:
+    image = cluster_image(MANY)
+    log_file = MetadataLogFile(tmp_path)
+    batches = _changes(image, 3)
+    log_file.append(batches[:2])
+    log_file.append(batches[2:])
+    assert log_file.read(image) == _applied(image, batches)
+    whole = log_file.path.read_bytes()
+    log_file.path.write_bytes(whole[:-3])  # the last append torn by a crash
+    assert log_file.read(image) == _applied(image, batches[:2])
+    assert log_file.load(image) == _applied(image, batches[:2])
+    assert log_file.size_bytes() < len(whole) - 3  # cut after the last whole frame
+    log_file.append(batches[2:])  # appends go on from there
+    assert log_file.load(image) == _applied(image, batches)
+
+
+def test_a_damaged_log_frame_or_a_gap_is_never_applied(tmp_path: Path) -> None:
+    image = cluster_image(MANY)
+    log_file = MetadataLogFile(tmp_path)
+    batches = _changes(image, 3)
+    log_file.append(batches)
+    data = bytearray(log_file.path.read_bytes())
+    data[-1] ^= 0x01  # the last frame's records: its checksum fails
+    log_file.path.write_bytes(bytes(data))
+    assert log_file.read(image) == _applied(image, batches[:2])
+    # An image older than the log's first frame (the newer image was lost): a gap, nothing
+    # applies, and loading empties the log.
+    assert log_file.load(MetadataImage.EMPTY) == MetadataImage.EMPTY
+    assert log_file.size_bytes() == 0
+
+
+def test_a_long_log_is_folded_into_the_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metadata, "METADATA_LOG_BYTES_MAX", 1)
+    before = cluster_image(MANY)
+    ImageFile(tmp_path).write(before)
+    first: list[Record] = [PartitionChangeRecord(ORDERS_ID, 7, leader=2)]
+    follower, _ = _follower(tmp_path, _Controller(before, first))
+    assert follower.fetch_once()  # the log was empty: appended
+    assert MetadataLogFile(tmp_path).size_bytes() > 0
+    second: list[Record] = [PartitionChangeRecord(ORDERS_ID, 8, leader=2)]
+    follower, _ = _follower(tmp_path, _Controller(follower.image, second))
+    assert follower.fetch_once()  # the log is past its limit: folded into the image
+    assert MetadataLogFile(tmp_path).size_bytes() == 0
+    assert ImageFile(tmp_path).read() == follower.image == advance(before, first + second)[1]
