@@ -16,7 +16,7 @@ so a 2-core machine can hold the sizes), creates the partitions (replication fac
   incarnation until its heartbeat says unfenced (goal <= 5 s; the old session must expire
   first; a real broker also loads its image);
 - MetadataFetch as a stream (issue 18 §2.2): the messages of a whole-image fetch from -1 at the
-  broker's 4 MiB limit (how many, the largest, the total: before the stream, the total was one
+  broker's 1 MiB limit (how many, the largest, the total: before the stream, the total was one
   message); and a real broker process holding no partition (all are on the stand-ins), started,
   stopped and started again until RUNNING (unfenced), with the records it fetched: after a
   clean stop it loads its stored image and fetches only the tail; with its image removed, all.
@@ -43,7 +43,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.metadata_quorum import failover_ms  # noqa: E402
 from pykraft.broker.metadata import METADATA_FETCH_BYTES_MAX  # noqa: E402
+from pykraft.broker.metadata_image_file import ImageFile  # noqa: E402
+from pykraft.broker.metadata_log_file import MetadataLogFile  # noqa: E402
 from pykraft.client import AdminClient, NewTopic  # noqa: E402
+from pykraft.metadata_log import encode_records  # noqa: E402
 from pykraft.metadata_log.delta import replay_all  # noqa: E402
 from pykraft.metadata_log.image import MetadataImage  # noqa: E402
 from pykraft.metadata_log.records import (  # noqa: E402
@@ -53,7 +56,9 @@ from pykraft.metadata_log.records import (  # noqa: E402
     TopicRecord,
 )
 from pykraft.proto import controller_pb2  # noqa: E402
+from pykraft.quorum.config import ControllerConfig  # noqa: E402
 from pykraft.quorum.controller.placement import ReplicaPlacer  # noqa: E402
+from pykraft.quorum.metadata_fetch import fetch_messages, plan_fetch  # noqa: E402
 from pykraft.quorum.state_machine import MetadataStateMachine  # noqa: E402
 from tests.integration.cluster import make_broker  # noqa: E402
 from tests.integration.controllers import Quorum, StandInBroker, fetch_image, make_quorum  # noqa: E402
@@ -151,6 +156,41 @@ def topic_records(topic_count: int, per_topic: int) -> list[list[Record]]:
     return created
 
 
+def stream_costs(image: MetadataImage, partition_count: int) -> None:
+    """A whole-image MetadataFetch in process: what the controller thread spends choosing it,
+    then the messages drawn at the broker's limit (as a gRPC thread draws them); and the
+    broker's stored image written whole (each change before the log; now after every
+    METADATA_LOG_BYTES_MAX of changes) against one change appended to its log."""
+    machine = MetadataStateMachine(tail_records_max=1)
+    machine.image = image
+    machine.restore(machine.snapshot())  # as after a restart: no tail, a fetch gets a snapshot
+    config = ControllerConfig(
+        node_id=1, voters={1: "-"}, controller_listeners={1: "-"}, data_dir=Path("-")
+    )
+    started = time.perf_counter()
+    plan = plan_fetch(machine, -1, config)
+    plan_us = (time.perf_counter() - started) * 1e6
+    started = time.perf_counter()
+    sizes = [m.ByteSize() for m in fetch_messages(plan, METADATA_FETCH_BYTES_MAX)]
+    draw_ms = (time.perf_counter() - started) * 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        ImageFile(Path(tmp)).write(image)
+        image_write_ms = (time.perf_counter() - started) * 1000
+        change = encode_records([PartitionChangeRecord(uuid.UUID(int=1), 0, isr=(1, 2))])
+        started = time.perf_counter()
+        MetadataLogFile(Path(tmp)).append([(image.offset + 1, 1, change)])
+        append_ms = (time.perf_counter() - started) * 1000
+    print(
+        f"[{partition_count} partitions, in process] whole-image MetadataFetch: controller "
+        f"thread {plan_us:.0f} us to choose it, then {len(sizes)} messages drawn in "
+        f"{draw_ms:.0f} ms, largest {max(sizes) / 2**20:.2f} MiB of {sum(sizes) / 2**20:.2f} "
+        f"MiB (before the stream: one message of it all, encoded on the controller thread); "
+        f"broker: stored image written whole {image_write_ms:.0f} ms, one change appended to "
+        f"its log {append_ms:.1f} ms"
+    )
+
+
 def image_costs(partition_count: int, per_topic: int) -> None:
     """The image alone, in this process: replaying the creation one topic per delta (as the
     state machine applies one batch per Raft entry), its memory, one small change at that size
@@ -175,6 +215,7 @@ def image_costs(partition_count: int, per_topic: int) -> None:
     ReplicaPlacer.from_image(image)  # what every CreateTopics decision starts with
     placer_us = (time.perf_counter() - started) * 1e6
     snapshot_size, write_ms, restore_ms = snapshot_costs(image)
+    stream_costs(image, partition_count)
     print(
         f"[{partition_count} partitions, image in process] replay one topic per delta: "
         f"{replay_s:.1f} s, {partition_count / replay_s:.0f} partitions/s; image "

@@ -28,8 +28,9 @@ from pykraft.proto import common_pb2, controller_pb2
 
 log = logging.getLogger(__name__)
 
-# The largest answer message the broker asks for (the controller caps it with its own limit).
-METADATA_FETCH_BYTES_MAX: Final = 4 * 1024 * 1024
+# The largest answer message the broker asks for (the controller caps it with its own limit,
+# metadata.fetch.bytes.max): what one message of the stream holds in memory on either side.
+METADATA_FETCH_BYTES_MAX: Final = 1024 * 1024
 
 MetadataListener = Callable[[MetadataDelta | None, MetadataImage], None]
 
