@@ -14,7 +14,13 @@ so a 2-core machine can hold the sizes), creates the partitions (replication fac
   <= 1 s);
 - broker restart: a stand-in broker stops heartbeating (kill -9) and comes back with a new
   incarnation until its heartbeat says unfenced (goal <= 5 s; the old session must expire
-  first; a real broker also loads its image).
+  first; a real broker also loads its image);
+- MetadataFetch as a stream (issue 18 §2.2): the messages of a whole-image fetch from -1 at the
+  broker's 1 MiB limit (how many, the largest, the total: before the stream, the total was one
+  message); and a real broker process holding no partition (all are on the stand-ins), started,
+  stopped and started again until RUNNING (unfenced), with the records it fetched: after a
+  clean stop it loads its stored image and fetches only the tail; with its image removed, all.
+  `--no-failures` leaves out the failover and the stand-in kill (both fence or elect at scale).
 
 Run: `.venv/bin/python bench/metadata_scale.py --partitions 10000,100000` (under
 `flock /tmp/pykraft-cluster.lock`). Figures depend on the machine; compare ratios in one run.
@@ -37,7 +43,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.metadata_quorum import failover_ms, quorum_with_brokers  # noqa: E402
+from pykraft.broker.metadata import METADATA_FETCH_BYTES_MAX  # noqa: E402
+from pykraft.broker.metadata_image_file import ImageFile  # noqa: E402
+from pykraft.broker.metadata_log_file import MetadataLogFile  # noqa: E402
 from pykraft.client import AdminClient, NewTopic, TopicAlreadyExistsError  # noqa: E402
+from pykraft.metadata_log import encode_records  # noqa: E402
 from pykraft.metadata_log.delta import replay_all  # noqa: E402
 from pykraft.metadata_log.image import MetadataImage  # noqa: E402
 from pykraft.metadata_log.records import (  # noqa: E402
@@ -46,11 +56,15 @@ from pykraft.metadata_log.records import (  # noqa: E402
     Record,
     TopicRecord,
 )
-from pykraft.proto import admin_pb2  # noqa: E402
+from pykraft.proto import admin_pb2, controller_pb2  # noqa: E402
+from pykraft.quorum.config import ControllerConfig  # noqa: E402
 from pykraft.quorum.controller.placement import ReplicaPlacer  # noqa: E402
+from pykraft.quorum.metadata_fetch import fetch_messages, plan_fetch  # noqa: E402
 from pykraft.quorum.state_machine import MetadataStateMachine  # noqa: E402
+from tests.integration.cluster import make_broker  # noqa: E402
 from tests.integration.controllers import Quorum, StandInBroker, fetch_image  # noqa: E402
-from tests.integration.processes import wait_for  # noqa: E402
+from tests.integration.metrics_scrape import scrape, with_metrics  # noqa: E402
+from tests.integration.processes import BrokerProcess, wait_for  # noqa: E402
 
 REPLICATION_FACTOR = 3
 # Every request stays under the controller's RECORDS_PER_OPERATION_MAX (10,000 records).
@@ -147,6 +161,41 @@ def topic_records(topic_count: int, per_topic: int) -> list[list[Record]]:
     return created
 
 
+def stream_costs(image: MetadataImage, partition_count: int) -> None:
+    """A whole-image MetadataFetch in process: what the controller thread spends choosing it,
+    then the messages drawn at the broker's limit (as a gRPC thread draws them); and the
+    broker's stored image written whole (each change before the log; now after every
+    METADATA_LOG_BYTES_MAX of changes) against one change appended to its log."""
+    machine = MetadataStateMachine(tail_records_max=1)
+    machine.image = image
+    machine.restore(machine.snapshot())  # as after a restart: no tail, a fetch gets a snapshot
+    config = ControllerConfig(
+        node_id=1, voters={1: "-"}, controller_listeners={1: "-"}, data_dir=Path("-")
+    )
+    started = time.perf_counter()
+    plan = plan_fetch(machine, -1, config)
+    plan_us = (time.perf_counter() - started) * 1e6
+    started = time.perf_counter()
+    sizes = [m.ByteSize() for m in fetch_messages(plan, METADATA_FETCH_BYTES_MAX)]
+    draw_ms = (time.perf_counter() - started) * 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        ImageFile(Path(tmp)).write(image)
+        image_write_ms = (time.perf_counter() - started) * 1000
+        change = encode_records([PartitionChangeRecord(uuid.UUID(int=1), 0, isr=(1, 2))])
+        started = time.perf_counter()
+        MetadataLogFile(Path(tmp)).append([(image.offset + 1, 1, change)])
+        append_ms = (time.perf_counter() - started) * 1000
+    print(
+        f"[{partition_count} partitions, in process] whole-image MetadataFetch: controller "
+        f"thread {plan_us:.0f} us to choose it, then {len(sizes)} messages drawn in "
+        f"{draw_ms:.0f} ms, largest {max(sizes) / 2**20:.2f} MiB of {sum(sizes) / 2**20:.2f} "
+        f"MiB (before the stream: one message of it all, encoded on the controller thread); "
+        f"broker: stored image written whole {image_write_ms:.0f} ms, one change appended to "
+        f"its log {append_ms:.1f} ms"
+    )
+
+
 def image_costs(partition_count: int, per_topic: int) -> None:
     """The image alone, in this process: replaying the creation one topic per delta (as the
     state machine applies one batch per Raft entry), its memory, one small change at that size
@@ -171,6 +220,7 @@ def image_costs(partition_count: int, per_topic: int) -> None:
     ReplicaPlacer.from_image(image)  # what every CreateTopics decision starts with
     placer_us = (time.perf_counter() - started) * 1e6
     snapshot_size, write_ms, restore_ms = snapshot_costs(image)
+    stream_costs(image, partition_count)
     print(
         f"[{partition_count} partitions, image in process] replay one topic per delta: "
         f"{replay_s:.1f} s, {partition_count / replay_s:.0f} partitions/s; image "
@@ -204,22 +254,83 @@ def restart_ms(broker: StandInBroker) -> float:
     return elapsed
 
 
+def fetch_stream_sizes(quorum: Quorum) -> tuple[int, int, int, float]:
+    """(messages, largest message bytes, total bytes, ms) of a whole-image MetadataFetch from -1
+    at the broker's message limit, the stream drawn to its end."""
+    stub = quorum.controller_stub(quorum.wait_active().address)
+    request = controller_pb2.MetadataFetchRequest(
+        broker_id=-1, after_offset=-1, max_wait_ms=0, max_bytes=METADATA_FETCH_BYTES_MAX
+    )
+    started = time.perf_counter()
+    sizes = [response.ByteSize() for response in stub.MetadataFetch(request, timeout=120)]
+    return len(sizes), max(sizes), sum(sizes), (time.perf_counter() - started) * 1000
+
+
+def _running(address: str) -> bool:
+    """Whether the broker's /metrics says RUNNING (3): registered, caught up and unfenced."""
+    try:
+        return scrape(address)[("kafka_server_kafkaserver_brokerstate", ())] == 3
+    except OSError:  # not listening yet
+        return False
+
+
+def broker_start_ms(broker: BrokerProcess, metrics_address: str) -> tuple[float, int]:
+    """Starts `broker`: ms until RUNNING, and the metadata records it fetched meanwhile."""
+    started = time.perf_counter()
+    broker.start()
+    wait_for(lambda: _running(metrics_address), timeout_s=300, what="the broker RUNNING")
+    elapsed = (time.perf_counter() - started) * 1000
+    fetched = scrape(metrics_address)[("pykraft_broker_metadata_records_fetched_total", ())]
+    return elapsed, int(fetched)
+
+
+def real_broker_restarts(quorum: Quorum, tmp: Path, created: int) -> None:
+    broker = make_broker(tmp, quorum, 4)
+    metrics_address = with_metrics(broker)
+    try:
+        steps = (
+            ("first start (no stored image)", False),
+            ("restart after a clean stop", False),
+            ("restart with its stored image removed", True),
+        )
+        for how, remove_image in steps:
+            if remove_image:
+                broker.image_path.unlink()
+            elapsed, fetched = broker_start_ms(broker, metrics_address)
+            image_bytes = broker.image_path.stat().st_size
+            print(
+                f"[{created} partitions] real broker (no replicas), {how}: RUNNING after "
+                f"{elapsed:.0f} ms, {fetched} metadata records fetched (stored image "
+                f"{image_bytes / 2**20:.1f} MiB)"
+            )
+            assert broker.stop(timeout_s=120) == 0
+    finally:
+        broker.close()
+
+
 def run_size(partition_count: int, args: argparse.Namespace) -> None:
     with (
         tempfile.TemporaryDirectory() as tmp,
         quorum_with_brokers(Path(tmp)) as (quorum, brokers),
     ):
         try:
-            _measure(quorum, brokers, partition_count, args)
+            _measure(quorum, partition_count, args)
+            count, largest, total, stream_ms = fetch_stream_sizes(quorum)
+            print(
+                f"[{partition_count} partitions] whole-image MetadataFetch stream: {count} "
+                f"messages, largest {largest / 2**20:.2f} MiB, total {total / 2**20:.2f} MiB "
+                f"(one message before the stream), drawn in {stream_ms:.0f} ms"
+            )
+            real_broker_restarts(quorum, Path(tmp), partition_count)
+            if not args.no_failures:
+                _fail(quorum, brokers, partition_count, args)
         except Exception:
             for log in sorted(Path(tmp).glob("controller-*.log")):
                 print(f"--- tail of {log.name}", *log.read_text().splitlines()[-60:], sep="\n")
             raise
 
 
-def _measure(
-    quorum: Quorum, brokers: list[StandInBroker], partition_count: int, args: argparse.Namespace
-) -> None:
+def _measure(quorum: Quorum, partition_count: int, args: argparse.Namespace) -> None:
     per_topic = args.partitions_per_topic
     topics = [f"t{i}" for i in range(partition_count // per_topic)]
     rss_before = rss_bytes(active_pid(quorum))
@@ -260,6 +371,11 @@ def _measure(
         f"[{created} partitions] full snapshot {snapshot_size / 2**20:.1f} MiB: write "
         f"{write_ms:.0f} ms, restore {restore_ms:.0f} ms"
     )
+
+
+def _fail(
+    quorum: Quorum, brokers: list[StandInBroker], created: int, args: argparse.Namespace
+) -> None:
     with AdminClient(quorum.bootstrap) as admin:
         # A restarted controller replays its journal (or loads its snapshot) of the whole image.
         times = failover_ms(quorum, admin, args.failovers, rejoin_timeout_s=300)
@@ -282,6 +398,9 @@ def main() -> int:
     parser.add_argument("--failovers", type=int, default=3)
     parser.add_argument(
         "--image-only", action="store_true", help="only the in-process image costs (no cluster)"
+    )
+    parser.add_argument(
+        "--no-failures", action="store_true", help="no controller failover, no stand-in kill"
     )
     args = parser.parse_args()
     for size in (int(s) for s in args.partitions.split(",")):

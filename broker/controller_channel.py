@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -96,13 +96,46 @@ class ControllerCaller:
         """The active controller's answer (its header may carry an error other than
         NOT_CONTROLLER); ControllerUnavailableError after REDIRECTS_MAX attempts. `stub_class`
         picks the controller's service (ControllerService, or AdminService for forwarding)."""
+
+        def send(rpc: Callable[..., Any]) -> tuple[Any, None]:
+            return rpc(request, timeout=timeout_s), None
+
+        _, response, _ = self._redirected(method, response_type, stub_class, send)
+        return response
+
+    def call_stream(
+        self, method: str, request: Message, response_type: type[_R], timeout_s: float
+    ) -> Iterator[_R]:
+        """The active controller's stream of answers to the server-streaming `method`, all
+        within `timeout_s`, redirected as `call` is until the first answer is not
+        NOT_CONTROLLER; ControllerUnavailableError when no attempt got that far, or when the
+        stream breaks after it (the caller must not take what it read for a whole answer)."""
+
+        def send(rpc: Callable[..., Any]) -> tuple[Any, Any]:
+            responses = rpc(request, timeout=timeout_s)
+            first = next(responses, None)
+            if first is None:  # a stream always opens with an answer, if only a refusal
+                raise ControllerUnavailableError(f"{method}: the stream ended without an answer")
+            return first, responses
+
+        stub_class = controller_pb2_grpc.ControllerServiceStub
+        address, first, responses = self._redirected(method, response_type, stub_class, send)
+        return _rest_of_stream(address, first, responses)
+
+    def _redirected(
+        self,
+        method: str,
+        response_type: type[_R],
+        stub_class: type[Any],
+        send: Callable[[Callable[..., Any]], tuple[Any, Any]],
+    ) -> tuple[str, _R, Any]:
+        """`send(rpc)`'s (first answer, stream or None) from the controller that answers as the
+        active one, following redirects; with that controller's address."""
         last_problem = "no attempt"
         for _ in range(REDIRECTS_MAX):
             address = self._target()
             try:
-                response = getattr(self._stub(address, stub_class), method)(
-                    request, timeout=timeout_s
-                )
+                response, stream = send(getattr(self._stub(address, stub_class), method))
             except grpc.RpcError as error:
                 last_problem = f"{address}: {error.code()}"
                 self.redirect(None)
@@ -110,7 +143,9 @@ class ControllerCaller:
             assert isinstance(response, response_type)
             header = response.header  # type: ignore[attr-defined]
             if header.error_code != common_pb2.NOT_CONTROLLER:
-                return response
+                return address, response, stream
+            if stream is not None:
+                stream.cancel()
             last_problem = f"{address}: NOT_CONTROLLER"
             self.redirect(header.controller_address)
         raise ControllerUnavailableError(f"no active controller answered {method}: {last_problem}")
@@ -133,6 +168,14 @@ class ControllerCaller:
             for channel in self._channels.values():
                 channel.close()
             self._channels.clear()
+
+
+def _rest_of_stream(address: str, first: _R, responses: Iterator[_R]) -> Iterator[_R]:
+    yield first
+    try:
+        yield from responses
+    except grpc.RpcError as error:
+        raise ControllerUnavailableError(f"{address}: stream broke: {error.code()}") from error
 
 
 class ControllerChannel:

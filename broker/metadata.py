@@ -2,106 +2,96 @@
 `MetadataDelta`, kept on disk so a restart fetches only what is new.
 
 `MetadataFollower` runs one thread that long-polls `MetadataFetch` after the offset of its image,
-applies a snapshot (when the controller no longer holds the records asked for) or the batches,
-stores the new image, then hands `(delta, image)` to its listener in log order (`delta` is None
-after a snapshot: the listener must compare the whole images). `ImageFile` is the on-disk copy:
-`<first log dir>/__cluster_metadata/image`, replaced atomically and durably
-(`server_common.durable_files`).
+applies the stream it gets (a snapshot, when the controller no longer holds the records asked
+for, or the batches), stores the new image, then hands `(delta, image)` to its listener in log
+order (`delta` is None after a snapshot: the listener must compare the whole images). The
+stream's messages are replayed as they arrive (`read_fetch_stream`), and published only once
+the stream ended whole. On disk (`<first log dir>/__cluster_metadata`), as Kafka's brokers keep
+a snapshot and their metadata log replica: `ImageFile` (`metadata_image_file.py`), the image as
+of an offset, and `MetadataLogFile` (`metadata_log_file.py`), the batches applied since; a
+restart loads both and asks the controller only for what follows.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
 import threading
-import zlib
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final
 
 from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavailableError
-from pykraft.metadata_log import (
-    MetadataDelta,
-    MetadataImage,
-    decode_records,
-    encode_records,
-    replay_all,
-)
-from pykraft.metadata_log.errors import CorruptRecordError
-from pykraft.metadata_log.records import Record
+from pykraft.broker.metadata_image_file import ImageFile
+from pykraft.broker.metadata_log_file import METADATA_LOG_BYTES_MAX, FetchedBatch, MetadataLogFile
+from pykraft.metadata_log import MetadataDelta, MetadataImage, decode_records
 from pykraft.proto import common_pb2, controller_pb2
-from pykraft.server_common.durable_files import make_directory_durably, replace_durably
 
 log = logging.getLogger(__name__)
 
-# offset, epoch, CRC-32 of the records that follow.
-_HEADER: Final = struct.Struct(">qiI")
-METADATA_FETCH_BYTES_MAX: Final = 4 * 1024 * 1024
-IMAGE_FILE_NAME: Final = "image"
+# The largest answer message the broker asks for (the controller caps it with its own limit,
+# metadata.fetch.bytes.max): what one message of the stream holds in memory on either side.
+METADATA_FETCH_BYTES_MAX: Final = 1024 * 1024
 
 MetadataListener = Callable[[MetadataDelta | None, MetadataImage], None]
 
 
-class ImageFile:
-    """The metadata image on disk, with the offset and epoch it is as of."""
-
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / IMAGE_FILE_NAME
-
-    def read(self) -> MetadataImage:
-        """The stored image; the empty image when there is none or it is damaged (then the
-        broker fetches everything again, which is always safe)."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return MetadataImage.EMPTY
-        if len(data) < _HEADER.size:
-            log.warning("%s is truncated; fetching all metadata again", self.path)
-            return MetadataImage.EMPTY
-        offset, epoch, crc = _HEADER.unpack_from(data)
-        body = data[_HEADER.size :]
-        if zlib.crc32(body) != crc:
-            log.warning("%s fails its checksum; fetching all metadata again", self.path)
-            return MetadataImage.EMPTY
-        try:
-            records = decode_records(body)
-        except CorruptRecordError as error:
-            log.warning("%s: %s; fetching all metadata again", self.path, error)
-            return MetadataImage.EMPTY
-        return replay_all(MetadataImage.EMPTY, records).apply(offset=offset, epoch=epoch)
-
-    def write(self, image: MetadataImage) -> None:
-        """Replaces the stored image atomically and durably: a crash leaves the old one or the
-        new one, and the directory it lives in survives power loss once this returns."""
-        body = encode_records(image.write())
-        make_directory_durably(self.path.parent)
-        header = _HEADER.pack(image.offset, image.epoch, zlib.crc32(body))
-        replace_durably(self.path, header + body)
+class MetadataFetchError(Exception):
+    """The controller refused the fetch, or its stream ended before the snapshot it began."""
 
 
-def apply_fetch_response(
-    image: MetadataImage, response: controller_pb2.MetadataFetchResponse
-) -> tuple[MetadataDelta | None, MetadataImage]:
-    """The image after a MetadataFetch answer, and the delta from `image` to it (None when a
-    snapshot replaced the image). Records at or below the image's offset are skipped."""
-    replaced = response.HasField("snapshot")
-    if replaced:
-        snapshot = response.snapshot
-        image = replay_all(MetadataImage.EMPTY, decode_records(snapshot.records)).apply(
-            offset=snapshot.offset, epoch=snapshot.epoch
-        )
-    new: list[tuple[int, int, Record]] = []  # offset, batch epoch, record
-    last_offset = image.offset
-    for batch in response.batches:
-        for index, record in enumerate(decode_records(batch.records)):
-            if batch.base_offset + index > last_offset:
-                last_offset = batch.base_offset + index
-                new.append((last_offset, batch.epoch, record))
-    delta = replay_all(image, (record for _, _, record in new))
-    if new:
-        epoch = max(image.epoch, *(batch_epoch for _, batch_epoch, _ in new))
-        image = delta.apply(offset=new[-1][0], epoch=epoch)
-    return (None if replaced else delta), image
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What one MetadataFetch stream brought: the image after it, the delta from the image
+    before (None when a snapshot replaced it), how many records it carried and the
+    controller's last committed offset."""
+
+    delta: MetadataDelta | None
+    image: MetadataImage
+    records: int
+    high_watermark: int
+    batches: tuple[FetchedBatch, ...]  # as received: what the follower appends to its log
+
+
+def read_fetch_stream(
+    image: MetadataImage, responses: Iterable[controller_pb2.MetadataFetchResponse]
+) -> Fetched:
+    """Replays a MetadataFetch stream onto `image` message by message (a snapshot's chunks onto
+    the empty image instead). Records at or below the image's offset are skipped."""
+    delta = MetadataDelta(image)
+    snapshot: tuple[int, int] | None = None  # offset, epoch of the snapshot being read
+    snapshot_whole = True
+    last_offset, epoch, records, high_watermark = image.offset, image.epoch, 0, -1
+    batches: list[FetchedBatch] = []
+    for response in responses:
+        high_watermark = response.high_watermark
+        if response.header.error_code != common_pb2.NONE:
+            raise MetadataFetchError(f"refused: {response.header.error_message}")
+        if response.HasField("snapshot"):
+            chunk = response.snapshot
+            if snapshot is None and records == 0:
+                snapshot = (chunk.offset, chunk.epoch)
+                delta = MetadataDelta(MetadataImage.EMPTY)
+                last_offset, epoch = snapshot
+            elif snapshot != (chunk.offset, chunk.epoch) or snapshot_whole:  # or after batches
+                raise MetadataFetchError(f"a chunk of snapshot {chunk.offset} out of place")
+            for record in decode_records(chunk.records):
+                delta.replay(record)
+                records += 1
+            snapshot_whole = chunk.last_chunk
+        for batch in response.batches:
+            batches.append((batch.base_offset, batch.epoch, batch.records))
+            for index, record in enumerate(decode_records(batch.records)):
+                if batch.base_offset + index > last_offset:
+                    last_offset = batch.base_offset + index
+                    epoch = max(epoch, batch.epoch)
+                    delta.replay(record)
+                    records += 1
+    if not snapshot_whole:
+        raise MetadataFetchError(f"the stream ended inside snapshot {last_offset}")
+    if snapshot is None and last_offset == image.offset:
+        return Fetched(delta, image, records, high_watermark, tuple(batches))
+    image = delta.apply(offset=last_offset, epoch=epoch)
+    return Fetched(None if snapshot else delta, image, records, high_watermark, tuple(batches))
 
 
 class MetadataFollower:
@@ -113,6 +103,7 @@ class MetadataFollower:
         broker_id: int,
         caller: ControllerCaller,
         image_file: ImageFile,
+        log_file: MetadataLogFile,
         listener: MetadataListener,
         fetch_wait_ms: int,
         request_timeout_ms: int,
@@ -120,13 +111,17 @@ class MetadataFollower:
         self._broker_id = broker_id
         self._caller = caller
         self._image_file = image_file
+        self._log_file = log_file
         self._listener = listener
         self._fetch_wait_ms = fetch_wait_ms
         self._request_timeout_ms = request_timeout_ms
-        self._image = image_file.read()
+        self._image = log_file.load(image_file.read())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failure: BaseException | None = None
+        # Records the fetches brought since start (a restart from a stored image fetches only
+        # the tail); read by the metrics.
+        self.records_fetched = 0
 
     @property
     def image(self) -> MetadataImage:
@@ -157,7 +152,7 @@ class MetadataFollower:
             self.failure = error
 
     def fetch_once(self) -> bool:
-        """One long poll and what it brought applied; False if no controller answered."""
+        """One long poll and what it brought applied; False if no controller answered whole."""
         request = controller_pb2.MetadataFetchRequest(
             broker_id=self._broker_id,
             after_offset=self._image.offset,
@@ -166,21 +161,35 @@ class MetadataFollower:
         )
         timeout_s = (self._fetch_wait_ms + self._request_timeout_ms) / 1000
         try:
-            response = self._caller.call(
+            responses = self._caller.call_stream(
                 "MetadataFetch", request, controller_pb2.MetadataFetchResponse, timeout_s
             )
-        except ControllerUnavailableError as error:
+            fetched = read_fetch_stream(self._image, responses)
+        except (ControllerUnavailableError, MetadataFetchError) as error:
             log.warning("metadata fetch failed: %s", error)
             return False
-        if response.header.error_code != common_pb2.NONE:
-            log.warning("metadata fetch refused: %s", response.header.error_message)
-            return False
-        delta, image = apply_fetch_response(self._image, response)
-        if image is not self._image:
-            self._image_file.write(image)
-            self._listener(delta, image)
-            self._image = image  # heartbeats report it only once the broker acted on it
+        self.records_fetched += fetched.records
+        if fetched.delta is None:
+            log.info(
+                "metadata snapshot as of offset %d applied: %d records",
+                fetched.image.offset,
+                fetched.records,
+            )
+        if fetched.image is not self._image:
+            self._store(fetched)
+            self._listener(fetched.delta, fetched.image)
+            self._image = fetched.image  # heartbeats report it only once the broker acted on it
         return True
+
+    def _store(self, fetched: Fetched) -> None:
+        """Appends what was fetched to the log; after a snapshot, or once the log is long,
+        rewrites the image and empties the log (in that order: a crash between the two leaves
+        a log whose records the image already holds, which loading skips)."""
+        if fetched.delta is not None and self._log_file.size_bytes() < METADATA_LOG_BYTES_MAX:
+            self._log_file.append(fetched.batches)
+            return
+        self._image_file.write(fetched.image)
+        self._log_file.clear()
 
     def stop(self) -> None:
         self._stop.set()

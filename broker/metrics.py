@@ -24,6 +24,9 @@ Gauges, computed at scrape time by `BrokerCollector` from the partitions this br
   kafka_server_delayedoperationpurgatory_purgatorysize{delayedoperation="Fetch"}
                                                                 PurgatorySize: fetches waiting
                                                                 for records (each holds a thread)
+  pykraft_broker_metadata_records_fetched_total                 metadata records fetched since
+                                                                start (a counter; after a
+                                                                restart, only the tail)
 Consumer group lag, which Kafka's brokers do not export, under kafka_exporter's names, computed
 by `GroupLagCollector` on the coordinator of each group (the leader of its __consumer_offsets
 partition) for each committed partition this broker holds a replica of:
@@ -96,10 +99,12 @@ class BrokerCollector(Collector):
         replica_manager: ReplicaManager,
         lifecycle: BrokerLifecycle,
         metadata_offset: Callable[[], int],
+        metadata_records_fetched: Callable[[], int],
     ) -> None:
         self._replica_manager = replica_manager
         self._lifecycle = lifecycle
         self._metadata_offset = metadata_offset
+        self._metadata_records_fetched = metadata_records_fetched
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield from _counter_families(self._replica_manager.counters.snapshot())
@@ -137,6 +142,11 @@ class BrokerCollector(Collector):
         )
         purgatory.add_metric(["Fetch"], self._replica_manager.fetch_waits.held)
         yield purgatory
+        yield CounterMetricFamily(
+            "pykraft_broker_metadata_records_fetched",
+            "Metadata records this broker fetched since it started.",
+            value=self._metadata_records_fetched(),
+        )
 
 
 class GroupLagCollector(Collector):

@@ -32,7 +32,9 @@ from pykraft.broker.kafka.dispatch import Dispatcher
 from pykraft.broker.kafka.server import WORKERS_MAX, KafkaListener
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.log.open_files import OPEN_FILES
-from pykraft.broker.metadata import ImageFile, MetadataFollower
+from pykraft.broker.metadata import MetadataFollower
+from pykraft.broker.metadata_image_file import ImageFile
+from pykraft.broker.metadata_log_file import MetadataLogFile
 from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_fetcher import ReplicaFetcherManager
@@ -60,6 +62,7 @@ class Broker:
             broker_id=config.node_id,
             caller=self._caller,
             image_file=ImageFile(config.metadata_dir),
+            log_file=MetadataLogFile(config.metadata_dir),
             listener=self._on_metadata,
             fetch_wait_ms=config.metadata_fetch_wait_ms,
             request_timeout_ms=config.request_timeout_ms,
@@ -182,7 +185,10 @@ class Broker:
         registry = CollectorRegistry()
         registry.register(
             BrokerCollector(
-                self.replica_manager, self.lifecycle, lambda: self.metadata.applied_offset
+                self.replica_manager,
+                self.lifecycle,
+                lambda: self.metadata.applied_offset,
+                lambda: self.metadata.records_fetched,
             )
         )
         registry.register(GroupLagCollector(self.groups, self.replica_manager))

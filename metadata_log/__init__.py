@@ -6,7 +6,14 @@ controller quorum writes records; brokers and controllers replay them into `Meta
 
 from __future__ import annotations
 
-from pykraft.metadata_log.codec import decode_record, decode_records, encode_record, encode_records
+from pykraft.metadata_log.codec import (
+    decode_record,
+    decode_records,
+    encode_chunks,
+    encode_record,
+    encode_records,
+    split_batch,
+)
 from pykraft.metadata_log.configs import (
     BROKER_CONFIGS,
     BROKER_SYNONYMS,
@@ -102,8 +109,10 @@ __all__ = [
     "config_definitions",
     "decode_record",
     "decode_records",
+    "encode_chunks",
     "encode_record",
     "encode_records",
     "replay_all",
+    "split_batch",
     "validate_config",
 ]

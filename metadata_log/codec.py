@@ -10,7 +10,9 @@ A record class's fields added after its version 0 go last, with defaults, and ar
 at their defaults, so a node reads the logs and snapshots its predecessors wrote.
 
 A batch (`encode_records`) is a count followed by each record prefixed by its length, so a
-reader can skip or re-frame records without knowing their types.
+reader can skip or re-frame records without knowing their types. Snapshots and MetadataFetch
+answers travel as chunks (`encode_chunks`, `split_batch`): each chunk is itself a batch that
+decodes alone, of at most a given size, so a large image is never one bytes object.
 
 What callers may rely on:
 - `decode_record(encode_record(r)) == r` for every record whose ints fit in 64 bits.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any, Final
 from uuid import UUID
@@ -362,3 +364,61 @@ def decode_records(data: bytes) -> list[Record]:
     if pos != len(data):
         raise CorruptRecordError(f"{len(data) - pos} bytes of trailing garbage after the batch")
     return records
+
+
+def _uvarint_bytes(value: int) -> int:
+    """How many bytes `_write_uvarint` writes for `value`."""
+    return max(1, (value.bit_length() + 6) // 7)
+
+
+def _chunk(frames: list[bytes]) -> bytes:
+    buf = bytearray()
+    _write_uvarint(buf, len(frames))
+    return bytes(buf) + b"".join(frames)
+
+
+def encode_chunks(records: Iterable[Record], bytes_max: int) -> Iterator[bytes]:
+    """`records` encoded as consecutive batches of at most `bytes_max` bytes each, encoded as
+    they are drawn from `records` (one chunk's bytes in memory at a time). Every chunk holds at
+    least one record: a record whose own frame is larger than `bytes_max` travels alone, over
+    the limit. No records give one empty batch, so a reader always gets a chunk."""
+    frames: list[bytes] = []
+    size = 0  # bytes of `frames`
+    for record in records:
+        body = encode_record(record)
+        frame = bytearray()
+        _write_uvarint(frame, len(body))
+        frame += body
+        if frames and _uvarint_bytes(len(frames) + 1) + size + len(frame) > bytes_max:
+            yield _chunk(frames)
+            frames, size = [], 0
+        frames.append(bytes(frame))
+        size += len(frame)
+    yield _chunk(frames)
+
+
+def split_batch(data: bytes, bytes_max: int) -> Iterator[tuple[int, bytes]]:
+    """The batch `data` cut at record boundaries into batches of at most `bytes_max` bytes, as
+    (index in `data` of the chunk's first record, chunk), without decoding the records; a
+    record larger than `bytes_max` travels alone, as in `encode_chunks`. CorruptRecordError if
+    `data` is not framed as `encode_records` frames a batch."""
+    if len(data) <= bytes_max:
+        yield 0, data
+        return
+    count, pos = _read_uvarint(data, 0)
+    first = 0
+    frames: list[bytes] = []
+    size = 0
+    for index in range(count):
+        start = pos
+        length, pos = _read_uvarint(data, pos)
+        pos = _end_of(data, pos, length)
+        frame = data[start:pos]
+        if frames and _uvarint_bytes(len(frames) + 1) + size + len(frame) > bytes_max:
+            yield first, _chunk(frames)
+            first, frames, size = index, [], 0
+        frames.append(frame)
+        size += len(frame)
+    if pos != len(data):
+        raise CorruptRecordError(f"{len(data) - pos} bytes of trailing garbage after the batch")
+    yield first, _chunk(frames)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import ClassVar, Final, TypeVar
 from uuid import UUID
@@ -289,11 +289,10 @@ class TopicsImage:
         topic_id = self.by_name.get(name)
         return None if topic_id is None else self.by_id[topic_id]
 
-    def write(self) -> list[Record]:
-        records: list[Record] = []
+    def write(self) -> Iterator[Record]:
+        """The topics' records, topic by topic (one topic's list in memory at a time)."""
         for name in sorted(self.by_name):
-            records += self.by_id[self.by_name[name]].write()
-        return records
+            yield from self.by_id[self.by_name[name]].write()
 
 
 ConfigResource = tuple[ConfigResourceType, str]
@@ -362,13 +361,16 @@ class MetadataImage:
         """The image as records (a snapshot): features first, then brokers, topics each followed
         by its partitions, configs and producer ids; the order within each is sorted, so equal
         images write equal snapshots."""
-        return [
-            *self.features.write(),
-            *self.cluster.write(),
-            *self.topics.write(),
-            *self.configs.write(),
-            *self.producer_ids.write(),
-        ]
+        return list(self.records())
+
+    def records(self) -> Iterator[Record]:
+        """`write()`'s records drawn one at a time, for snapshots encoded chunk by chunk: the
+        image is immutable, so any thread may draw them while others go on with newer images."""
+        yield from self.features.write()
+        yield from self.cluster.write()
+        yield from self.topics.write()
+        yield from self.configs.write()
+        yield from self.producer_ids.write()
 
 
 FeaturesImage.EMPTY = FeaturesImage(Map())

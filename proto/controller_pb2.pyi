@@ -204,14 +204,16 @@ class MetadataBatch(_message.Message):
     def __init__(self, base_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class MetadataSnapshot(_message.Message):
-    __slots__ = ("offset", "epoch", "records")
+    __slots__ = ("offset", "epoch", "records", "last_chunk")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHUNK_FIELD_NUMBER: _ClassVar[int]
     offset: int
     epoch: int
     records: bytes
-    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    last_chunk: bool
+    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., records: _Optional[bytes] = ..., last_chunk: _Optional[bool] = ...) -> None: ...
 
 class MetadataFetchResponse(_message.Message):
     __slots__ = ("header", "snapshot", "batches", "high_watermark")

@@ -54,7 +54,7 @@ class ControllerServiceStub:
                 request_serializer=pykraft_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
-        self.MetadataFetch = channel.unary_unary(
+        self.MetadataFetch = channel.unary_stream(
                 '/pykraft.ControllerService/MetadataFetch',
                 request_serializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchRequest.SerializeToString,
                 response_deserializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchResponse.FromString,
@@ -94,7 +94,11 @@ class ControllerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def MetadataFetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The metadata log after an offset, as a stream of answers each of at most max_bytes (capped
+        by the controller's metadata.fetch.bytes.max): a snapshot cut into chunks, or the committed
+        batches after the offset, a batch larger than the limit cut at record boundaries. Apply the
+        whole stream, then publish: it always ends at a batch boundary.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -131,7 +135,7 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     request_deserializer=pykraft_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
             ),
-            'MetadataFetch': grpc.unary_unary_rpc_method_handler(
+            'MetadataFetch': grpc.unary_stream_rpc_method_handler(
                     servicer.MetadataFetch,
                     request_deserializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchRequest.FromString,
                     response_serializer=pykraft_dot_proto_dot_controller__pb2.MetadataFetchResponse.SerializeToString,
@@ -271,7 +275,7 @@ class ControllerService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
+        return grpc.experimental.unary_stream(
             request,
             target,
             '/pykraft.ControllerService/MetadataFetch',

@@ -41,6 +41,9 @@ def controller() -> None:
 @click.option("--cluster-id", help="Cluster id; brokers must present the same one.")
 @click.option("--broker-session-timeout-ms", type=int, help="Fence a broker after this (9000).")
 @click.option("--metadata-tail-records-max", type=int, help="Records kept for MetadataFetch.")
+@click.option(
+    "--metadata-fetch-bytes-max", type=int, help="Largest MetadataFetch answer message (4 MiB)."
+)
 @click.option("--raft-compaction-min-entries", type=int, help="Raft entries between snapshots.")
 @click.option("--grpc-workers-max", type=int, help="gRPC threads for short requests (64).")
 @click.option(
@@ -76,6 +79,7 @@ def run(config_path: Path | None, **flags: object) -> None:
         "cluster_id": "cluster.id",
         "broker_session_timeout_ms": "broker.session.timeout.ms",
         "metadata_tail_records_max": "metadata.tail.records.max",
+        "metadata_fetch_bytes_max": "metadata.fetch.bytes.max",
         "raft_compaction_min_entries": "raft.compaction.min.entries",
         "grpc_workers_max": "grpc.workers.max",
         "broker_sessions_max": "broker.sessions.max",

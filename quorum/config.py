@@ -16,12 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pykraft.quorum.raft.api import ENTRY_BYTES_MAX_DEFAULT
 from pykraft.server_common.config_files import ConfigError, read_settings
+from pykraft.server_common.grpc_server import GRPC_MESSAGE_BYTES_MAX
 from pykraft.server_common.node_http import METRICS_LISTEN_KEY, parse_metrics_listen
 from pykraft.server_common.process import LOG_FORMAT_KEY, parse_log_format
+
+# The smallest MetadataFetch message limit a controller takes or a broker may ask for: below it
+# a stream would spend more on framing and round trips than on records.
+METADATA_FETCH_BYTES_MIN: Final = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class ControllerConfig:
     cluster_id: str = "pykraft-local"
     broker_session_timeout_ms: int = 9000
     metadata_tail_records_max: int = 10_000
+    # The largest MetadataFetch answer message (the stream carries as many as it needs).
     metadata_fetch_bytes_max: int = 4 * 1024 * 1024
     metadata_fetch_wait_max_ms: int = 5000
     raft_compaction_min_entries: int = 5000
@@ -79,6 +85,11 @@ class ControllerConfig:
             or self.raft_entry_bytes_max <= 0
         ):
             raise ConfigError("timeouts and limits must be positive")
+        if not METADATA_FETCH_BYTES_MIN <= self.metadata_fetch_bytes_max <= GRPC_MESSAGE_BYTES_MAX:
+            raise ConfigError(
+                f"metadata.fetch.bytes.max must be within [{METADATA_FETCH_BYTES_MIN}, "
+                f"{GRPC_MESSAGE_BYTES_MAX}], not {self.metadata_fetch_bytes_max}"
+            )
 
 
 # TOML / flag key -> dataclass field.
@@ -90,6 +101,7 @@ _KEYS = {
     "cluster.id": "cluster_id",
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "metadata.tail.records.max": "metadata_tail_records_max",
+    "metadata.fetch.bytes.max": "metadata_fetch_bytes_max",
     "raft.compaction.min.entries": "raft_compaction_min_entries",
     "grpc.workers.max": "grpc_workers_max",
     "broker.sessions.max": "broker_sessions_max",

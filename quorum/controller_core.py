@@ -71,7 +71,7 @@ from pykraft.quorum.events import (
     WriteRequest,
 )
 from pykraft.quorum.leader_wait import LeaderWait
-from pykraft.quorum.metadata_fetch import fetch_response
+from pykraft.quorum.metadata_fetch import FetchPlan, plan_fetch
 from pykraft.quorum.raft.api import RaftStatus
 from pykraft.quorum.replies import (
     controller_listeners,
@@ -420,8 +420,8 @@ class ControllerCore:
             if self._role.role is not Role.ACTIVE and not fetch.allow_standby:
                 self._answer(out, fetch.request_id, self._not_controller(fetch.response_cls))
             elif self.state.last_offset > fetch.after_offset or now_ms >= fetch.deadline_ms:
-                response = fetch_response(self.state, fetch.after_offset, self.config)
-                self._answer(out, fetch.request_id, response)
+                plan = plan_fetch(self.state, fetch.after_offset, self.config)
+                self._answer(out, fetch.request_id, plan)
             else:
                 waiting.append(fetch)
         self._parked_fetches = waiting
@@ -446,7 +446,7 @@ class ControllerCore:
 
     # ---- answers -----------------------------------------------------------------------------
 
-    def _answer(self, out: Output, request_id: int | None, response: Message) -> None:
+    def _answer(self, out: Output, request_id: int | None, response: Message | FetchPlan) -> None:
         if request_id is not None:
             out.answers.append(Answer(request_id, response))
 

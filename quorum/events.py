@@ -25,6 +25,7 @@ from pykraft.quorum.batch import QuorumBatch
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller.heartbeats import HeartbeatTracker
 from pykraft.quorum.controller.result import ControllerResult
+from pykraft.quorum.metadata_fetch import FetchPlan
 from pykraft.quorum.raft.api import AppendError, RaftStatus
 
 IdSource = Callable[[], uuid.UUID]  # production passes uuid.uuid4; the simulation a seeded one
@@ -132,10 +133,12 @@ class Append:
 
 @dataclass(frozen=True)
 class Answer:
-    """The one answer to request `request_id`; None when it expired in the queue."""
+    """The one answer to request `request_id`; None when it expired in the queue. A metadata
+    fetch that is not refused is answered with its `FetchPlan`, which the caller's thread turns
+    into the stream of answer messages."""
 
     request_id: int
-    response: Message | None
+    response: Message | FetchPlan | None
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from pykraft.proto import common_pb2
+from pykraft.proto import common_pb2, controller_pb2
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller_core import ControllerCore
 from pykraft.quorum.events import (
@@ -46,6 +46,7 @@ from pykraft.quorum.events import (
     Tick,
     WriteRequest,
 )
+from pykraft.quorum.metadata_fetch import FetchPlan
 from pykraft.quorum.raft import (
     AppendCallback,
     AppendError,
@@ -155,7 +156,7 @@ class QuorumController:
         self._raft_config = raft_config
         self._core = ControllerCore(config, new_id=uuid.uuid4)
         self._requests: queue.Queue[Request] = queue.Queue(maxsize=config.events_queue_max)
-        self._waiting: dict[int, Future[Message | None]] = {}
+        self._waiting: dict[int, Future[Message | FetchPlan | None]] = {}
         self._request_ids = itertools.count()
         self._raft: PySyncObjRaftLog | None = None
         self._voter_changes: queue.Queue[_QueuedVoterChange]
@@ -212,24 +213,21 @@ class QuorumController:
         )
 
     def fetch(
-        self,
-        after_offset: int,
-        wait_ms: int,
-        response_cls: type[M],
-        timeout_ms: int,
-        *,
-        allow_standby: bool = False,
-    ) -> M:
+        self, after_offset: int, wait_ms: int, timeout_ms: int, *, allow_standby: bool = False
+    ) -> controller_pb2.MetadataFetchResponse | FetchPlan:
         """A metadata fetch, parked up to `wait_ms` (0: answered at once, with nothing when
-        there is nothing after `after_offset`)."""
-        return self._submit(
+        there is nothing after `after_offset`): its plan, or the refusal to answer."""
+        response_cls = controller_pb2.MetadataFetchResponse
+        answer = self._answer_of(
             lambda request_id, deadline_ms: FetchRequest(
                 request_id, response_cls, deadline_ms, after_offset, allow_standby
             ),
             response_cls,
             timeout_ms,
-            park_ms=wait_ms,
+            wait_ms,
         )
+        assert isinstance(answer, response_cls | FetchPlan), f"{type(answer)} answers a fetch"
+        return answer
 
     def raft_status(self) -> RaftStatus | None:
         """The Raft state as of the last poll (None before the log is open)."""
@@ -269,6 +267,18 @@ class QuorumController:
         park_ms: int | None = None,
     ) -> M:
         """Queues the request `make(request_id, deadline_ms)` and waits for its answer."""
+        response = self._answer_of(make, response_cls, timeout_ms, park_ms)
+        assert isinstance(response, response_cls), f"{type(response)} is not {response_cls}"
+        return response
+
+    def _answer_of(
+        self,
+        make: Callable[[int, int], Request],
+        response_cls: type[M],
+        timeout_ms: int,
+        park_ms: int | None,
+    ) -> M | Message | FetchPlan:
+        """`_submit`'s wait, whatever the answer's type (a fetch's is its plan)."""
         deadline_ms = _monotonic_ms() + (timeout_ms if park_ms is None else park_ms)
         park_ms = park_ms or 0
         future = self._enqueue(make, response_cls, deadline_ms)
@@ -284,12 +294,11 @@ class QuorumController:
                 common_pb2.REQUEST_TIMED_OUT,
                 f"no answer within {timeout_ms} ms (a write may still commit)",
             )
-        assert isinstance(response, response_cls), f"{type(response)} is not {response_cls}"
         return response
 
     def _enqueue(
         self, make: Callable[[int, int], Request], response_cls: type[M], deadline_ms: int
-    ) -> Future[Message | None] | M:
+    ) -> Future[Message | FetchPlan | None] | M:
         """Queues `make(request_id, deadline_ms)`: the future of its answer, or the refusal
         to answer at once (the controller failed or stops, or its queue is full)."""
         if self._failure is not None:
@@ -299,7 +308,7 @@ class QuorumController:
             stopping = "controller is shutting down"
             return error_response(response_cls, common_pb2.NOT_CONTROLLER, stopping)
         request_id = next(self._request_ids)
-        future: Future[Message | None] = Future()
+        future: Future[Message | FetchPlan | None] = Future()
         self._waiting[request_id] = future
         try:
             self._requests.put_nowait(make(request_id, deadline_ms))

@@ -33,6 +33,7 @@ from pykraft.quorum.controller import (
 )
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.events import DecideContext
+from pykraft.quorum.metadata_fetch import fetch_bytes_max, fetch_messages
 from pykraft.quorum.quorum_controller import QuorumController
 from pykraft.quorum.replies import controller_listeners
 from pykraft.quorum.roles import Role, RoleState
@@ -241,17 +242,18 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 
     def MetadataFetch(
         self, request: controller_pb2.MetadataFetchRequest, context: grpc.ServicerContext
-    ) -> controller_pb2.MetadataFetchResponse:
-        wait_ms = min(
-            max(request.max_wait_ms, 0), self._controller.config.metadata_fetch_wait_max_ms
+    ) -> Iterator[controller_pb2.MetadataFetchResponse]:
+        """The stream of `metadata_fetch.fetch_messages`: chosen on the controller thread, encoded
+        here message by message as gRPC sends them."""
+        config = self._controller.config
+        wait_ms = min(max(request.max_wait_ms, 0), config.metadata_fetch_wait_max_ms)
+        answer = self._controller.fetch(
+            request.after_offset, wait_ms, self._timeout_ms, allow_standby=request.allow_standby
         )
-        return self._controller.fetch(
-            request.after_offset,
-            wait_ms,
-            controller_pb2.MetadataFetchResponse,
-            self._timeout_ms,
-            allow_standby=request.allow_standby,
-        )
+        if isinstance(answer, controller_pb2.MetadataFetchResponse):
+            yield answer  # refused
+            return
+        yield from fetch_messages(answer, fetch_bytes_max(request.max_bytes, config))
 
     def BrokerSession(
         self, request: controller_pb2.BrokerSessionRequest, context: grpc.ServicerContext

@@ -8,8 +8,11 @@ controller's `meta.properties` all write through them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 def fsync_directory(directory: Path) -> None:
@@ -67,8 +70,21 @@ def replace_durably(path: Path, data: bytes) -> None:
     """Replaces `path` by a file holding `data`, atomically and durably: readers and a crash
     see either the old or the new content, and once this returns the new one stays. The new
     content is written to `<name>.tmp` first, which a crash may leave behind."""
+    with replacing_durably(path) as file:
+        file.write(data)
+
+
+@contextlib.contextmanager
+def replacing_durably(path: Path) -> Iterator[BinaryIO]:
+    """`replace_durably` for content written piece by piece: the caller writes the new content
+    into the file handed out (`<name>.tmp`, positioned at its start); when the block ends
+    normally it is fsynced and renamed over `path`, and the directory fsynced. An exception
+    leaves `path` as it was (and the temporary file, which the next replacement truncates)."""
     temp_path = path.with_name(path.name + ".tmp")
-    write_file_durably(temp_path, data)
+    with open(temp_path, "wb") as file:
+        yield file
+        file.flush()
+        os.fsync(file.fileno())
     os.replace(temp_path, path)
     fsync_directory(path.parent)
 

@@ -123,13 +123,13 @@ def test_metadata_fetch_past_the_log_end_without_a_wait_answers_at_once(
     request timeout (30 s) whenever after_offset was at or past its log end."""
     stub = cluster.quorum.controller_stub(cluster.quorum.wait_active().address)
     ask = controller_pb2.MetadataFetchRequest(broker_id=-1, after_offset=-1, max_wait_ms=0)
-    high_watermark = stub.MetadataFetch(ask, timeout=10).high_watermark
+    high_watermark = list(stub.MetadataFetch(ask, timeout=10))[-1].high_watermark
     for after_offset in (high_watermark, high_watermark + 42, 2**62):
         ask = controller_pb2.MetadataFetchRequest(
             broker_id=-1, after_offset=after_offset, max_wait_ms=0
         )
         started = time.monotonic()
-        answer = stub.MetadataFetch(ask, timeout=10)
+        (answer,) = stub.MetadataFetch(ask, timeout=10)
         assert time.monotonic() - started < 2, f"after_offset {after_offset} waited"
         assert answer.header.error_code == common_pb2.NONE, answer.header
         assert not answer.batches

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 
-from pykraft.broker.metadata import apply_fetch_response
+from pykraft.broker.metadata import read_fetch_stream
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.proto import (
     admin_pb2,
@@ -139,11 +139,10 @@ def fetch_image(
         request = controller_pb2.MetadataFetchRequest(
             broker_id=-1, after_offset=after, max_wait_ms=0, allow_standby=allow_standby
         )
-        response = stub.MetadataFetch(request, timeout=10)
-        assert response.header.error_code == common_pb2.NONE, response.header
-        _, image = apply_fetch_response(image, response)
+        fetched = read_fetch_stream(image, stub.MetadataFetch(request, timeout=10))
+        image = fetched.image
         after = image.offset
-        if after >= response.high_watermark:
+        if after >= fetched.high_watermark:
             return image
 
 

@@ -18,6 +18,9 @@ from typing import ClassVar, TypeVar
 
 import grpc
 
+from pykraft.broker.metadata_image_file import ImageFile
+from pykraft.broker.metadata_log_file import MetadataLogFile
+from pykraft.metadata_log import MetadataImage
 from pykraft.proto import broker_pb2_grpc
 
 T = TypeVar("T")
@@ -139,6 +142,11 @@ class BrokerProcess(NodeProcess):
     @property
     def image_path(self) -> Path:
         return self.data_dir / "__cluster_metadata" / "image"
+
+    def stored_image(self) -> MetadataImage:
+        """The metadata the broker stored: its image file and the log of batches after it."""
+        directory = self.image_path.parent
+        return MetadataLogFile(directory).read(ImageFile(directory).read())
 
     def pause(self) -> None:
         """SIGSTOP: the process stays but does nothing until `resume`."""

@@ -10,7 +10,6 @@ until contact returns; kill -9 gets the broker fenced.
 from __future__ import annotations
 
 import json
-import struct
 import time
 from pathlib import Path
 
@@ -27,8 +26,6 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "orders"
 PARTITIONS = 3
-# offset, epoch, crc: the header of the broker's image file.
-_IMAGE_HEADER = struct.Struct(">qiI")
 
 
 def _broker_state(quorum: Quorum, broker_id: int) -> str | None:
@@ -74,8 +71,7 @@ def _serving(broker: BrokerProcess) -> bool:
 
 
 def _image_offset(broker: BrokerProcess) -> int:
-    offset, _, _ = _IMAGE_HEADER.unpack_from(broker.image_path.read_bytes())
-    return int(offset)
+    return broker.stored_image().offset
 
 
 def _bad_requests(broker: BrokerProcess) -> None:

@@ -200,12 +200,12 @@ def test_far_behind_fetcher_gets_a_snapshot(tmp_path: Path) -> None:
                              "--replication-factor", "1")  # fmt: skip
             assert result.returncode == 0, result.stderr
         stub = quorum.controller_stub(quorum.wait_active().address)
-        response = stub.MetadataFetch(
+        (response,) = stub.MetadataFetch(
             controller_pb2.MetadataFetchRequest(broker_id=1, after_offset=0, max_wait_ms=0),
             timeout=5,
         )
         assert response.header.error_code == common_pb2.NONE
-        assert response.HasField("snapshot")
+        assert response.HasField("snapshot") and response.snapshot.last_chunk
         assert response.snapshot.offset == response.high_watermark
         image = fetch_image(stub)
         assert {f"s{i}" for i in range(10)} <= set(image.topics.by_name)
@@ -213,7 +213,7 @@ def test_far_behind_fetcher_gets_a_snapshot(tmp_path: Path) -> None:
         # A caught-up fetcher long-polls and gets only the new records.
         latest = response.high_watermark
         started = time.monotonic()
-        idle = stub.MetadataFetch(
+        (idle,) = stub.MetadataFetch(
             controller_pb2.MetadataFetchRequest(broker_id=1, after_offset=latest, max_wait_ms=300),
             timeout=5,
         )

@@ -50,10 +50,11 @@ def _records_after(quorum: Quorum, offset: int) -> list[Record]:
     """The committed metadata records after `offset`, from the active controller's log."""
     stub = quorum.controller_stub(quorum.wait_active().address)
     request = controller_pb2.MetadataFetchRequest(broker_id=-1, after_offset=offset, max_wait_ms=0)
-    response = stub.MetadataFetch(request, timeout=10)
-    assert response.header.error_code == common_pb2.NONE, response.header
-    assert not response.HasField("snapshot"), "the log was compacted past the offset"
-    return [record for batch in response.batches for record in decode_records(batch.records)]
+    responses = list(stub.MetadataFetch(request, timeout=10))
+    assert all(r.header.error_code == common_pb2.NONE for r in responses), responses[0].header
+    assert not responses[0].HasField("snapshot"), "the log was compacted past the offset"
+    batches = [batch for response in responses for batch in response.batches]
+    return [record for batch in batches for record in decode_records(batch.records)]
 
 
 def _stream_opened_since(broker: BrokerProcess, address: str, log_offset: int) -> bool:

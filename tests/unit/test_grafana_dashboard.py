@@ -44,7 +44,7 @@ def exported(tmp_path: Path) -> set[str]:
     assert pykraft.server_common.request_metrics  # its counters are in the default registry
     assert pykraft.quorum.raft.pysyncobj_log.RAFT_COMMIT_LATENCY
     manager = ReplicaManager(broker_config(tmp_path / "log"), lambda now_ms: True)
-    broker = BrokerCollector(manager, BrokerLifecycle(), lambda: 0)
+    broker = BrokerCollector(manager, BrokerLifecycle(), lambda: 0, lambda: 0)
     groups = GroupLagCollector(
         GroupCoordinator(manager, GroupConfig(), clock_ms=int, wall_clock_ms=int), manager
     )

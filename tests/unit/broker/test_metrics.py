@@ -18,7 +18,9 @@ from .replica_harness import Harness
 def scrape(harness: Harness, lifecycle: BrokerLifecycle | None = None) -> dict[str, float]:
     """Every sample by name, labels appended as `name{value}` for a labelled one."""
     registry = CollectorRegistry()
-    registry.register(BrokerCollector(harness.manager, lifecycle or BrokerLifecycle(), lambda: 41))
+    registry.register(
+        BrokerCollector(harness.manager, lifecycle or BrokerLifecycle(), lambda: 41, lambda: 7)
+    )
     return {
         sample.name + "".join(f"{{{v}}}" for v in sample.labels.values()): sample.value
         for family in registry.collect()
@@ -38,6 +40,7 @@ def test_gauges_follow_the_partitions_held_and_led(harness: Harness) -> None:
     assert found["kafka_server_replicamanager_underreplicatedpartitions"] == 0
     assert found["kafka_server_kafkaserver_brokerstate"] == 0
     assert found["kafka_server_broker_metadata_metrics_last_applied_record_offset"] == 41
+    assert found["pykraft_broker_metadata_records_fetched_total"] == 7
     assert "kafka_server_replicamanager_isrshrinks_total" not in found  # none yet
     harness.change(PartitionChangeRecord(ORDERS_ID, 1, isr=(1,)))
     harness.change(PartitionChangeRecord(ORDERS_ID, 2, isr=(2,)))  # not led here: not counted

@@ -24,6 +24,7 @@ from pykraft.proto import common_pb2
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller_core import ControllerCore
 from pykraft.quorum.events import Answer, IdSource, Output, Request
+from pykraft.quorum.metadata_fetch import FetchPlan
 from pykraft.quorum.quorum_controller import ControllerLoop
 from pykraft.quorum.replies import header_of
 from pykraft.quorum.state_machine import Applied, MetadataStateMachine, Rejected
@@ -91,7 +92,10 @@ class Checker:
         if answer.response is None:
             self.stats["expired"] += 1
             return
-        code = header_of(answer.response).error_code
+        if isinstance(answer.response, FetchPlan):  # a fetch answered, not refused
+            code = common_pb2.NONE
+        else:
+            code = header_of(answer.response).error_code
         self.stats["not_controller" if code == common_pb2.NOT_CONTROLLER else "answered"] += 1
         key = self._entries.get(request_id)
         if key is not None and code != common_pb2.NOT_CONTROLLER:

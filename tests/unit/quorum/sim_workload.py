@@ -49,18 +49,16 @@ class RequestMaker:
         return response_cls()
 
     def fetch(
-        self,
-        after_offset: int,
-        wait_ms: int,
-        response_cls: type[M],
-        timeout_ms: int,
-        *,
-        allow_standby: bool = False,
-    ) -> M:
+        self, after_offset: int, wait_ms: int, timeout_ms: int, *, allow_standby: bool = False
+    ) -> controller_pb2.MetadataFetchResponse:
         self.made = FetchRequest(
-            self.request_id, response_cls, self.now_ms + wait_ms, after_offset, allow_standby
+            self.request_id,
+            controller_pb2.MetadataFetchResponse,
+            self.now_ms + wait_ms,
+            after_offset,
+            allow_standby,
         )
-        return response_cls()
+        return controller_pb2.MetadataFetchResponse()
 
 
 class Workload:
@@ -171,7 +169,7 @@ class Workload:
             max_wait_ms=self._rng.choice((0, 500)),
             allow_standby=self._rng.random() < 0.5,
         )
-        self._controller.MetadataFetch(request, _NO_CONTEXT)
+        list(self._controller.MetadataFetch(request, _NO_CONTEXT))
 
     def _elect(self, image: MetadataImage) -> None:
         request = admin_pb2.ElectLeadersRequest(election_type=admin_pb2.ELECTION_TYPE_PREFERRED)

@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import Message
+
 from pykraft.metadata_log.records import NoOpRecord
 from pykraft.proto import admin_pb2, common_pb2
 from pykraft.quorum.batch import BatchKind, QuorumBatch
@@ -106,7 +108,7 @@ def test_writes_in_flight_are_answered_not_controller_when_leadership_moves() ->
     core.step(_create_topic(7, "orders"), 10)
     out = core.step(RaftPolled(_status(2, 3)), 20)
     (answer,) = out.answers
-    assert answer.response is not None
+    assert isinstance(answer.response, Message)
     header = header_of(answer.response)
     assert header.error_code == common_pb2.NOT_CONTROLLER and header.controller_id == 3
     assert header.controller_address == "c3:9092"
@@ -132,7 +134,8 @@ def test_a_write_that_commits_just_before_a_newer_leader_change_is_answered() ->
 
     (answer,) = core.step(AppendDone(append.append_id, result, None), 20).answers
     assert answer.request_id == 7
-    assert answer.response is not None and header_of(answer.response).error_code == common_pb2.NONE
+    assert isinstance(answer.response, Message)
+    assert header_of(answer.response).error_code == common_pb2.NONE
     core.step(RaftPolled(_status(2, 3)), 20)
     assert core.role.role is Role.STANDBY
 
