@@ -23,8 +23,8 @@ from pykraft.metadata_log import MetadataImage
 
 from .cluster import make_broker, start_brokers, wait_until_brokers_know
 from .controllers import Quorum, run_cli, running_quorum
+from .metrics_scrape import scrape, with_metrics
 from .processes import BrokerProcess, wait_for
-from .test_metrics import scrape, with_metrics
 
 pytestmark = pytest.mark.integration
 

@@ -7,6 +7,8 @@ and those waiting for the next; the entry's limits (writes, bytes, linger)."""
 
 from __future__ import annotations
 
+from google.protobuf.message import Message
+
 from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType, Record
 from pykraft.proto import admin_pb2, common_pb2
 from pykraft.quorum.batch import QuorumBatch
@@ -22,7 +24,7 @@ from .test_controller_core import _active, _commit, _create_topic, _status
 def _codes(answers: list[Answer]) -> list[tuple[int, int]]:
     codes: list[tuple[int, int]] = []
     for answer in answers:
-        assert answer.response is not None
+        assert isinstance(answer.response, Message)
         codes.append((answer.request_id, header_of(answer.response).error_code))
     return codes
 

@@ -5,6 +5,8 @@ the request's own deadline. Stepped by hand as in `test_controller_core.py`."""
 
 from __future__ import annotations
 
+from google.protobuf.message import Message
+
 from pykraft.proto import common_pb2
 from pykraft.quorum.events import Output, RaftPolled, Stop, Tick
 from pykraft.quorum.leader_wait import LEADER_WAIT_MS_MAX
@@ -25,7 +27,7 @@ def _leader(term: int, leader_id: int) -> RaftPolled:
 
 def _not_controller_naming(out: Output) -> int:
     (answer,) = out.answers
-    assert answer.request_id == 7 and answer.response is not None
+    assert answer.request_id == 7 and isinstance(answer.response, Message)
     header = header_of(answer.response)
     assert header.error_code == common_pb2.NOT_CONTROLLER
     return header.controller_id
@@ -50,7 +52,8 @@ def test_a_request_held_during_an_election_this_node_wins_is_decided_here() -> N
     (append,) = out.appends
     assert append.request_ids == (7,) and out.answers == []
     (answer,) = _commit(core, append, now_ms=420).answers
-    assert answer.response is not None and header_of(answer.response).error_code == 0
+    assert isinstance(answer.response, Message)
+    assert header_of(answer.response).error_code == 0
     assert "orders" in core.state.image.topics.by_name
 
 
