@@ -179,7 +179,11 @@ def leader_of(nodes: Sequence[VoterThread]) -> VoterThread:
         found[:] = leaders
         return all(s.leader_id == leader_id for s in statuses)
 
-    wait_until(agreed, "the voters agree on a leader")
+    try:
+        wait_until(agreed, "the voters agree on a leader")
+    except AssertionError as error:
+        statuses = {node.config.node_id: node.status() for node in nodes}
+        raise AssertionError(f"{error}; their statuses: {statuses}") from None
     return found[0]
 
 

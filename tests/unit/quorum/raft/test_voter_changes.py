@@ -13,6 +13,7 @@ from tests.waiting import wait_until
 
 from .harness import (
     DEADLINE_S,
+    RETRIABLE,
     Outcome,
     VoterThread,
     append_through_leader,
@@ -24,6 +25,8 @@ from .harness import (
     wait_applied,
 )
 
+REMOVE_ATTEMPTS_MAX = 5
+
 
 def _change(leader: VoterThread, change: str, argument: object) -> AppendError | None:
     outcome: Future[Outcome] = Future()
@@ -33,6 +36,24 @@ def _change(leader: VoterThread, change: str, argument: object) -> AppendError |
 
     leader.run(run)
     return outcome.result(timeout=DEADLINE_S)[1]
+
+
+def _remove_voter(nodes: dict[int, VoterThread], old_id: int) -> None:
+    """Removes voter `old_id` through the leader. A leader cannot remove itself (DENIED): it
+    hands its leadership on first. Leadership may move at any time (back to `old_id` too, under
+    load), so each attempt asks whoever leads then, until a removal succeeds."""
+    for _ in range(REMOVE_ATTEMPTS_MAX):
+        leader = leader_of(list(nodes.values()))
+        error = _change(leader, "remove_voter", old_id)
+        if error is None:
+            return
+        if leader.config.node_id == old_id:
+            assert error is AppendError.DENIED
+            assert leader.run(lambda log: log.transfer_leadership())
+            wait_until(lambda: not leader.status().is_leader, "leadership moved")  # noqa: B023
+        else:
+            assert error in RETRIABLE, error
+    raise AssertionError(f"voter {old_id} still not removed after {REMOVE_ATTEMPTS_MAX} tries")
 
 
 def _voter_ids(node: VoterThread) -> set[int]:
@@ -57,14 +78,7 @@ def test_each_voter_replaced_in_turn_keeps_every_entry_and_survives_restarts(
             config = raft_config(new_id, joined, tmp_path, listeners=listeners)
             nodes[new_id] = VoterThread(config).start()
             acknowledged += append_through_leader(list(nodes.values()), [f"+{new_id}".encode()])
-            leader = leader_of(list(nodes.values()))
-            if leader.config.node_id == old_id:
-                assert _change(leader, "remove_voter", old_id) is AppendError.DENIED
-                assert leader.run(lambda log: log.transfer_leadership())
-                old = nodes[old_id]
-                wait_until(lambda: not old.status().is_leader, "leadership moved")  # noqa: B023
-            others = [n for i, n in nodes.items() if i != old_id]
-            assert _change(leader_of(others), "remove_voter", old_id) is None
+            _remove_voter(nodes, old_id)
             nodes.pop(old_id).stop()
             wait_until(
                 lambda: all(_voter_ids(n) == set(nodes) for n in nodes.values()),
