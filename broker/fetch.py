@@ -111,23 +111,32 @@ def _fetch(
 ) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    with manager.watches.watch(keys) as watch, manager.fetch_waits.holder() as may_wait:
-        while True:
-            watch.clear()  # before looking: a change during the look ends the wait at once
-            held: dict[Slot, Records] = {}
-            try:
-                response, topic_bytes, at_once = _read_all(
-                    manager, request, clock_ms(), held, where
-                )
-                enough = at_once or sum(topic_bytes) >= request.min_bytes
-                if enough or clock_ms() >= deadline_ms or not may_wait():
-                    _count(manager.counters, request, response, topic_bytes)
-                    return response, held
-            except BaseException:
+    waiting = False  # holds one of manager.fetch_waits' slots
+    try:
+        with manager.watches.watch(keys) as watch:
+            while True:
+                watch.clear()  # before looking: a change during the look ends the wait at once
+                held: dict[Slot, Records] = {}
+                try:
+                    response, topic_bytes, at_once = _read_all(
+                        manager, request, clock_ms(), held, where
+                    )
+                    enough = at_once or sum(topic_bytes) >= request.min_bytes
+                    done = enough or clock_ms() >= deadline_ms
+                    if not done and not waiting:
+                        waiting = manager.fetch_waits.take()
+                        done = not waiting  # every slot held: answer without waiting
+                    if done:
+                        _count(manager.counters, request, response, topic_bytes)
+                        return response, held
+                except BaseException:
+                    _close(held)
+                    raise
                 _close(held)
-                raise
-            _close(held)
-            watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
+                watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
+    finally:
+        if waiting:
+            manager.fetch_waits.give_back()
 
 
 def _count(

@@ -5,10 +5,6 @@ broker, an append then costs no thread but the ones waiting on it a wake-up and 
 
 Usage, free of lost wake-ups: `with watches.watch(keys) as watch:` then, in a loop, `clear()`,
 look, and `wait(...)`: a change signalled after `clear` (even during the look) ends the wait.
-
-A parked fetch holds a request thread while it waits; `WaitSlots` bounds how many may (the
-listeners' thread pools have that many threads beyond their workers for short requests), so
-idle consumers long-polling never take the threads that produce and metadata requests need.
 """
 
 from __future__ import annotations
@@ -98,37 +94,3 @@ class PartitionWatches:
                 woken = set(self._by_key.get(key, ()))
         for watch in woken:
             watch.set()
-
-
-class WaitSlots:
-    """At most `slots_max` waits at once. `holder()` gives a waiter a `may_wait()` that takes a
-    slot the first time it is called (False when none is free: answer without waiting) and keeps
-    it until the `with` block ends; `held` is how many are taken (Kafka's purgatory size)."""
-
-    def __init__(self, slots_max: int) -> None:
-        self.slots_max = slots_max
-        self.held = 0
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def holder(self) -> Iterator[Callable[[], bool]]:
-        taken = False
-
-        def may_wait() -> bool:
-            nonlocal taken
-            taken = taken or self._take()
-            return taken
-
-        try:
-            yield may_wait
-        finally:
-            if taken:
-                with self._lock:
-                    self.held -= 1
-
-    def _take(self) -> bool:
-        with self._lock:
-            if self.held >= self.slots_max:
-                return False
-            self.held += 1
-            return True

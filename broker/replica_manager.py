@@ -47,7 +47,7 @@ from pykraft.broker.log.dir_checkpoints import LogDirCheckpoints
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
-from pykraft.broker.partition_watches import PartitionWatches, WaitSlots
+from pykraft.broker.partition_watches import PartitionWatches
 from pykraft.metadata_log import (
     BROKER_SYNONYMS,
     MetadataDelta,
@@ -56,6 +56,7 @@ from pykraft.metadata_log import (
 )
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import broker_pb2, common_pb2
+from pykraft.server_common.slots import Slots
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,10 @@ class ReplicaManager:
         self.changed = threading.Condition()
         self._version = 0
         self.watches = PartitionWatches()
-        self.fetch_waits = WaitSlots(config.fetch_waits_max)
+        # A parked fetch holds a request thread while it waits: at most this many may (the
+        # listeners' pools have that many threads beyond those for short requests), so idle
+        # consumers long-polling never take the threads produce and metadata requests need.
+        self.fetch_waits = Slots(config.fetch_waits_max)
         # What the request handlers served (Kafka's ReplicaManager keeps BrokerTopicStats).
         self.counters = Counters()
         self.maintenance = LogMaintenance(

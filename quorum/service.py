@@ -39,6 +39,7 @@ from pykraft.quorum.replies import controller_listeners
 from pykraft.quorum.roles import Role, RoleState
 from pykraft.server_common.errors import ApiError, error_header
 from pykraft.server_common.grpc_server import start_server
+from pykraft.server_common.slots import Slots
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         self._stream_ids = itertools.count()  # next() is atomic under the GIL
         # Each held session stream keeps a gRPC thread of the pool `serve` sized for them.
         self._sessions_max = controller.config.broker_sessions_max
-        self._session_slots = threading.BoundedSemaphore(self._sessions_max)
+        self._session_slots = Slots(self._sessions_max)
 
     def RegisterBroker(
         self, request: controller_pb2.BrokerRegistrationRequest, context: grpc.ServicerContext
@@ -262,11 +263,11 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         in the same epoch. Its end, seen by gRPC's termination callback (which runs even when
         this generator is never resumed), queues the write that fences the broker; a stream
         this controller ends itself (leadership moved) fences nothing: the broker reconnects."""
-        if not self._session_slots.acquire(blocking=False):
+        if not self._session_slots.take():
             yield controller_pb2.BrokerSessionResponse(header=self._sessions_full())
             return
-        if not context.add_callback(self._session_slots.release):
-            self._session_slots.release()  # the broker went away already
+        if not context.add_callback(self._session_slots.give_back):
+            self._session_slots.give_back()  # the broker went away already
             return
         stream_id = next(self._stream_ids)
         epoch = self._controller.core.role.epoch

@@ -92,10 +92,11 @@ def _commit_only(message: dict[str, Any], end_index: int) -> dict[str, Any]:
     }
 
 
-def is_stale_reset(message: dict[str, Any], match_index: int | None) -> bool:
+def is_stale_reset(message: dict[str, Any], match_index: Callable[[], int | None]) -> bool:
     """Whether a leader's `next_node_idx` answer asks it to go back to an index at or below
-    `match_index`, the last entry the follower already acknowledged holding (None: not a
-    follower of this leader)."""
+    `match_index()`, the last entry the follower already acknowledged holding (None: not a
+    follower of this leader); looked up only for a reset answer."""
     if message.get("type") != "next_node_idx" or not message.get("reset"):
         return False
-    return match_index is not None and message["next_node_idx"] <= match_index
+    matched = match_index()
+    return matched is not None and message["next_node_idx"] <= matched

@@ -163,7 +163,7 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         super().__init__(sync_obj, self_node, other_nodes)
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
-        if isinstance(message, dict) and is_stale_reset(message, self._match_index(node)):
+        if isinstance(message, dict) and is_stale_reset(message, lambda: self._match_index(node)):
             message = {**message, "reset": False}  # still counts as the follower's answer
         plan = self._plan(message)
         if plan is None:

@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from pykraft.broker import fetch
-from pykraft.broker.partition_watches import PartitionWatches, WaitSlots
+from pykraft.broker.partition_watches import PartitionWatches
 from pykraft.proto import broker_pb2
+from pykraft.server_common.slots import Slots
 from tests.waiting import wait_until
 
 from .replica_harness import Harness, record_values
@@ -62,7 +63,7 @@ def test_a_parked_fetch_rereads_only_when_its_partition_changes(
 
 def test_a_fetch_answers_at_once_when_every_wait_slot_is_held(harness: Harness) -> None:
     """Parked fetches hold request threads; beyond `fetch.waits.max` a fetch does not wait."""
-    harness.manager.fetch_waits = WaitSlots(1)
+    harness.manager.fetch_waits = Slots(1)
     answered: list[dict[int, broker_pb2.FetchPartitionResult]] = []
 
     def park() -> None:

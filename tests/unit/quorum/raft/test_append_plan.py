@@ -102,4 +102,4 @@ def test_a_reset_is_stale_only_at_or_below_the_match_index(
     reset: bool, next_index: int, match_index: int | None, stale: bool
 ) -> None:
     message = {"type": "next_node_idx", "next_node_idx": next_index, "reset": reset}
-    assert is_stale_reset(message, match_index) is stale
+    assert is_stale_reset(message, lambda: match_index) is stale
