@@ -13,9 +13,7 @@ a coordinator's connection drops under a describe (librdkafka issue 4605).
 
 from __future__ import annotations
 
-import gc
 import time
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,19 +39,6 @@ GROUP = "ledger-readers"
 PARTITIONS = 4
 RECORDS_EACH_SIDE = 400  # produced before the kill, and again after it
 WAIT_S = 60.0
-
-
-@pytest.fixture(autouse=True)
-def _kafka_python_refused_sockets() -> Iterator[None]:
-    """kafka-python 3.0.12 leaves a socket open when a broker refuses its connection (its
-    `kafka/net/inet.py` sock_connect raises without closing it), and this test kills a broker its
-    admin client talks to. Those sockets are collected here, with their ResourceWarning
-    silenced, where the kill made them: otherwise the garbage collector finds them in whichever
-    later test it happens to run, and fails that one (once it was test_mirror.py)."""
-    yield
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
 
 
 @pytest.fixture
