@@ -31,6 +31,7 @@ from pykraft.broker import latency_trace
 from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
 from pykraft.broker.log import AppendInfo, LogError, PartitionLog, RangeRead, ReadResult
+from pykraft.broker.log.dir_checkpoints import DeferredWrites
 from pykraft.proto import common_pb2
 
 
@@ -418,13 +419,15 @@ class Partition:
         """The local answer to OffsetForLeaderEpoch (see PartitionLog.end_offset_for_epoch)."""
         return self.log.end_offset_for_epoch(epoch)
 
-    def truncate_to(self, offset: int) -> None:
+    def truncate_to(self, offset: int, deferred: DeferredWrites | None = None) -> None:
         """As follower whose log diverged from the leader's: see PartitionLog.truncate_to."""
-        self.log.truncate_to(offset)
+        self.log.truncate_to(offset, deferred)
         self._on_change()
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(
+        self, offset: int, deferred: DeferredWrites | None = None
+    ) -> None:
         """As follower below the leader's log start: see
         PartitionLog.truncate_fully_and_start_at."""
-        self.log.truncate_fully_and_start_at(offset)
+        self.log.truncate_fully_and_start_at(offset, deferred)
         self._on_change()

@@ -15,6 +15,7 @@ up under a reassignment throttle fetch within its rate (`replication_throttle.py
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import grpc
 
 from pykraft.broker import isr as isr_rules
 from pykraft.broker.log import LogError
+from pykraft.broker.log.dir_checkpoints import DeferredWrites
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.replication_throttle import FollowerThrottle
@@ -40,11 +42,12 @@ REPLICA_FETCH_MIN_BYTES: Final = 1
 REPLICA_FETCH_BACKOFF_MS: Final = 200
 FETCH_TIMEOUT_EXTRA_MS: Final = 5000
 FETCHER_JOIN_TIMEOUT_S: Final = 2.0
+NOTED_PARTITIONS_MAX: Final = 5  # partitions a round's log line names per kind (all counted)
 
 _Key = tuple[str, int]
 
 
-class _Fetch:
+class FollowerFetch:
     """One fetch request being built and, per partition in it, the partition and the leader
     epoch asked with; `throttled` are those counted against the throttle."""
 
@@ -53,6 +56,31 @@ class _Fetch:
         self.partitions: dict[_Key, tuple[Partition, int]] = {}
         self.throttled: set[_Key] = set()
         self.held_back = False  # throttled partitions left out until the bucket refills
+
+
+class _RoundNotes:
+    """What one fetcher round did to partitions beyond appending, by kind, for one INFO line
+    per round: a metadata change may make thousands of partitions truncate or fail at once, and
+    issue 18 §1.3 allows no line per partition at INFO (each one is at DEBUG)."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, list[str]] = {}
+
+    def add(self, kind: str, partition: Partition, detail: object) -> None:
+        named = f"{partition.topic}-{partition.partition} {detail}"
+        log.debug("%s: %s", kind, named)
+        self._by_kind.setdefault(kind, []).append(named)
+
+    def log(self, leader_id: int) -> None:
+        """One line for the round, naming at most NOTED_PARTITIONS_MAX partitions per kind."""
+        if not self._by_kind:
+            return
+        kinds = []
+        for kind, named in self._by_kind.items():
+            shown = ", ".join(named[:NOTED_PARTITIONS_MAX])
+            more = ", ..." if len(named) > NOTED_PARTITIONS_MAX else ""
+            kinds.append(f"{len(named)} partitions {kind} ({shown}{more})")
+        log.info("fetch from broker %d: %s", leader_id, "; ".join(kinds))
 
 
 class FetcherThread:
@@ -110,7 +138,7 @@ class FetcherThread:
         while not self._stop.is_set():
             self._wake.clear()
             now_ms = self._clock_ms()
-            fetch = self._build_request(now_ms)
+            fetch = self.build_request(now_ms)
             if not fetch.partitions:
                 idle_ms = (
                     self._throttle.wait_ms(now_ms) if fetch.held_back else REPLICA_FETCH_BACKOFF_MS
@@ -126,7 +154,7 @@ class FetcherThread:
                 continue
             except ValueError:  # the channel was closed by `stop` between two fetches
                 continue
-            self._handle_response(response, fetch)
+            self.apply_response(response, fetch)
 
     def _throttled_bytes_max(self, partition: Partition, now_ms: int) -> int | None:
         """The partition's fetch size under the throttle: None when not throttled, 0 while the
@@ -138,7 +166,7 @@ class FetcherThread:
             return None
         return self._throttle.fetch_bytes_max(image, now_ms)
 
-    def _build_request(self, now_ms: int) -> _Fetch:
+    def build_request(self, now_ms: int) -> FollowerFetch:
         """The next request: every followed partition not parked, the throttled ones only while
         the throttle allows (and then for a slice of its rate)."""
         with self._lock:
@@ -151,7 +179,7 @@ class FetcherThread:
             min_bytes=REPLICA_FETCH_MIN_BYTES,
             max_bytes=REPLICA_FETCH_RESPONSE_BYTES_MAX,
         )
-        fetch = _Fetch(request)
+        fetch = FollowerFetch(request)
         topics: dict[str, broker_pb2.FetchTopic] = {}
         for key in keys:
             partition = self._manager.partition(*key)
@@ -191,58 +219,102 @@ class FetcherThread:
             and partition.leader_id == self.leader_id
         )
 
-    def _handle_response(self, response: broker_pb2.FetchResponse, fetch: _Fetch) -> None:
+    def apply_response(self, response: broker_pb2.FetchResponse, fetch: FollowerFetch) -> None:
+        """Applies an answer to the partitions `fetch` asked for. Truncations only stage their
+        lowered checkpoint offsets: the round writes each log directory's files once at its end
+        (`DeferredWrites`, as Kafka's LogManager.truncateTo), while the truncated partitions
+        still hold off role changes, so none takes a write as leader before its lowered offsets
+        are stored. What happened beyond appends is logged in one line per round."""
         throttled_bytes = 0
-        for topic in response.topics:
-            for result in topic.partitions:
-                key = (topic.topic, result.partition)
-                entry = fetch.partitions.get(key)
-                if entry is None:
-                    continue
-                # Read once: every access of a bytes field copies it out of the message.
-                records = result.records
-                if key in fetch.throttled:
-                    throttled_bytes += len(records)
-                partition, epoch = entry
-                with partition.following(self.leader_id, epoch) as still_following:
-                    if not still_following:
-                        continue  # leadership moved while the fetch was out
-                    try:
-                        self._handle_partition(partition, result, records)
-                    except LogError as error:
-                        log.warning("%s-%d: cannot apply fetched data: %s", *key, error)
-                        self._park(key)
+        notes = _RoundNotes()
+        deferred = DeferredWrites()
+        with contextlib.ExitStack() as truncated:  # their role locks, held until the write
+            try:
+                for topic in response.topics:
+                    for result in topic.partitions:
+                        key = (topic.topic, result.partition)
+                        entry = fetch.partitions.get(key)
+                        if entry is None:
+                            continue
+                        # Read once: every access of a bytes field copies it out of the message.
+                        records = result.records
+                        if key in fetch.throttled:
+                            throttled_bytes += len(records)
+                        held = self._apply_partition(*entry, result, records, deferred, notes)
+                        if held is not None:
+                            truncated.enter_context(held)
+            finally:
+                self._manager.write_deferred(deferred)
+        notes.log(self.leader_id)
         if throttled_bytes:
             self._throttle.spend(throttled_bytes, self._clock_ms())
 
+    def _apply_partition(
+        self,
+        partition: Partition,
+        epoch: int,
+        result: broker_pb2.FetchPartitionResult,
+        records: bytes,
+        deferred: DeferredWrites,
+        notes: _RoundNotes,
+    ) -> contextlib.ExitStack | None:
+        """Applies one partition's answer under its role lock, and returns that lock still
+        held when the answer truncated the log (released by the caller after the write)."""
+        with contextlib.ExitStack() as role_held:
+            if not role_held.enter_context(partition.following(self.leader_id, epoch)):
+                return None  # leadership moved while the fetch was out
+            try:
+                if self._handle_partition(partition, result, records, deferred, notes):
+                    return role_held.pop_all()
+            except LogError as error:
+                log.warning(
+                    "%s-%d: cannot apply fetched data: %s",
+                    partition.topic,
+                    partition.partition,
+                    error,
+                )
+                self._park((partition.topic, partition.partition))
+        return None
+
     def _handle_partition(
-        self, partition: Partition, result: broker_pb2.FetchPartitionResult, records: bytes
-    ) -> None:
+        self,
+        partition: Partition,
+        result: broker_pb2.FetchPartitionResult,
+        records: bytes,
+        deferred: DeferredWrites,
+        notes: _RoundNotes,
+    ) -> bool:
         """Applies one partition's answer, whose `records` the caller read out of it (the
-        partition wakes its own waiters)."""
-        key = (partition.topic, partition.partition)
+        partition wakes its own waiters); True when it truncated the log."""
         if result.error_code == common_pb2.OFFSET_OUT_OF_RANGE and (
             partition.log_end_offset < result.log_start_offset
         ):
-            log.info(
-                "%s-%d: restarting at the leader's log start %d", *key, result.log_start_offset
-            )
-            partition.truncate_fully_and_start_at(result.log_start_offset)
-        elif result.error_code != common_pb2.NONE:
-            log.info("%s-%d: fetch failed: %s", *key, result.error_message)
-            self._park(key)
+            notes.add("restarted at the leader's log start", partition, result.log_start_offset)
+            partition.truncate_fully_and_start_at(result.log_start_offset, deferred)
+            return True
+        if result.error_code != common_pb2.NONE:
+            notes.add("fetch failed", partition, result.error_message)
+            self._park((partition.topic, partition.partition))
         elif result.HasField("diverging_epoch"):
-            self._truncate(partition, result.diverging_epoch)
+            self._truncate(partition, result.diverging_epoch, deferred, notes)
+            return True
         elif records:
             partition.append_as_follower(records, leader_high_watermark=result.high_watermark)
         else:
             partition.take_leader_high_watermark(result.high_watermark)
+        return False
 
-    def _truncate(self, partition: Partition, diverging: broker_pb2.EpochEndOffset) -> None:
-        name = f"{partition.topic}-{partition.partition}"
+    def _truncate(
+        self,
+        partition: Partition,
+        diverging: broker_pb2.EpochEndOffset,
+        deferred: DeferredWrites,
+        notes: _RoundNotes,
+    ) -> None:
         if diverging.epoch == isr_rules.UNDEFINED_EPOCH:
-            log.info("%s: the leader holds no epoch; restarting at %d", name, diverging.end_offset)
-            partition.truncate_fully_and_start_at(max(diverging.end_offset, 0))
+            offset = max(diverging.end_offset, 0)
+            notes.add("the leader holds no epoch, restarted at", partition, offset)
+            partition.truncate_fully_and_start_at(offset, deferred)
             return
         log_end_offset = partition.log_end_offset
         offset = isr_rules.truncation_offset(
@@ -250,14 +322,12 @@ class FetcherThread:
             follower_answer=partition.end_offset_for_epoch(diverging.epoch),
             log_end_offset=log_end_offset,
         )
-        log.info(
-            "%s: diverged from the leader at epoch %d; truncating %d -> %d",
-            name,
-            diverging.epoch,
-            log_end_offset,
-            offset,
+        notes.add(
+            f"diverged from the leader at epoch {diverging.epoch}, truncated",
+            partition,
+            f"{log_end_offset} -> {offset}",
         )
-        partition.truncate_to(offset)
+        partition.truncate_to(offset, deferred)
 
     def _park(self, key: _Key) -> None:
         with self._lock:

@@ -43,7 +43,7 @@ from pykraft.broker.config import BrokerConfig
 from pykraft.broker.counters import ISR_EXPANDS_TOTAL, ISR_SHRINKS_TOTAL, Counters
 from pykraft.broker.local_changes import LocalChanges, LocalPartition, local_changes
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
-from pykraft.broker.log.dir_checkpoints import LogDirCheckpoints
+from pykraft.broker.log.dir_checkpoints import DeferredWrites, LogDirCheckpoints
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
@@ -448,14 +448,27 @@ class ReplicaManager:
             partition.log.stage_checkpoints()
         self._write_checkpoints()
 
-    def _write_checkpoints(self, *, clean_shutdown_of: Collection[Path] = ()) -> None:
-        """Writes the online directories' checkpoint files, and the clean-shutdown marker of
-        those in `clean_shutdown_of`."""
+    def write_deferred(self, deferred: DeferredWrites) -> None:
+        """Writes the checkpoint files a batch of truncations owes (see DeferredWrites); a
+        directory whose files cannot be written goes offline."""
+        owed = deferred.take()
+        if owed:
+            self._write_checkpoints(owed)
+
+    def _write_checkpoints(
+        self,
+        only: Collection[LogDirCheckpoints] | None = None,
+        *,
+        clean_shutdown_of: Collection[Path] = (),
+    ) -> None:
+        """Writes the checkpoint files of the online directories (of those in `only`), and
+        the clean-shutdown marker of those in `clean_shutdown_of`."""
         with self._lock:
             directories = [
                 checkpoints
                 for log_dir, checkpoints in self._checkpoints.items()
                 if self._log_dirs.offline_reason(log_dir) is None
+                and (only is None or checkpoints in only)
             ]
         for checkpoints in directories:
             try:
