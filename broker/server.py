@@ -42,6 +42,7 @@ from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import BrokerService, serve
 from pykraft.metadata_log import MetadataDelta, MetadataImage
 from pykraft.server_common.node_http import NodeHttpServer
+from pykraft.server_common.process import long_lived_objects
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ class Broker:
         bind, RuntimeError if registration is refused."""
         self.lifecycle.transition(BrokerState.STARTING)
         OPEN_FILES.set_files_max(self.config.log_open_files_max)  # one cache per process
-        self.metadata.load()
+        with long_lived_objects():  # the image and every log it names
+            self.metadata.load()
         if self.config.metrics_listen:
             self._start_http()
         groups = GroupHandlers(

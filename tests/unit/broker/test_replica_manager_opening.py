@@ -51,3 +51,26 @@ def test_the_offline_replicas_answer_while_new_logs_are_being_opened(
     assert not change.is_alive()
     assert harness.manager.partition("events", 0) is not None
     assert harness.manager.partition("events", 1) is not None
+
+
+def test_a_log_that_fails_to_close_leaves_none_of_its_task_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logs are closed a task of several at a time: one that fails must not stop the rest of
+    its task, and the failure still reaches the caller."""
+    monkeypatch.setattr("pykraft.broker.replica_manager.LOGS_PER_TASK", 3)
+    harness = Harness(tmp_path, assignments=[(1,)] * 7)
+    logs = [partition.log for partition in harness.manager.partitions()]
+    original = PartitionLog.close
+    closed: list[PartitionLog] = []
+
+    def close(log: PartitionLog) -> None:
+        original(log)
+        closed.append(log)
+        if log is logs[1]:
+            raise OSError("disk gone")
+
+    monkeypatch.setattr(PartitionLog, "close", close)
+    with pytest.raises(OSError, match="disk gone"):
+        harness.manager.close()
+    assert sorted(map(id, closed)) == sorted(map(id, logs))
