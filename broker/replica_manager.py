@@ -56,6 +56,7 @@ from pykraft.metadata_log import (
 )
 from pykraft.metadata_log.records import ConfigResourceType
 from pykraft.proto import broker_pb2, common_pb2
+from pykraft.server_common.durable_files import sync_filesystem
 from pykraft.server_common.slots import Slots
 
 log = logging.getLogger(__name__)
@@ -460,10 +461,12 @@ class ReplicaManager:
         self,
         only: Collection[LogDirCheckpoints] | None = None,
         *,
+        sync_first: bool = False,
         clean_shutdown_of: Collection[Path] = (),
     ) -> None:
-        """Writes the checkpoint files of the online directories (of those in `only`), and
-        the clean-shutdown marker of those in `clean_shutdown_of`."""
+        """Writes the checkpoint files of the online directories (of those in `only`), each
+        after its filesystem was synced if `sync_first` (its logs were closed without fsync),
+        and the clean-shutdown marker of those in `clean_shutdown_of`."""
         with self._lock:
             directories = [
                 checkpoints
@@ -473,6 +476,8 @@ class ReplicaManager:
             ]
         for checkpoints in directories:
             try:
+                if sync_first:
+                    sync_filesystem(checkpoints.log_dir)
                 checkpoints.write_all()
                 if checkpoints.log_dir in clean_shutdown_of:
                     checkpoints.mark_clean_shutdown()
@@ -481,20 +486,23 @@ class ReplicaManager:
                     self._log_dirs.fail(checkpoints.log_dir, error)
 
     def close(self) -> None:
-        """Closes every log, then writes the log directories' checkpoint files once and the
-        clean-shutdown marker of each directory none of whose logs went offline (Kafka's
-        LogManager); requests still waiting (acks=all, long polls) are woken and see that their
-        partitions are gone."""
+        """Closes every log without an fsync, then makes each log directory's filesystem
+        durable at once and writes its checkpoint files and the clean-shutdown marker of each
+        directory none of whose logs went offline (Kafka's LogManager, with one syncfs instead
+        of five fsyncs per log: 100,000 at 20,000 replicas); requests still waiting (acks=all,
+        long polls) are woken and see that their partitions are gone."""
         self.stop_acknowledging()
         self.maintenance.stop()
         with self._lock:
             partitions = list(self._partitions.values())
             self._partitions.clear()
         try:
-            self._in_parallel(lambda partition: partition.log.close(), partitions)
+            self._in_parallel(lambda partition: partition.log.close(fsync=False), partitions)
         finally:  # a log that failed to close went offline: its directory gets no marker
             failed = {p.log.directory.parent for p in partitions if p.log.failure is not None}
-            self._write_checkpoints(clean_shutdown_of=set(self._checkpoints) - failed)
+            self._write_checkpoints(
+                sync_first=True, clean_shutdown_of=set(self._checkpoints) - failed
+            )
             self.notify()
 
     def _in_parallel(self, work: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:

@@ -3,12 +3,15 @@
 A write is durable only after fsync of the file and, when it created, renamed or removed a
 directory entry, fsync of the directory too: the helpers here do both so callers cannot forget
 one. The partition log, the broker's metadata image, the Raft journal and snapshot, and the
-controller's `meta.properties` all write through them.
+controller's `meta.properties` all write through them. A shutdown that writes thousands of files
+(a broker closing 20,000 logs: five fsyncs each) writes them without fsync and then makes the
+whole filesystem durable at once (`sync_filesystem`) before it records a clean shutdown.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,27 +69,48 @@ def write_file_durably(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def replace_durably(path: Path, data: bytes) -> None:
+def replace_durably(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Replaces `path` by a file holding `data`, atomically and durably: readers and a crash
     see either the old or the new content, and once this returns the new one stays. The new
-    content is written to `<name>.tmp` first, which a crash may leave behind."""
-    with replacing_durably(path) as file:
+    content is written to `<name>.tmp` first, which a crash may leave behind. With `fsync`
+    False it is atomic for readers only: durable once the caller's `sync_filesystem` returns,
+    and a crash before may leave any content (the reader must check it)."""
+    with replacing_durably(path, fsync=fsync) as file:
         file.write(data)
 
 
 @contextlib.contextmanager
-def replacing_durably(path: Path) -> Iterator[BinaryIO]:
+def replacing_durably(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
     """`replace_durably` for content written piece by piece: the caller writes the new content
     into the file handed out (`<name>.tmp`, positioned at its start); when the block ends
-    normally it is fsynced and renamed over `path`, and the directory fsynced. An exception
-    leaves `path` as it was (and the temporary file, which the next replacement truncates)."""
+    normally it is fsynced (if `fsync`) and renamed over `path`, and the directory fsynced (if
+    `fsync`). An exception leaves `path` as it was (and the temporary file, which the next
+    replacement truncates)."""
     temp_path = path.with_name(path.name + ".tmp")
     with open(temp_path, "wb") as file:
         yield file
         file.flush()
-        os.fsync(file.fileno())
+        if fsync:
+            os.fsync(file.fileno())
     os.replace(temp_path, path)
-    fsync_directory(path.parent)
+    if fsync:
+        fsync_directory(path.parent)
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Makes every write to the filesystem holding `directory` durable, names included (Linux
+    syncfs(2), which reports the filesystem's writeback errors since Linux 5.8); raises
+    OSError. One call instead of an fsync per file written."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _LIBC.syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), str(directory))
+    finally:
+        os.close(fd)
 
 
 def unlink_durably(paths: list[Path]) -> None:

@@ -142,13 +142,13 @@ class LocalLog:
         self.publish((*self._view.segments, created[0]))
         return created[0]
 
-    def flush(self, recovery_point: int) -> None:
+    def flush(self, recovery_point: int, *, fsync: bool = True) -> None:
         """fsyncs the segments holding offsets at or above `recovery_point`, and the active
-        one. Raises OSError."""
+        one (without `fsync`, see LogSegment.flush). Raises OSError."""
         segments = self._view.segments
         for segment in segments:
             if segment.next_offset > recovery_point or segment is segments[-1]:
-                segment.flush()
+                segment.flush(fsync=fsync)
 
     def truncate_segments(self, offset: int) -> int:
         """Deletes the segments starting above `offset` and cuts the one holding it before

@@ -256,11 +256,15 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
 
     # --- closing ---
 
-    def close(self) -> None:
+    def close(self, *, fsync: bool = True) -> None:
         """Flushes and hands its offsets to the directory's checkpoints (unless the log is
         offline, so the next open recovers it), then closes every file. A log that owns its
         checkpoints (see `open`) also writes them and the directory's clean-shutdown marker;
-        otherwise their owner does, once every log there is closed. Idempotent."""
+        otherwise their owner does, once every log there is closed. Idempotent. Without
+        `fsync` nothing is fsynced: the owner of the checkpoints must make the directory's
+        filesystem durable (`sync_filesystem`) before it writes them, since the recovery point
+        handed over is the log end."""
+        assert fsync or not self._own_checkpoints, self.directory
         with self._lock:
             if self._local.closed:
                 return
@@ -268,9 +272,9 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
                 if self._local.failure is None:
                     with self._local.failing_on_error(f"close of {self.directory}"):
                         self._local.active.on_become_inactive()
-                    self._flush()
+                    self._flush(fsync=fsync)
                     with self._local.failing_on_error(f"close of {self.directory}"):
-                        self._producers.write_snapshot(self._log_end_offset)
+                        self._producers.write_snapshot(self._log_end_offset, fsync=fsync)
                         if self._own_checkpoints:
                             self._checkpoints.write_all()
                             self._checkpoints.mark_clean_shutdown()

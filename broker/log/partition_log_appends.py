@@ -163,9 +163,9 @@ class PartitionLogAppends(PartitionLogBase):
             if now_ms is not None:
                 self._last_flush_ms = now_ms
 
-    def _flush(self) -> None:
+    def _flush(self, *, fsync: bool = True) -> None:
         with self._local.failing_on_error(f"flush of {self.directory}"):
-            self._local.flush(self._recovery_point)
+            self._local.flush(self._recovery_point, fsync=fsync)
         self._recovery_point = self._log_end_offset
         self._unflushed_messages = 0
         self._stage_offsets()

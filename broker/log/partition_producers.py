@@ -71,15 +71,15 @@ class PartitionProducers:
         """The offsets of the snapshot files, in increasing order."""
         return list(self._offsets)
 
-    def write_snapshot(self, offset: int) -> None:
+    def write_snapshot(self, offset: int, *, fsync: bool = True) -> None:
         """Stores the state as the snapshot at `offset` (a roll's new base offset or the log
         end at close: no batch lies between the state's end and it). One already at `offset`
         stays as it is (Kafka's takeSnapshot): every change of the state since it was written
         moved the log end past it or deleted it, so an idle partition's close writes none.
-        Raises OSError."""
+        `fsync` as for `replace_durably`. Raises OSError."""
         if offset in self._offsets:
             return
-        write_snapshot(self.directory, self._state, offset)
+        write_snapshot(self.directory, self._state, offset, fsync=fsync)
         if offset not in self._offsets:
             insort(self._offsets, offset)
 

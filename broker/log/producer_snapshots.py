@@ -43,11 +43,14 @@ def snapshot_offsets(names: Iterable[str]) -> list[int]:
     return sorted(offsets)
 
 
-def write_snapshot(directory: Path, state: ProducerStateManager, offset: int) -> None:
+def write_snapshot(
+    directory: Path, state: ProducerStateManager, offset: int, *, fsync: bool = True
+) -> None:
     """Stores `state` as the snapshot at `offset` (no batch may lie between the state's end
-    and `offset`: the caller's log has none there). Raises OSError."""
+    and `offset`: the caller's log has none there); `fsync` as for `replace_durably` (a
+    damaged snapshot is ignored at load). Raises OSError."""
     assert state.end_offset <= offset, (state.end_offset, offset)
-    replace_durably(snapshot_path(directory, offset), state.encode_snapshot())
+    replace_durably(snapshot_path(directory, offset), state.encode_snapshot(), fsync=fsync)
 
 
 def delete_snapshots(directory: Path, offsets: list[int]) -> None:

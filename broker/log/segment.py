@@ -352,8 +352,13 @@ class LogSegment(SegmentReads):
         with self._file.borrow() as fd:
             os.ftruncate(fd, size)
 
-    def flush(self) -> None:
-        """fsyncs the `.log` file (unless unchanged since it was last durable) and indexes."""
+    def flush(self, *, fsync: bool = True) -> None:
+        """fsyncs the `.log` file (unless unchanged since it was last durable) and indexes;
+        without `fsync` only writes the indexes out (the caller syncs the filesystem)."""
+        if not fsync:
+            self.offset_index.write_out()
+            self.time_index.write_out()
+            return
         if not self._synced:
             with self._file.borrow() as fd:
                 os.fsync(fd)

@@ -64,8 +64,8 @@ def test_a_log_that_fails_to_close_leaves_none_of_its_task_open(
     original = PartitionLog.close
     closed: list[PartitionLog] = []
 
-    def close(log: PartitionLog) -> None:
-        original(log)
+    def close(log: PartitionLog, **kwargs: bool) -> None:
+        original(log, **kwargs)
         closed.append(log)
         if log is logs[1]:
             raise OSError("disk gone")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from pykraft.server_common.durable_files import (
     make_directory_durably,
     replace_durably,
+    sync_filesystem,
     unlink_durably,
 )
 
@@ -39,3 +43,22 @@ def test_unlinking_skips_missing_files_and_fsyncs_each_directory_once(
     unlink_durably([tmp_path / "a", tmp_path / "b", tmp_path / "missing"])
     assert list(tmp_path.iterdir()) == []
     assert fsynced_paths == [tmp_path]
+
+
+def test_sync_filesystem_syncs_a_directory_and_raises_for_a_missing_one(tmp_path: Path) -> None:
+    (tmp_path / "written").write_bytes(b"data")
+    sync_filesystem(tmp_path)  # syncfs(2) answered 0
+    with pytest.raises(OSError):
+        sync_filesystem(tmp_path / "missing")
+
+
+def test_a_replacement_without_fsync_is_atomic_and_fsyncs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "file"
+    replace_durably(path, b"old")
+    fsyncs: list[int] = []
+    monkeypatch.setattr(os, "fsync", fsyncs.append)
+    replace_durably(path, b"new", fsync=False)
+    assert path.read_bytes() == b"new"
+    assert fsyncs == []
