@@ -32,10 +32,9 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 from uuid import UUID
 
 from pykraft.broker import replica_selector
@@ -48,6 +47,7 @@ from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
 from pykraft.broker.partition_watches import PartitionWatches
+from pykraft.broker.recovery_threads import RecoveryThreads
 from pykraft.metadata_log import (
     BROKER_SYNONYMS,
     MetadataDelta,
@@ -61,14 +61,10 @@ from pykraft.server_common.slots import Slots
 
 log = logging.getLogger(__name__)
 
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
 VALID_ACKS: Final = frozenset({0, 1, -1})
 # The cluster-wide default entity of broker configs, as Kafka names it.
 CLUSTER_DEFAULT_BROKER: Final = ""
 _NO_LEADER: Final = -1
-LOGS_PER_TASK: Final = 200  # logs opened or closed per task of the recovery threads
 
 
 class ReplicaManager:
@@ -89,6 +85,9 @@ class ReplicaManager:
         self._racks: tuple[object, dict[int, str]] = (None, {})
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._log_dirs = LogDirs(config.log_dirs, on_failure=self._take_offline)
+        self._recovery_threads = RecoveryThreads(
+            config.num_recovery_threads_per_data_dir * len(config.log_dirs)
+        )
         # Each log directory's offset checkpoint files, read when it first gets a partition.
         self._checkpoints: dict[Path, LogDirCheckpoints] = {}
         # Replicas of this broker whose log directory failed: their registration and why.
@@ -145,7 +144,7 @@ class ReplicaManager:
                 if (local.topic, local.partition) not in self._partitions
                 and (checkpoints := self._place(local)) is not None
             ]
-        logs = self._in_parallel(lambda item: self._open_log(*item, image, now_ms), placed)
+        logs = self._recovery_threads.run(lambda item: self._open_log(*item, image, now_ms), placed)
         opened = {
             (local.topic, local.partition): log_
             for (local, _), log_ in zip(placed, logs, strict=True)
@@ -497,43 +496,13 @@ class ReplicaManager:
             partitions = list(self._partitions.values())
             self._partitions.clear()
         try:
-            self._in_parallel(lambda partition: partition.log.close(fsync=False), partitions)
+            self._recovery_threads.run(lambda p: p.log.close(fsync=False), partitions)
         finally:  # a log that failed to close went offline: its directory gets no marker
             failed = {p.log.directory.parent for p in partitions if p.log.failure is not None}
             self._write_checkpoints(
                 sync_first=True, clean_shutdown_of=set(self._checkpoints) - failed
             )
             self.notify()
-
-    def _in_parallel(self, work: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
-        """`work` on each item, num.recovery.threads.per.data.dir threads per log directory at
-        a time (opening and closing logs wait on fsyncs, which release the GIL), LOGS_PER_TASK
-        items per task (a future per log cost about a second at 20,000 logs); raises the first
-        item's error once every item was tried."""
-        config = self._config
-        threads = min(len(items), config.num_recovery_threads_per_data_dir * len(config.log_dirs))
-        if threads <= 1:
-            return _each(work, items)
-        tasks = [
-            items[first : first + LOGS_PER_TASK] for first in range(0, len(items), LOGS_PER_TASK)
-        ]
-        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
-            done = list(pool.map(functools.partial(_each, work), tasks))
-        return [result for results in done for result in results]
-
-
-def _each(work: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
-    """`work` on every item in order; raises the first item's error once every item was tried."""
-    results: list[_R] = []
-    first_error: Exception | None = None
-    for item in items:
-        try:
-            results.append(work(item))
-        except Exception as error:
-            first_error = first_error or error
-    if first_error is not None:
-        raise first_error
-    return results
 
 
 class LeaderError(LogError):

@@ -58,7 +58,7 @@ def test_a_log_that_fails_to_close_leaves_none_of_its_task_open(
 ) -> None:
     """Logs are closed a task of several at a time: one that fails must not stop the rest of
     its task, and the failure still reaches the caller."""
-    monkeypatch.setattr("pykraft.broker.replica_manager.LOGS_PER_TASK", 3)
+    monkeypatch.setattr("pykraft.broker.recovery_threads.LOGS_PER_TASK", 3)
     harness = Harness(tmp_path, assignments=[(1,)] * 7)
     logs = [partition.log for partition in harness.manager.partitions()]
     original = PartitionLog.close
