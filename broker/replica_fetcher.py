@@ -19,6 +19,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 import grpc
@@ -228,6 +229,7 @@ class FetcherThread:
         throttled_bytes = 0
         notes = _RoundNotes()
         deferred = DeferredWrites()
+        failures: list[tuple[Path, OSError]] = []
         with contextlib.ExitStack() as truncated:  # their role locks, held until the write
             try:
                 for topic in response.topics:
@@ -244,7 +246,9 @@ class FetcherThread:
                         if held is not None:
                             truncated.enter_context(held)
             finally:
-                self._manager.write_deferred(deferred)
+                failures = self._manager.write_deferred(deferred)
+        if failures:
+            self._manager.fail_log_dirs(failures)
         notes.log(self.leader_id)
         if throttled_bytes:
             self._throttle.spend(throttled_bytes, self._clock_ms())

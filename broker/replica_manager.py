@@ -449,29 +449,37 @@ class ReplicaManager:
             partition.log.stage_checkpoints()
         self._write_checkpoints()
 
-    def write_deferred(self, deferred: DeferredWrites) -> None:
-        """Writes the checkpoint files a batch of truncations owes (see DeferredWrites); a
-        directory whose files cannot be written goes offline."""
-        owed = deferred.take()
-        if owed:
-            self._write_checkpoints(owed)
+    @staticmethod
+    def write_deferred(deferred: DeferredWrites) -> list[tuple[Path, OSError]]:
+        """Writes the checkpoint files a batch of truncations owes (see DeferredWrites),
+        without this manager's lock: the caller holds partitions' role locks, which the
+        metadata listener takes under it. Returns the directories whose files could not be
+        written, for `fail_log_dirs` once the caller released those locks."""
+        failures = []
+        for checkpoints in deferred.take():
+            try:
+                checkpoints.write_all()
+            except OSError as error:
+                failures.append((checkpoints.log_dir, error))
+        return failures
+
+    def fail_log_dirs(self, failures: Collection[tuple[Path, OSError]]) -> None:
+        """Takes each directory offline with its error (see `write_deferred`)."""
+        with self._lock:
+            for log_dir, error in failures:
+                self._log_dirs.fail(log_dir, error)
 
     def _write_checkpoints(
-        self,
-        only: Collection[LogDirCheckpoints] | None = None,
-        *,
-        sync_first: bool = False,
-        clean_shutdown_of: Collection[Path] = (),
+        self, *, sync_first: bool = False, clean_shutdown_of: Collection[Path] = ()
     ) -> None:
-        """Writes the checkpoint files of the online directories (of those in `only`), each
-        after its filesystem was synced if `sync_first` (its logs were closed without fsync),
-        and the clean-shutdown marker of those in `clean_shutdown_of`."""
+        """Writes the checkpoint files of the online directories, each after its filesystem
+        was synced if `sync_first` (its logs were closed without fsync), and the
+        clean-shutdown marker of those in `clean_shutdown_of`."""
         with self._lock:
             directories = [
                 checkpoints
                 for log_dir, checkpoints in self._checkpoints.items()
                 if self._log_dirs.offline_reason(log_dir) is None
-                and (only is None or checkpoints in only)
             ]
         for checkpoints in directories:
             try:

@@ -5,8 +5,10 @@ lowered offset when the round returns; the log says so in one line, not one per 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +17,12 @@ from pykraft.broker.log.checkpoints import (
     OffsetCheckpointFile,
     TopicPartition,
 )
+from pykraft.broker.log.dir_checkpoints import DeferredWrites, LogDirCheckpoints
+from pykraft.broker.partition import Partition
 from pykraft.broker.replica_fetcher import FetcherThread
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.replication_throttle import FollowerThrottle
+from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import broker_pb2
 from pykraft.proto.record_batch import build_batch
 
@@ -26,6 +31,7 @@ from .replica_harness import broker_config
 
 PARTITIONS = 20
 LEADER = 2
+WAIT_S = 10.0
 RECORDS = 3  # each follower log holds offsets 0-2, all below the leader's high watermark
 
 
@@ -124,3 +130,51 @@ def test_a_round_where_the_leader_holds_no_epoch_logs_one_line(
     assert len(lines) == 1, [r.getMessage() for r in lines]
     assert f"{PARTITIONS} partitions" in lines[0].getMessage()
     assert all(partition.log_end_offset == 0 for partition in manager.partitions())
+
+
+def test_a_metadata_change_during_the_rounds_write_deadlocks_nothing(
+    manager: ReplicaManager, fetcher: FetcherThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The metadata thread takes the manager's lock, then each partition's role lock; the
+    round holds the truncated partitions' role locks until its write, which therefore must not
+    need the manager's lock."""
+    updating = threading.Event()
+    real_update = Partition.update
+
+    def signalling_update(partition: Partition, *args: Any, **kwargs: Any) -> None:
+        updating.set()
+        real_update(partition, *args, **kwargs)
+
+    monkeypatch.setattr(Partition, "update", signalling_update)
+    image = manager.image
+    delta, moved = advance(image, [PartitionChangeRecord(ORDERS_ID, 0, isr=(LEADER,))])
+    change = threading.Thread(target=manager.on_metadata, args=(delta, moved, 0), daemon=True)
+    real_take = DeferredWrites.take
+
+    def take_during_a_change(deferred: DeferredWrites) -> list[LogDirCheckpoints]:
+        change.start()
+        assert updating.wait(WAIT_S), "the metadata change never reached a partition"
+        return real_take(deferred)
+
+    monkeypatch.setattr(DeferredWrites, "take", take_during_a_change)
+    fetch = fetcher.build_request(now_ms=0)
+    round_ = threading.Thread(
+        target=fetcher.apply_response, args=(_diverging_answer(0, 1), fetch), daemon=True
+    )
+    round_.start()
+    round_.join(WAIT_S)
+    change.join(WAIT_S)
+    assert not round_.is_alive() and not change.is_alive(), "deadlocked"
+    assert all(partition.log_end_offset == 1 for partition in manager.partitions())
+
+
+def test_a_round_whose_write_fails_takes_the_directory_offline(
+    manager: ReplicaManager, fetcher: FetcherThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_write_all(checkpoints: LogDirCheckpoints) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(LogDirCheckpoints, "write_all", failing_write_all)
+    fetch = fetcher.build_request(now_ms=0)
+    fetcher.apply_response(_diverging_answer(0, 1), fetch)
+    assert manager.offline_replicas() == {ORDERS_ID: list(range(PARTITIONS))}
