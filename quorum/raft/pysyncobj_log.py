@@ -59,10 +59,7 @@ from pykraft.quorum.raft.api import (
 from pykraft.quorum.raft.errors import JournalCorruptError, RaftStorageError
 from pykraft.quorum.raft.journal import JOURNAL_FILE_NAME, DurableJournal
 from pykraft.quorum.raft.pysyncobj_storage import DurableTransport, Storage, building
-from pykraft.quorum.raft.snapshot_file import (
-    SNAPSHOT_FILE_NAME,
-    read_snapshot_file,
-)
+from pykraft.quorum.raft.snapshot_file import SNAPSHOT_FILE_NAME, read_raft_data
 from pykraft.quorum.raft.voters import Voter, with_persisted_voters, write_voters
 from pykraft.server_common.durable_files import make_directory_durably
 
@@ -183,8 +180,7 @@ def _check_snapshot_and_journal(journal: DurableJournal, snapshot_path: Path) ->
                 f"the journal starts at entry {journal[0][1]} but there is no {snapshot_path}"
             )
         return
-    _, raft_data = read_snapshot_file(snapshot_path)
-    last_entry, previous_entry, _ = pickle.loads(raft_data)
+    last_entry, previous_entry, _ = pickle.loads(read_raft_data(snapshot_path))
     if not len(journal):
         return
     position = previous_entry[1] - journal[0][1]

@@ -26,7 +26,7 @@ from pykraft.quorum.raft.api import StateMachine
 from pykraft.quorum.raft.append_entries import AppendPlan, Entry, is_stale_reset, plan_append
 from pykraft.quorum.raft.journal import DurableJournal
 from pykraft.quorum.raft.snapshot_file import (
-    read_snapshot_file,
+    reading_snapshot_file,
     sync_snapshot_file,
     write_snapshot_file,
 )
@@ -130,7 +130,7 @@ class Storage:
         file into place after this returns."""
         try:
             write_snapshot_file(
-                Path(file_name), self.state_machine.snapshot(), pickle.dumps(raft_data)
+                Path(file_name), pickle.dumps(raft_data), self.state_machine.snapshot()
             )
         except BaseException as error:  # pysyncobj would only log it and retry every tick
             self.failure = error
@@ -143,9 +143,9 @@ class Storage:
         path = Path(file_name)
         try:
             sync_snapshot_file(path)
-            state, raft_data = read_snapshot_file(path)
-            entries = tuple(pickle.loads(raft_data))
-            self.state_machine.restore(state)
+            with reading_snapshot_file(path) as (raft_data, state_parts):
+                entries = tuple(pickle.loads(raft_data))
+                self.state_machine.restore(state_parts)
         except BaseException as error:  # pysyncobj would log it and go on without the state
             self.failure = error
             raise
