@@ -91,13 +91,19 @@ def test_snapshot_restores_an_equal_machine() -> None:
     assert restored.apply(_records(4, 3, _topic("c"))) == Applied(3, 3)
 
 
-def test_a_snapshot_comes_in_bounded_parts_fixed_when_it_was_asked_for(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _forty_topics(monkeypatch: pytest.MonkeyPatch) -> MetadataStateMachine:
+    """A machine whose snapshot takes several parts: 40 topics, parts of at most 256 bytes."""
     monkeypatch.setattr(state_machine, "SNAPSHOT_CHUNK_BYTES_MAX", 256)
     machine = MetadataStateMachine(tail_records_max=100)
     machine.apply(_leader_change(2, 1))
     machine.apply(_records(2, 1, *(_topic(f"t{i:02d}") for i in range(40))))
+    return machine
+
+
+def test_a_snapshot_comes_in_bounded_parts_fixed_when_it_was_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    machine = _forty_topics(monkeypatch)
     image = machine.image
     parts = machine.snapshot()
     machine.apply(_records(2, 1, _topic("after")))  # applies go on while the parts are drawn
@@ -111,10 +117,7 @@ def test_a_snapshot_comes_in_bounded_parts_fixed_when_it_was_asked_for(
 def test_a_restore_that_fails_midway_leaves_the_state_as_it_was(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(state_machine, "SNAPSHOT_CHUNK_BYTES_MAX", 256)
-    source = MetadataStateMachine(tail_records_max=100)
-    source.apply(_leader_change(2, 1))
-    source.apply(_records(2, 1, *(_topic(f"t{i:02d}") for i in range(40))))
+    source = _forty_topics(monkeypatch)
     machine = MetadataStateMachine(tail_records_max=100)
     machine.apply(_leader_change(7, 3))
     machine.apply(_records(7, 3, _topic("mine")))
