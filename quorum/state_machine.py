@@ -12,6 +12,7 @@ only.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
@@ -169,15 +170,16 @@ class MetadataStateMachine:
 
     def restore(self, parts: Iterable[bytes]) -> None:
         """Replaces the state with a snapshot's `parts`, replayed as they are drawn; when
-        drawing or replaying one raises, the state is left as it was."""
+        drawing or replaying one raises, the state is left as it was. The first part may hold
+        records after the header: a snapshot written before chunks is that one part."""
         parts = iter(parts)
-        header = next(parts, b"")
-        if len(header) != _SNAPSHOT_HEADER.size:
-            raise ValueError(
-                f"a snapshot header is {_SNAPSHOT_HEADER.size} bytes, not {len(header)}"
-            )
-        offset, epoch, active_epoch, leader_id = _SNAPSHOT_HEADER.unpack(header)
-        self.image = image_of_chunks(parts, offset=offset, epoch=epoch)
+        first = next(parts, b"")
+        if len(first) < _SNAPSHOT_HEADER.size:
+            raise ValueError(f"a snapshot opens with a {_SNAPSHOT_HEADER.size}-byte header")
+        offset, epoch, active_epoch, leader_id = _SNAPSHOT_HEADER.unpack_from(first)
+        records = first[_SNAPSHOT_HEADER.size :]
+        chunks = itertools.chain((records,) if records else (), parts)
+        self.image = image_of_chunks(chunks, offset=offset, epoch=epoch)
         self.active_epoch = active_epoch
         self.active_leader_id = leader_id
         self._tail.clear()

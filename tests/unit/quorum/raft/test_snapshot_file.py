@@ -5,14 +5,16 @@ file is refused with a clear error and the state is left as it was."""
 from __future__ import annotations
 
 import pickle
+import struct
 import tracemalloc
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import crc32c
 import pytest
 
-from pykraft.metadata_log import MetadataImage, replay_all
+from pykraft.metadata_log import MetadataImage, encode_records, replay_all
 from pykraft.metadata_log.records import PartitionRecord, Record, TopicRecord
 from pykraft.quorum import state_machine
 from pykraft.quorum.raft import SnapshotCorruptError
@@ -74,8 +76,9 @@ def test_a_snapshot_round_trips_through_its_file(tmp_path: Path) -> None:
         (lambda data: data[: len(data) // 2], "cut short in chunk"),
         (lambda data: data + b"\x00", "bytes follow the last"),
         (lambda data: data[:10], "cut short in the header"),
-        # The format before chunks (one checksum over the whole state) is not read.
-        (lambda data: b"PKRSNAP\x00" + data[8:], "not a file of this kind"),
+        (lambda data: b"PKRSNAP\x07" + data[8:], "not a file of this kind"),
+        # Read as the format before chunks, whose version field this is not.
+        (lambda data: b"PKRSNAP\x00" + data[8:], "unknown snapshot format version"),
     ],
 )
 def test_a_damaged_snapshot_is_refused_and_the_state_kept(
@@ -92,6 +95,29 @@ def test_a_damaged_snapshot_is_refused_and_the_state_kept(
     ):
         machine.restore(parts)
     assert machine.image is image and machine.active_epoch == 3
+
+
+def _format_1(state: bytes, raft_data: bytes) -> bytes:
+    """A snapshot file as controllers wrote them before chunks (one checksum, one state)."""
+    body = struct.pack("<Q", len(state)) + state + raft_data
+    return struct.pack("<8sII", b"PKRSNAP\x00", 1, crc32c.crc32c(body)) + body
+
+
+def test_a_snapshot_written_before_chunks_is_still_restored(tmp_path: Path) -> None:
+    """An upgraded controller keeps what it compacted: the state was the header and one batch
+    of every record."""
+    machine = _machine(30, 5)
+    image = machine.image
+    header = struct.pack(">qiii", image.offset, image.epoch, 3, 2)
+    path = tmp_path / "snap"
+    path.write_bytes(_format_1(header + encode_records(image.write()), RAFT_DATA))
+    assert read_raft_data(path) == RAFT_DATA
+    restored = _restored(path)
+    assert restored.image == image and (restored.active_epoch, restored.active_leader_id) == (3, 2)
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(SnapshotCorruptError, match="checksum mismatch"):
+        _restored(path)
 
 
 def test_writing_and_restoring_never_hold_the_whole_encoding(tmp_path: Path) -> None:
