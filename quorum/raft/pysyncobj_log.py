@@ -9,7 +9,8 @@ pysyncobj replicates and elects well but does not make anything durable before i
   inject one. So this module replaces that function (once, at import) by one that hands SyncObj
   the `DurableJournal` the RaftLog being built opened in its data directory. Term and vote are
   then stored with fsync before pysyncobj sends the message that reflects them. The same way,
-  `pysyncobj.syncobj.Serializer` is replaced by a subclass that closes the files it sends.
+  `pysyncobj.syncobj.Serializer` is replaced by a subclass that writes snapshots on a thread
+  and closes the files it sends.
 - Persist before send. The transport (`transportClass=`) flushes the journal before every
   message, so a follower's acknowledgement, and the leader's append request that lets
   followers acknowledge, only leave once the entries they cover are on disk. The leader counts
@@ -20,7 +21,8 @@ pysyncobj replicates and elects well but does not make anything durable before i
 - Persist before acknowledge. Append outcomes that pysyncobj reports during a tick are
   collected; `poll()` runs the callbacks only after the ticks return and the journal is flushed.
 - Snapshots. The `serializer`/`deserializer` hooks write and read our own checked snapshot
-  file (fsynced; its rename is made durable by the journal before compaction drops entries).
+  file (fsynced; its rename is made durable by the journal before compaction drops entries),
+  chunk by chunk; the write runs on a thread of its own, so polling goes on meanwhile.
 - No forwarding. pysyncobj forwards a follower's command to the leader; here a follower's
   append fails with NOT_LEADER, and the transport refuses to forward a command queued before
   this node lost the leadership.
@@ -159,7 +161,7 @@ def _pysyncobj_conf(config: RaftConfig, storage: Storage) -> Any:
         logCompactionMinTime=config.compaction_min_time_ms / 1000,
         journalFile=str(config.data_dir / JOURNAL_FILE_NAME),
         fullDumpFile=str(config.data_dir / SNAPSHOT_FILE_NAME),
-        serializer=storage.write_snapshot,
+        serializer=storage.snapshot_writer,
         deserializer=storage.read_snapshot,
         bindAddress=address,  # pysyncobj would listen on every interface
         maxBindRetries=1,  # pysyncobj would retry a taken port forever, spinning
@@ -317,7 +319,7 @@ class PySyncObjRaftLog:
         self._closed = True
         self._node.destroy()
         assert self._storage.serializer is not None
-        self._storage.serializer.close_files()
+        self._storage.serializer.close()
         for callback in self._in_flight.values():
             self._outcomes.append((callback, None, AppendError.SHUTDOWN))
         self._in_flight.clear()
