@@ -1,8 +1,7 @@
 """What SyncObj builds for itself, replaced so that pysyncobj persists before it speaks: the
 journal it opens, the serializer that writes snapshots (on a thread of its own) and sends their
-files, the transport that sends messages
-(`pysyncobj_log.py`'s docstring says why). Part of the pysyncobj gate: only this module and
-`pysyncobj_log.py` import pysyncobj.
+files, the transport that sends messages (`pysyncobj_log.py`'s docstring says why). Part of the
+pysyncobj gate: only this module and `pysyncobj_log.py` import pysyncobj.
 
 `building(directory, storage)` makes `storage` the one SyncObj's hooks find while the RaftLog on
 `directory` is being built; `Storage` then holds that node's journal, snapshot hooks, transport
