@@ -6,10 +6,11 @@ spark and log_open_close).
 `git archive REV | tar -x -C DIR/pykraft`, and build its extensions (or copy this tree's `*.so`
 beside their `.pyx`), or that tree runs the pure-Python codec. `--code .` is this tree. The
 flag repeats: a bench measures once per tree, in the order given, reversed every other round
-where it has rounds, so trees share the machine's noise; without the flag it measures this tree
-alone. The processes a tree's measurement starts run that tree (it comes first on their
-PYTHONPATH; this tree's have none); the bench's own process always runs this tree. Each bench's
-docstring says which processes its measurement starts.
+where it has rounds, so trees share the machine's noise (bench/spark.py takes one: Spark's JVM
+keeps the environment it started with); without the flag it measures this tree alone. The
+processes a tree's measurement starts run that tree (it comes first on their PYTHONPATH; this
+tree's have none); the bench's own process always runs this tree. Each bench's docstring says
+which processes its measurement starts.
 """
 
 from __future__ import annotations
