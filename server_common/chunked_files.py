@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Final
 
 from pykraft.server_common.durable_files import replacing_durably
 
-MAGIC_BYTES: Final = 8
+_MAGIC_BYTES: Final = 8
 _CRC: Final = struct.Struct(">I")
 _CHUNK_HEADER: Final = struct.Struct(">II")  # length, crc32
 
@@ -41,11 +41,11 @@ class ChunkedFileFormat:
     fields_format: str
 
     def __post_init__(self) -> None:
-        assert len(self.magic) == MAGIC_BYTES, self.magic
+        assert len(self.magic) == _MAGIC_BYTES, self.magic
 
     @property
     def _header(self) -> struct.Struct:
-        return struct.Struct(f">{MAGIC_BYTES}s{self.fields_format}I")
+        return struct.Struct(f">{_MAGIC_BYTES}s{self.fields_format}I")
 
     def write(self, path: Path, fields: tuple[Any, ...], chunks: Iterable[bytes]) -> int:
         """Replaces `path` with `fields` and `chunks`, drawn one at a time, atomically and
@@ -79,8 +79,8 @@ class ChunkedFileFormat:
         (crc,) = _CRC.unpack_from(data, header.size)
         if zlib.crc32(data[: header.size]) != crc:
             # Before the magic: a file of another kind fails here too, so say which it is.
-            if data[:MAGIC_BYTES] != self.magic:
-                raise ChunkedFileError(f"not a file of this kind (magic {data[:MAGIC_BYTES]!r})")
+            if data[:_MAGIC_BYTES] != self.magic:
+                raise ChunkedFileError(f"not a file of this kind (magic {data[:_MAGIC_BYTES]!r})")
             raise ChunkedFileError("the header fails its checksum")
         magic, *fields, count = header.unpack_from(data)
         if magic != self.magic:
