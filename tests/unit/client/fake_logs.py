@@ -71,26 +71,41 @@ class FakeLogs:
         return base
 
     def idempotent_store(self, tp: TopicPartition, records: bytes) -> tuple[int, int]:
-        """Holding the lock: stores a produced batch as the real broker checks it (an error
-        code and the base offset). A batch of an idempotent producer must carry the next
-        sequence (else OUT_OF_ORDER_SEQUENCE_NUMBER; UNKNOWN_PRODUCER_ID when the partition
-        has nothing of the producer and the sequence is not 0); one of its last 5 sent again is
-        not stored again and answers with its first offset."""
-        header = BatchHeader.parse(records)
-        if header.producer_id < 0:
+        """Holding the lock: stores a partition's produced batches as the real broker checks
+        them (an error code and the first batch's base offset), all or none. A batch of an
+        idempotent producer must carry the next sequence (else OUT_OF_ORDER_SEQUENCE_NUMBER;
+        UNKNOWN_PRODUCER_ID when the partition has nothing of the producer and the sequence is
+        not 0); one of its last 5 sent again is not stored again and answers with its first
+        offset; a request mixing such batches with new ones is OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        headers = [header for _, header in iter_batches(records)]
+        if headers[0].producer_id < 0:
             return common_pb2.NONE, self._store(tp, records)
-        remembered = self.producer_batches[(tp, header.producer_id)]
-        for first_sequence, _, base in remembered:
-            if first_sequence == header.base_sequence:
-                return common_pb2.NONE, base
-        if not remembered and header.base_sequence != 0:
-            return common_pb2.UNKNOWN_PRODUCER_ID, -1
-        if remembered and header.base_sequence != remembered[-1][1] + 1:
+        remembered = list(self.producer_batches[(tp, headers[0].producer_id)])
+        duplicates: list[int] = []
+        for header in headers:
+            base = next((b for first, _, b in remembered if first == header.base_sequence), None)
+            if base is not None:
+                duplicates.append(base)
+                continue
+            if not remembered and header.base_sequence != 0:
+                return common_pb2.UNKNOWN_PRODUCER_ID, -1
+            if remembered and header.base_sequence != remembered[-1][1] + 1:
+                return common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+            last_sequence = header.base_sequence + header.record_count - 1
+            remembered.append((header.base_sequence, last_sequence, -1))
+        if duplicates and len(duplicates) < len(headers):
             return common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
-        base = self._store(tp, records)
-        last_sequence = header.base_sequence + header.record_count - 1
-        remembered.append((header.base_sequence, last_sequence, base))
-        remembered[:] = remembered[-PRODUCER_BATCHES_REMEMBERED:]
+        if duplicates:
+            return common_pb2.NONE, duplicates[0]
+        base = next_offset = self._store(tp, records)
+        stored = remembered[-len(headers) :]
+        for index, (header, (first, last, _)) in enumerate(zip(headers, stored, strict=True)):
+            stored[index] = (first, last, next_offset)
+            next_offset += header.record_count
+        remembered[-len(headers) :] = stored
+        self.producer_batches[(tp, headers[0].producer_id)] = remembered[
+            -PRODUCER_BATCHES_REMEMBERED:
+        ]
         return common_pb2.NONE, base
 
     def truncate(self, tp: TopicPartition, offset: int) -> None:
