@@ -1,7 +1,8 @@
 """Per-partition queues of record batches, bounded by `buffer_memory`, drained by the sender.
 
 Producer threads `append`; the sender thread asks which partitions are `ready` (a batch is full,
-its linger expired, or a flush or close is under way), `drain`s one batch per partition, and
+its linger expired, or a flush or close is under way), `drain`s the batches of each partition
+that may go together (one Produce request carries them all, see `sender`), and
 `deallocate`s each batch once it is done, which frees its share of the buffer. All times are
 passed in as `now_ms` (monotonic milliseconds).
 """
@@ -176,27 +177,48 @@ class RecordAccumulator:
                 if first.retry_at_ms > now_ms:
                     next_ms = min(next_ms, first.retry_at_ms - now_ms)
                     continue
-                full = len(queue) > 1 or first.builder.size_bytes >= self._batch_size
-                wait_ms = first.created_ms + self._linger_ms - now_ms
-                if full or hurry or first.attempts > 0 or wait_ms <= 0:
+                if first.attempts > 0 or self._is_ready(queue, now_ms, hurry=hurry):
                     ready.append(tp)
                 else:
-                    next_ms = min(next_ms, wait_ms)
+                    next_ms = min(next_ms, first.created_ms + self._linger_ms - now_ms)
         return ready, max(next_ms, 1)
 
     def drain(
-        self, tps: Iterable[TopicPartition], may_send: Callable[[ProducerBatch], bool]
+        self,
+        tps: Iterable[TopicPartition],
+        may_send: Callable[[ProducerBatch, int], bool],
+        now_ms: int,
     ) -> list[ProducerBatch]:
-        """Takes the first batch of each partition, in the order given, where `may_send`
-        allows it; a drained batch takes no more records."""
+        """Takes the batches to send of each partition, in the order given: from the head of
+        its queue, each batch `may_send` allows (told how many of its partition were taken
+        before it) while it is ready too (full, its linger over, or a flush or close under way;
+        the head is, being asked for). A partition's batches stay in queue order, together. A
+        drained batch takes no more records."""
         with self._lock:
+            hurry = self._flushes_in_progress > 0 or self._batches.closing
             drained: list[ProducerBatch] = []
             for tp in tps:
                 queue = self._queues.get(tp)
-                if queue and may_send(queue[0]):
-                    drained.append(queue.popleft())
+                taken = 0
+                while queue and may_send(queue[0], taken):
+                    if taken and not self._is_ready(queue, now_ms, hurry=hurry):
+                        break
+                    batch = queue.popleft()
+                    drained.append(batch)
+                    taken += 1
+                    if batch.send_order >= 0:
+                        break  # a retry goes alone (InFlightBatches.may_send)
             self._close_batches(drained)
             return drained
+
+    def _is_ready(self, queue: deque[ProducerBatch], now_ms: int, *, hurry: bool) -> bool:
+        """Holding the lock: whether the head of `queue` may go now (retries aside): a batch
+        with a successor is full; the last one is when filled to batch_size, after its linger,
+        or in a hurry."""
+        first = queue[0]
+        if hurry or len(queue) > 1 or first.builder.size_bytes >= self._batch_size:
+            return True
+        return first.created_ms + self._linger_ms <= now_ms
 
     def _close_batches(self, batches: Iterable[ProducerBatch]) -> None:
         """Holding the lock: batches leaving their queues take no more records."""

@@ -8,12 +8,21 @@ import time
 import pytest
 
 from pykraft.client.clock import monotonic_ms
-from pykraft.client.producer.accumulator import BufferExhaustedError, RecordAccumulator
+from pykraft.client.producer.accumulator import (
+    BufferExhaustedError,
+    ProducerBatch,
+    RecordAccumulator,
+)
 from pykraft.client.producer.open_batches import record_size_bytes
 from pykraft.client.types import TopicPartition
 from pykraft.proto.record_batch import Compression, decode_batch
 
 TP = TopicPartition("t", 0)
+
+
+def first_only(_batch: ProducerBatch, taken: int) -> bool:
+    """A drain's `may_send` that takes the head batch of each partition only."""
+    return taken == 0
 
 
 def accumulator(
@@ -34,7 +43,7 @@ def test_records_fill_a_batch_up_to_batch_size_then_open_another() -> None:
         acc.append(TP, 1000, None, b"%d" % i + b"x" * 40, (), max_block_ms=0)
     ready, _ = acc.ready(monotonic_ms())
     assert ready == [TP], "a full batch is ready before linger_ms"
-    batches = acc.drain([TP], lambda _: True)
+    batches = acc.drain([TP], first_only, monotonic_ms())
     first = decode_batch(batches[0].builder.build())
     assert 1 < len(first) < 10
     assert len(batches[0].builder.build()) <= 300
@@ -62,7 +71,7 @@ def test_flush_makes_lingering_batches_ready_and_waits_for_them() -> None:
     while acc.ready(monotonic_ms())[0] != [TP]:
         assert time.monotonic() < deadline, "flush never made the batch ready"
         time.sleep(0.001)
-    (batch,) = acc.drain([TP], lambda _: True)
+    (batch,) = acc.drain([TP], first_only, monotonic_ms())
     batch.complete(5, -1)
     acc.deallocate(batch)
     flusher.join(5)
@@ -75,7 +84,7 @@ def test_flush_waits_for_every_batch_whatever_order_they_finish_in() -> None:
     tps = [TopicPartition("t", p) for p in range(3)]
     for number in range(12):
         acc.append(tps[number % 3], 1000, None, b"x" * 60, (), max_block_ms=0)
-    batches = [b for _ in range(4) for b in acc.drain(tps, lambda _: True)]
+    batches = [b for _ in range(4) for b in acc.drain(tps, first_only, monotonic_ms())]
     assert len(batches) == 12
     pending = list(batches)  # what a flush started now waits for, kept across its wake-ups
     for batch in batches[1:] + batches[:1]:  # the first one finishes last
@@ -101,7 +110,7 @@ def test_a_blocked_append_goes_through_once_space_is_freed() -> None:
     size = record_size_bytes(None, b"x" * 100, ())
     acc = accumulator(buffer_memory=size + 10)
     acc.append(TP, 1000, None, b"x" * 100, (), max_block_ms=0)
-    (batch,) = acc.drain([TP], lambda _: True)
+    (batch,) = acc.drain([TP], first_only, monotonic_ms())
     results: list[object] = []
     appender = threading.Thread(
         target=lambda: results.append(acc.append(TP, 1, None, b"y" * 100, (), max_block_ms=5000))
@@ -140,7 +149,7 @@ def test_a_record_the_builder_refuses_leaves_no_trace() -> None:
     assert acc.used_bytes() == 0
     assert not acc.has_pending()
     acc.append(TP, 1000, None, b"ok", (), max_block_ms=0)
-    (batch,) = acc.drain([TP], lambda _: True)
+    (batch,) = acc.drain([TP], first_only, monotonic_ms())
     assert [r.value for r in decode_batch(batch.builder.build())] == [b"ok"]
 
 
@@ -153,7 +162,7 @@ def test_an_expired_batch_takes_no_more_records() -> None:
     future = acc.append(TP, 1000, None, b"new", (), max_block_ms=0)
     assert future is not None and not future.done()
     assert acc.used_bytes() == record_size_bytes(None, b"new", ())
-    (batch,) = acc.drain([TP], lambda _: True)
+    (batch,) = acc.drain([TP], first_only, monotonic_ms())
     assert batch is not expired
 
 
@@ -161,7 +170,7 @@ def test_delivery_counts_count_each_done_batch_once_with_the_last_error() -> Non
     acc = accumulator(batch_size=100)
     for value in (b"a" * 40, b"b" * 40, b"c" * 40):
         acc.append(TP, 1000, None, value, (), max_block_ms=0)
-    first, second = (acc.drain([TP], lambda _: True)[0] for _ in range(2))
+    first, second = (acc.drain([TP], first_only, monotonic_ms())[0] for _ in range(2))
     first.complete(0, -1)
     acc.deallocate(first)
     acc.deallocate(first)  # a second deallocate counts nothing
@@ -190,3 +199,24 @@ def test_a_record_opening_a_batch_wakes_the_sender_and_one_joining_it_does_not()
     assert not wakeup.is_set(), "a record joining an open batch that is not full wakes nothing"
     acc.append(TopicPartition("t", 1), 1000, None, b"v", (), max_block_ms=0)
     assert wakeup.is_set(), "a new batch of another partition wakes the sender"
+
+
+def take_all(_batch: ProducerBatch, _taken: int) -> bool:
+    """A drain's `may_send` with no in-flight limit."""
+    return True
+
+
+def test_a_drain_takes_a_partitions_full_batches_but_not_a_lingering_one() -> None:
+    """Every batch with a successor is full and goes with the head; the last one waits for its
+    linger (taken early, it would close half empty and cost a request more)."""
+    acc = accumulator(batch_size=200, linger_ms=60_000)  # a record of 80 bytes a batch
+    for value in (b"a" * 80, b"b" * 80, b"c" * 80):
+        acc.append(TP, 1000, None, value, (), max_block_ms=0)
+    now = monotonic_ms()
+    taken = acc.drain([TP], take_all, now)
+    assert [decode_batch(b.builder.build())[0].value for b in taken] == [b"a" * 80, b"b" * 80]
+    acc.append(TP, 1000, None, b"d" * 80, (), max_block_ms=0)
+    assert len(acc.drain([TP], take_all, now)) == 1, "c went, d lingers"
+    acc.append(TP, 1000, None, b"e" * 80, (), max_block_ms=0)
+    linger_over = monotonic_ms() + 60_000
+    assert len(acc.drain([TP], take_all, linger_over)) == 2, "d and e, its linger over"

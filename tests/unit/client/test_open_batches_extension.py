@@ -121,7 +121,7 @@ def _append(side: Side, step: tuple[object, ...]) -> Outcome:
 
 
 def _drain(side: Side, tp: TopicPartition) -> Outcome:
-    batches = side.accumulator.drain([tp], lambda _: True)
+    batches = side.accumulator.drain([tp], lambda _, taken: taken == 0, 0)
     side.drained.extend(batches)
     return "drained", [(b.builder.record_count(), b.builder.reserved_bytes) for b in batches]
 
@@ -227,7 +227,7 @@ def test_both_stamp_a_record_without_a_timestamp_now() -> None:
         before_ms = time.time_ns() // 1_000_000
         _append(side, ("append", PARTITIONS[0], None, None, b"v", [], False))
         after_ms = time.time_ns() // 1_000_000
-        (batch,) = side.accumulator.drain([PARTITIONS[0]], lambda _: True)
+        (batch,) = side.accumulator.drain([PARTITIONS[0]], lambda _, taken: taken == 0, 0)
         (record,) = decode_batch(batch.seal(NO_PRODUCER_ID, -1, -1))
         batch.complete(0, -1)
         assert before_ms <= record.timestamp <= after_ms, cls

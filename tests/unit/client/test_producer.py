@@ -24,6 +24,7 @@ from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import BatchHeader, Compression, decode_batch
 from tests.unit.client.fake_broker import WAIT_S, FakeCluster, running
 
+IN_FLIGHT_MAX = 5  # Kafka's max.in.flight.requests.per.connection default
 T0 = TopicPartition("t", 0)
 
 
@@ -398,19 +399,24 @@ def test_requests_stay_within_max_request_size() -> None:
 
 
 def test_pipelined_batches_survive_a_failure_in_their_midst_once_each_and_in_order() -> None:
-    """Several batches of one partition in flight (Produce answers wait, as acks=all does); one
-    fails retriably, so the broker refuses those sent behind it OUT_OF_ORDER_SEQUENCE_NUMBER:
-    they go again in order, and the partition holds every record once, in send order."""
+    """Several requests of one partition in flight, a batch each (records sent one by one while
+    Produce answers wait, as acks=all does); the second fails retriably, so the broker refuses
+    those sent behind it OUT_OF_ORDER_SEQUENCE_NUMBER: they go again in order, and the
+    partition holds every record once, in send order."""
     with running({"t": 1}) as cluster:
-        cluster.produce_answer_delay_s = 0.02
+        cluster.produce_answer_delay_s = 0.2
+        cluster.produce_errors[T0] = [common_pb2.NONE, common_pb2.NOT_ENOUGH_REPLICAS]
         with Producer(
             bootstrap_servers=cluster.bootstrap, batch_size=100, linger_ms=0, retry_backoff_ms=5
         ) as producer:
             values = [b"v%04d" % i for i in range(300)]
-            futures = [producer.send("t", v, partition=0) for v in values[:100]]
-            wait_for(lambda: cluster.produces_in_flight_max > 1)
-            cluster.produce_errors[T0] = [common_pb2.NOT_ENOUGH_REPLICAS]
-            futures += [producer.send("t", v, partition=0) for v in values[100:]]
+            futures = []
+            for sent, value in enumerate(values[:IN_FLIGHT_MAX], start=1):
+                futures.append(producer.send("t", value, partition=0))
+                wait_for(lambda: cluster.requests[(1, "Produce")] >= sent)  # noqa: B023
+            assert cluster.produces_in_flight_max > 1
+            cluster.produce_answer_delay_s = 0
+            futures += [producer.send("t", v, partition=0) for v in values[IN_FLIGHT_MAX:]]
             offsets = [f.result(WAIT_S).offset for f in futures]
         assert cluster.values(T0) == values
         assert offsets == list(range(len(values)))
@@ -459,3 +465,51 @@ def test_a_first_batch_overtaken_on_the_broker_costs_no_new_producer_id() -> Non
             assert [first.result(WAIT_S).offset, second.result(WAIT_S).offset] == [0, 1]
         assert cluster.values(T0) == [b"a", b"b"]
         assert cluster.producer_ids_given == 1
+
+
+def _batches_queued_behind_the_producer_id(
+    cluster: FakeCluster, producer: Producer, count: int
+) -> list[FutureRecordMetadata]:
+    """`count` records to partition 0, a batch each (batch_size 100), appended while the first
+    InitProducerId fails and its retry waits out the producer's retry_backoff_ms: by the time
+    the producer may send, every batch is queued and ready."""
+    cluster.rpc_aborts["InitProducerId"] = [grpc.StatusCode.UNAVAILABLE]
+    futures = [producer.send("t", b"v%d" % i + b"x" * 60, partition=0) for i in range(count)]
+    assert cluster.requests[(1, "Produce")] == 0, "nothing may go before the producer id"
+    return futures
+
+
+def test_a_partitions_ready_batches_go_in_one_request_with_consecutive_offsets() -> None:
+    """Batches queued for one partition go together, as many as may be in flight (5), in one
+    Produce request: one gRPC call for all of them, whose cost dominates the client's CPU
+    with Kafka's default batch.size. The broker appends them in order, all or none, so each
+    batch's offsets follow the previous batch's."""
+    with running({"t": 1}) as cluster:
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, batch_size=100, linger_ms=0, retry_backoff_ms=1000
+        ) as producer:
+            futures = _batches_queued_behind_the_producer_id(cluster, producer, IN_FLIGHT_MAX)
+            offsets = [future.result(WAIT_S).offset for future in futures]
+        assert offsets == list(range(IN_FLIGHT_MAX))
+        assert cluster.requests[(1, "Produce")] == 1
+        assert [v[:2] for v in cluster.values(T0) if v] == [b"v%d" % i for i in range(5)]
+
+
+def test_batches_refused_together_go_again_alone_and_only_the_refused_one_fails() -> None:
+    """A refusal of a partition's batches that would fail them (here MESSAGE_TOO_LARGE) may be
+    about one batch only, as with Kafka's one batch a request: they go again one at a time,
+    and only the batch refused on its own fails; the others are delivered, in order."""
+    with running({"t": 1}) as cluster:
+        cluster.produce_errors[T0] = [
+            common_pb2.MESSAGE_TOO_LARGE,  # the three together
+            common_pb2.NONE,
+            common_pb2.MESSAGE_TOO_LARGE,  # the second alone
+        ]
+        with Producer(
+            bootstrap_servers=cluster.bootstrap, batch_size=100, linger_ms=0, retry_backoff_ms=1000
+        ) as producer:
+            first, second, third = _batches_queued_behind_the_producer_id(cluster, producer, 3)
+            with pytest.raises(MessageTooLargeError):
+                second.result(WAIT_S)
+            assert [first.result(WAIT_S).offset, third.result(WAIT_S).offset] == [0, 1]
+        assert [v[:2] for v in cluster.values(T0) if v] == [b"v0", b"v2"]
