@@ -8,7 +8,6 @@ and locks at 20,000 logs.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final, TypeVar
@@ -36,8 +35,9 @@ class RecoveryThreads:
             items[first : first + LOGS_PER_TASK] for first in range(0, len(items), LOGS_PER_TASK)
         ]
         with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
-            done = list(pool.map(functools.partial(_each, work), tasks))
-        return [result for results in done for result in results]
+            # Not `pool.map`: its iterator cancels the tasks not yet started when one raises.
+            futures = [pool.submit(_each, work, task) for task in tasks]
+        return [result for future in futures for result in future.result()]
 
 
 def _each(work: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
