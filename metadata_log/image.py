@@ -26,10 +26,10 @@ from immutables import Map
 
 from pykraft.metadata_log.partition_index import (
     EMPTY_INDEX,
-    EMPTY_PARTITIONS,
+    EMPTY_TOPICS,
     BrokerIndex,
+    BrokerPartitions,
     IndexChanges,
-    PartitionSet,
     isr_members,
     leaderless_members,
 )
@@ -307,15 +307,15 @@ class TopicsImage:
         object.__setattr__(self, "isr_index", in_isr.applied_to(EMPTY_INDEX))
         object.__setattr__(self, "leaderless_index", leaderless.applied_to(EMPTY_INDEX))
 
-    def partitions_in_isr(self, broker_id: int) -> PartitionSet:
-        """The partitions with a leader whose ISR holds `broker_id`, as (topic id, partition id)."""
+    def partitions_in_isr(self, broker_id: int) -> BrokerPartitions:
+        """The partitions with a leader whose ISR holds `broker_id`."""
         assert self.isr_index is not None
-        return self.isr_index.get(broker_id, EMPTY_PARTITIONS)
+        return BrokerPartitions(self.isr_index.get(broker_id, EMPTY_TOPICS))
 
-    def leaderless_partitions(self, broker_id: int) -> PartitionSet:
+    def leaderless_partitions(self, broker_id: int) -> BrokerPartitions:
         """The partitions without a leader that `broker_id` is a replica of."""
         assert self.leaderless_index is not None
-        return self.leaderless_index.get(broker_id, EMPTY_PARTITIONS)
+        return BrokerPartitions(self.leaderless_index.get(broker_id, EMPTY_TOPICS))
 
     def get(self, topic_id: UUID) -> TopicImage | None:
         return self.by_id.get(topic_id)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from pykraft.metadata_log.image import MetadataImage
-from pykraft.metadata_log.partition_index import PartitionKey
+from pykraft.metadata_log.partition_index import BrokerPartitions, PartitionKey
 from pykraft.metadata_log.records import BrokerRegistrationChangeRecord, Record
 from pykraft.quorum.controller.heartbeats import HeartbeatTracker
 from pykraft.quorum.controller.leadership import (
@@ -55,8 +55,8 @@ def leave_step(
     return records, done
 
 
-def _covers(keys: set[PartitionKey], partitions: Collection[PartitionKey]) -> bool:
-    return len(partitions) <= len(keys) and keys.issuperset(partitions)
+def _covers(keys: set[PartitionKey], partitions: BrokerPartitions) -> bool:
+    return partitions.count() <= len(keys) and keys.issuperset(partitions)
 
 
 def step_leaving(

@@ -427,7 +427,10 @@ def reindex(image: MetadataImage) -> tuple[dict[int, set[tuple[UUID, int]]], ...
 def indexes(image: MetadataImage) -> tuple[dict[int, set[tuple[UUID, int]]], ...]:
     topics = image.topics
     return tuple(
-        {broker_id: set(keys) for broker_id, keys in (index or {}).items()}
+        {
+            broker_id: {(t, p) for t, partition_ids in by_topic.items() for p in partition_ids}
+            for broker_id, by_topic in (index or {}).items()
+        }
         for index in (topics.isr_index, topics.leaderless_index)
     )
 
