@@ -413,6 +413,8 @@ class ControllerCore:
             out,
             own_entry=not expired,
         )
+        if not self._heartbeats.leaving_in_progress:
+            log.info("every fence and controlled shutdown move in progress is decided")
 
     def _balance_partition_leaders(self, now_ms: int, out: Output) -> None:
         """Every `leader.imbalance.check.interval.seconds`, when `auto.leader.rebalance.enable`,
