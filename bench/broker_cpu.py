@@ -15,11 +15,9 @@ notify_all had just woken as busy) and prints the frames most samples were in, b
 with callees, summed over the brokers (py-spy slows what it samples, so those runs' rates are
 not the figures). py-spy needs ptrace rights over the brokers (root here).
 
-`--code DIR` (repeatable) runs the cluster from another source tree, a `pykraft` package inside
-DIR put first on the servers' PYTHONPATH; `.` is this tree. Several trees alternate round by
-round (`--rounds`), each on a fresh cluster, so "before" and "after" come from one run. Export
-main with `git archive main | tar -x -C DIR/pykraft` and copy this tree's compiled `*.so`
-beside their `.pyx` there, or the old brokers run the pure-Python codec.
+`--code DIR` (bench/source_tree.py; repeatable) runs every run on a fresh cluster of each tree
+given, round by round (`--rounds`), so "before" and "after" come from one run: the
+controllers, the brokers and the client processes run it.
 
 Run (it starts clusters): `flock /tmp/pykraft-cluster.lock .venv/bin/python bench/broker_cpu.py
 [--records 300000] [--rounds 1] [--code DIR ...] [--profile DIR]`.
@@ -45,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.client import DEFAULT_PRODUCER, TOPIC_ARGS, TUNED_PRODUCER  # noqa: E402
 from bench.client_process import run_in_process  # noqa: E402
+from bench.source_tree import SourceTree, add_code_argument, each_tree, trees_of  # noqa: E402
 from tests.integration.cluster import create_topic, wait_until_brokers_know  # noqa: E402
 from tests.integration.processes import BrokerProcess  # noqa: E402
 from tests.integration.test_cluster_e2e import (  # noqa: E402
@@ -58,7 +57,6 @@ CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 SAMPLES_PER_S = 200  # py-spy's rate: enough samples for a few seconds' run
 FRAMES_SHOWN_MAX = 25
 PY_SPY_STOP_S = 30
-THIS_TREE = Path(".")
 
 
 def broker_cpu_s(broker: BrokerProcess) -> float:
@@ -113,12 +111,10 @@ def top_frames(files: list[Path]) -> tuple[int, list[tuple[str, int]], list[tupl
     return samples, own.most_common(FRAMES_SHOWN_MAX), total.most_common(FRAMES_SHOWN_MAX)
 
 
-def _one_cluster(code: Path, records: int, profile: Path | None) -> list[tuple[str, float, float]]:
-    """Each run on a fresh cluster of `code`: (run, records/s, broker CPU us/record)."""
-    if code == THIS_TREE:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = str(code.resolve())
+def _one_cluster(
+    tree: SourceTree, records: int, profile: Path | None
+) -> list[tuple[str, float, float]]:
+    """Each run on a fresh cluster of `tree`: (run, records/s, broker CPU us/record)."""
     figures = []
     with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:
         quorum, brokers = cluster
@@ -131,15 +127,19 @@ def _one_cluster(code: Path, records: int, profile: Path | None) -> list[tuple[s
             wait_until_brokers_know(brokers, f"bench-{name}", PARTITIONS)
         for run, kind, topic, settings in runs:
             before = sum(broker_cpu_s(b) for b in brokers.values())
-            done = run_in_process(kind, address, topic, records, settings, extensions=True)
+            done = run_in_process(
+                kind, address, topic, records, settings, extensions=True, tree=tree
+            )
             cpu_s = sum(broker_cpu_s(b) for b in brokers.values()) - before
             figures.append((run, done.rate, cpu_s / done.records * 1e6))
-            print(f"{code}: {run}: {done.rate:,.0f} records/s, brokers' CPU "
+            print(f"{tree.label}: {run}: {done.rate:,.0f} records/s, brokers' CPU "
                   f"{figures[-1][2]:.2f} us/record", flush=True)  # fmt: skip
         if profile is not None:
             for run, kind, topic, settings in runs:
                 with sampled(brokers, profile, run.replace(" ", "-")):
-                    run_in_process(kind, address, topic, records, settings, extensions=True)
+                    run_in_process(
+                        kind, address, topic, records, settings, extensions=True, tree=tree
+                    )
     return figures
 
 
@@ -157,23 +157,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--code", type=Path, action="append", help="a tree holding pykraft/")
+    add_code_argument(parser)
     parser.add_argument("--profile", type=Path, help="a directory for py-spy's files")
     args = parser.parse_args()
-    codes = args.code or [THIS_TREE]
+    trees = trees_of(args)
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
-    results: dict[tuple[Path, str], list[tuple[float, float]]] = {}
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for number in range(args.rounds):
-        for code in codes if number % 2 == 0 else reversed(codes):
-            last = number == args.rounds - 1 and code == codes[-1]
-            for run, rate, cpu in _one_cluster(code, args.records, args.profile if last else None):
-                results.setdefault((code, run), []).append((rate, cpu))
+        for tree in each_tree(trees, number):
+            last = number == args.rounds - 1 and tree == trees[-1]
+            for run, rate, cpu in _one_cluster(tree, args.records, args.profile if last else None):
+                results.setdefault((tree.label, run), []).append((rate, cpu))
     print("\n| tree | run | records/s (median) | brokers' CPU us/record (median) |")
     print("| --- | --- | --- | --- |")
-    for (code, run), values in results.items():
+    for (name, run), values in results.items():
         rates, cpus = zip(*values, strict=True)
-        print(f"| {code} | {run} | {statistics.median(rates):,.0f} | "
+        print(f"| {name} | {run} | {statistics.median(rates):,.0f} | "
               f"{statistics.median(cpus):.2f} |")  # fmt: skip
     if args.profile is not None:
         _print_profile(args.profile)

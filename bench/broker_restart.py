@@ -13,18 +13,18 @@ followers may still lack it, and nothing is flushed). Then, for broker 1:
    start-up after it: the broker recovers only what its recovery checkpoints say is unflushed
    (the active segments here).
 
-`--code DIR` runs every broker from another source tree (a `pykraft` package directory inside
-DIR: `git archive main | tar -x -C DIR/pykraft`), for "before" figures in the same conditions.
+`--code DIR` (bench/source_tree.py; repeatable) runs the whole of the above on a fresh cluster
+of each tree given: the controllers and brokers run it, for "before" figures in the same
+conditions.
 
 Run (it starts a cluster): `flock /tmp/pykraft-cluster.lock .venv/bin/python
-bench/broker_restart.py [--partitions 20000] [--code DIR]`. Figures depend on the machine (2
+bench/broker_restart.py [--partitions 20000] [--code DIR ...]`. Figures depend on the machine (2
 shared cores here); compare runs taken one after the other.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.source_tree import add_code_argument, each_tree, trees_of  # noqa: E402
 from pykraft.client import AdminClient, NewTopic, Producer  # noqa: E402
 from pykraft.metadata_log import MetadataImage  # noqa: E402
 from tests.integration.cluster import make_broker  # noqa: E402
@@ -145,16 +146,8 @@ def _controlled_shutdown(quorum: Quorum, broker: BrokerProcess) -> None:
           f"(exit code {code})")  # fmt: skip
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--partitions", type=int, default=20_000)
-    parser.add_argument("--per-topic", type=int, default=100)
-    parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
-    args = parser.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # figures as they come
-    if args.code is not None:
-        os.environ["PYTHONPATH"] = str(args.code.resolve())
-    print(f"{args.partitions} partitions, RF 3 on 3 brokers: {args.partitions} replicas each")
+def _measure(args: argparse.Namespace) -> None:
+    """Every figure of the module docstring, on a fresh cluster."""
     with tempfile.TemporaryDirectory() as tmp, running_quorum(Path(tmp), size=3) as quorum:
         brokers = [
             make_broker(Path(tmp), quorum, node, heartbeat_interval_ms=500, session_timeout_ms=9000)
@@ -177,6 +170,18 @@ def main() -> int:
         finally:
             for broker in brokers:
                 broker.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=20_000)
+    parser.add_argument("--per-topic", type=int, default=100)
+    add_code_argument(parser)
+    args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # figures as they come
+    print(f"{args.partitions} partitions, RF 3 on 3 brokers: {args.partitions} replicas each")
+    for _ in each_tree(trees_of(args)):
+        _measure(args)
     return 0
 
 

@@ -10,12 +10,12 @@ it; then one more record everywhere, kill -9 and the start-up again (every parti
 its active segment, which holds unflushed batches). A broker that dies (say of "Too many open
 files") is reported as such.
 
-`--code DIR` runs the broker from another source tree (a `pykraft` package directory inside
-DIR, put first on its PYTHONPATH): export main there (`git archive main | tar -x -C DIR/pykraft`)
-to take "before" figures in the same conditions.
+`--code DIR` (bench/source_tree.py; repeatable) runs the whole of the above on a fresh cluster
+of each tree given: the controller and the broker run it, for "before" figures in the same
+conditions.
 
 Run (it starts a cluster): `flock /tmp/pykraft-cluster.lock .venv/bin/python bench/broker_scale.py
-[--topics 200] [--partitions 100] [--code DIR]`. Figures depend on the machine (2 shared cores
+[--topics 200] [--partitions 100] [--code DIR ...]`. Figures depend on the machine (2 shared cores
 here); compare runs taken one after the other.
 """
 
@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.source_tree import add_code_argument, each_tree, trees_of  # noqa: E402
 from pykraft.client import AdminClient, NewTopic  # noqa: E402
 from pykraft.proto import broker_pb2, common_pb2  # noqa: E402
 from pykraft.proto.record_batch import build_batch  # noqa: E402
@@ -157,17 +158,8 @@ def _restart(
     print(f"start-up to serving every partition: {time.monotonic() - started:.1f} s")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--topics", type=int, default=200)
-    parser.add_argument("--partitions", type=int, default=100)
-    parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
-    args = parser.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # figures as they come
-    if args.code is not None:
-        os.environ["PYTHONPATH"] = str(args.code.resolve())
-    replicas = args.topics * args.partitions
-    print(f"{replicas} replicas on one broker ({args.topics} topics x {args.partitions}, RF 1)")
+def _measure(args: argparse.Namespace) -> None:
+    """Every figure of the module docstring, on a fresh cluster."""
     with tempfile.TemporaryDirectory() as tmp, running_quorum(Path(tmp), size=1) as quorum:
         broker = make_broker(Path(tmp), quorum, 1)
         try:
@@ -183,6 +175,19 @@ def main() -> int:
             _restart(quorum, broker, args, kill=True)
         finally:
             broker.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=100)
+    add_code_argument(parser)
+    args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # figures as they come
+    replicas = args.topics * args.partitions
+    print(f"{replicas} replicas on one broker ({args.topics} topics x {args.partitions}, RF 1)")
+    for _ in each_tree(trees_of(args)):
+        _measure(args)
     return 0
 
 

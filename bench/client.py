@@ -9,9 +9,10 @@ factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this
   records/s; CPU of the whole command, start-up included);
 - consume of a topic the library produced, the same four ways, then the perf consume (with
   Kafka's default settings only: `perf consume` takes no consumer properties);
-- `--baseline DIR` adds the library's runs with another client (a `pykraft` package inside DIR,
-  its extensions built: "before" figures in the same run); `--produce-only` runs only the
-  library's produce runs;
+- `--code DIR` (bench/source_tree.py; repeatable) makes the library's runs once per tree given
+  (`--code . --code DIR`: this tree's client and another's, "before" figures in the same run);
+  the library's client processes run the tree, the cluster and the perf runs this tree;
+  `--produce-only` runs only the library's produce runs;
 - `--rounds N` runs all of the above N times over (the library's four runs in reverse order
   every other round) and keeps each one's median;
 - first of all, on the fresh cluster: end-to-end latency at a paced 10,000 records/s, acks=all,
@@ -25,7 +26,7 @@ competes with another. The last table puts each of our figures beside each peer'
 
 Run (where clusters share the machine, under `flock /tmp/pykraft-cluster.lock`):
 `.venv/bin/python bench/client.py [--records 1000000] [--rounds 1] [--latency-seconds 10]
-[--no-peers] [--baseline DIR] [--produce-only]`.
+[--no-peers] [--code DIR ...] [--produce-only]`.
 Figures depend on the machine; the ratios in the last table are taken in one run.
 """
 
@@ -48,6 +49,7 @@ from bench.cluster import VALUE_BYTES, percentile  # noqa: E402
 from bench.latency import measure  # noqa: E402
 from bench.peers import PEER_RUNS, PeerFigures, run_peer  # noqa: E402
 from bench.perf_cli_runs import perf_consume, perf_produce  # noqa: E402
+from bench.source_tree import SourceTree, add_code_argument, trees_of  # noqa: E402
 from tests.integration.cluster import create_topic, wait_until_brokers_know  # noqa: E402
 from tests.integration.controllers import Quorum  # noqa: E402
 from tests.integration.processes import BrokerProcess  # noqa: E402
@@ -91,28 +93,29 @@ class Figure:
 
 
 def _topic(how: str) -> str:
-    return "bench-" + how.replace(" ", "-").replace(",", "").replace("=", "")
+    """A topic name for the run `how`: what Kafka allows in one, the rest dropped or a dash."""
+    dashed = how.replace(" ", "-").replace("/", "-")
+    return "bench-" + "".join(c for c in dashed if c.isascii() and (c.isalnum() or c in "._-"))
 
 
-def _library_runs(baseline: Path | None) -> list[tuple[str, bool, Path | None]]:
-    """The library's runs: (profile, extensions, client code or None for this tree's)."""
-    codes = [None] if baseline is None else [None, baseline]
+def _library_runs(trees: list[SourceTree]) -> list[tuple[str, bool, SourceTree]]:
+    """The library's runs: (profile, extensions, the client's tree)."""
     return [
-        (profile, extensions, code)
+        (profile, extensions, tree)
         for profile in PROFILES
-        for code in codes
+        for tree in trees
         for extensions in (True, False)
     ]
 
 
-def _library_how(profile: str, extensions: bool, code: Path | None) -> str:
+def _library_how(profile: str, extensions: bool, tree: SourceTree) -> str:
     how = f"library, {profile}, " + ("extensions" if extensions else "no extensions")
-    return how if code is None else f"{how}, baseline"
+    return how if tree.is_this_tree else f"{how}, {tree.label}"
 
 
-def _library_topics(baseline: Path | None) -> list[str]:
+def _library_topics(trees: list[SourceTree]) -> list[str]:
     """The library's produce runs' topics, one each (the order of _library's runs)."""
-    return [_topic(_library_how(*run)) for run in _library_runs(baseline)]
+    return [_topic(_library_how(*run)) for run in _library_runs(trees)]
 
 
 def _record(figures: list[Figure], figure: Figure) -> None:
@@ -131,20 +134,20 @@ def _library(
     records: int,
     *,
     reverse: bool,
-    baseline: Path | None,
+    trees: list[SourceTree],
 ) -> None:
-    """The library `kind` runs: each profile with extensions, then without (and the same with
-    the `baseline` client); all of them in the opposite order when `reverse` (every other
-    round, so that order effects cancel out)."""
-    runs = _library_runs(baseline)
-    first_topic = _library_topics(baseline)[0]
-    for profile, extensions, code in reversed(runs) if reverse else runs:
+    """The library `kind` runs: each profile with extensions, then without, with each tree's
+    client in turn; all of them in the opposite order when `reverse` (every other round, so
+    that order effects cancel out)."""
+    runs = _library_runs(trees)
+    first_topic = _library_topics(trees)[0]
+    for profile, extensions, tree in reversed(runs) if reverse else runs:
         producer, consumer = PROFILES[profile]
-        how = _library_how(profile, extensions, code)
+        how = _library_how(profile, extensions, tree)
         topic = _topic(how) if kind == "produce" else first_topic
         settings: Mapping[str, Any] = producer if kind == "produce" else consumer
         run = run_in_process(
-            kind, address, topic, records, settings, extensions=extensions, code=code
+            kind, address, topic, records, settings, extensions=extensions, tree=tree
         )
         _record(figures, Figure(kind, how, run.rate, run.cpu_us_per_record))
 
@@ -155,15 +158,15 @@ def _one_round(address: str, args: argparse.Namespace, *, reverse: bool) -> list
     consume runs read all of the first library topic, the perf consume `args.records` of the
     perf topic."""
     figures: list[Figure] = []
-    records, baseline = args.records, args.baseline
-    _library(figures, address, "produce", records, reverse=reverse, baseline=baseline)
+    records, trees = args.records, trees_of(args)
+    _library(figures, address, "produce", records, reverse=reverse, trees=trees)
     if args.produce_only:
         return figures
     for profile, props in PERF_PROPS.items():
         run = perf_produce(address, _topic(f"perf {profile}"), records, VALUE_BYTES, props)
         how = f"pykraft perf, {profile}"
         _record(figures, Figure("produce", how, run.rate, run.cpu_us_per_record))
-    _library(figures, address, "consume", records, reverse=reverse, baseline=baseline)
+    _library(figures, address, "consume", records, reverse=reverse, trees=trees)
     run = perf_consume(address, _topic("perf defaults"), records)
     _record(figures, Figure("consume", "pykraft perf, defaults", run.rate, run.cpu_us_per_record))
     return figures
@@ -193,7 +196,7 @@ def ours(
     address = bootstrap(brokers)
     latencies = _latency_ms(address, args.latency_seconds) if args.latency_seconds else []
     perf_topics = [_topic(f"perf {profile}") for profile in PERF_PROPS]
-    for topic in [*_library_topics(args.baseline), *perf_topics]:
+    for topic in [*_library_topics(trees_of(args)), *perf_topics]:
         create_topic(quorum, topic, PARTITIONS, *TOPIC_ARGS)
         wait_until_brokers_know(brokers, topic, PARTITIONS)
     rounds = []
@@ -273,7 +276,7 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no latency")
     parser.add_argument("--rounds", type=int, default=1, help="each measurement's repeats")
     parser.add_argument("--no-peers", action="store_true")
-    parser.add_argument("--baseline", type=Path, help="a directory holding another pykraft")
+    add_code_argument(parser)
     parser.add_argument("--produce-only", action="store_true", help="the library's produce runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster import Run, consume_run, produce_run  # noqa: E402
+from bench.source_tree import THIS_TREE, SourceTree  # noqa: E402
 
 RUN_TIMEOUT_S = 900  # a million records run well within this even on the shared 2 cores
 
@@ -34,17 +35,14 @@ def run_in_process(
     settings: Mapping[str, Any],
     *,
     extensions: bool,
-    code: Path | None = None,
+    tree: SourceTree = THIS_TREE,
 ) -> Run:
     """Runs one `kind` ("produce" or "consume") in a child process, with pykraft's compiled
-    extensions unless `extensions` is False, and with the client of `code` (a directory holding
-    another `pykraft` package, built, first on the child's PYTHONPATH) when given; raises with
-    the child's stderr if it fails."""
-    env = dict(os.environ)
+    extensions unless `extensions` is False, and with the client of `tree`
+    (bench/source_tree.py); raises with the child's stderr if it fails."""
+    env = tree.env(os.environ)
     if not extensions:
         env["PYKRAFT_NO_EXTENSIONS"] = "1"
-    if code is not None:
-        env["PYTHONPATH"] = str(code.resolve())
     command = [
         sys.executable, __file__, kind, address, topic, str(records), json.dumps(dict(settings))
     ]  # fmt: skip

@@ -3,12 +3,12 @@ partition logs in one process, no cluster.
 
 Creates `--logs` logs, writes one batch to each, closes them (each flushes), opens them again (a
 clean start-up's load) and closes them idle (a shutdown of partitions that took no writes since
-they were opened). Prints each step's time. `--code DIR` runs the same in a child process on
-another source tree (a `pykraft` package inside DIR: `git archive main | tar -x -C DIR/pykraft`),
-alternating with this tree `--rounds` times, so "before" and "after" share the machine's noise;
-fsync latency dominates, so compare medians.
+they were opened). Prints each step's time, the median of `--rounds` runs, each in a child
+process. `--code DIR` (bench/source_tree.py; repeatable) makes the runs once per tree given
+(`--code . --code DIR`: this tree and another), alternating round by round, so "before" and
+"after" share the machine's noise; fsync latency dominates, so compare medians.
 
-Run: `.venv/bin/python bench/log_open_close.py [--logs 1000] [--rounds 4] [--code DIR]`.
+Run: `.venv/bin/python bench/log_open_close.py [--logs 1000] [--rounds 4] [--code DIR ...]`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.source_tree import SourceTree, add_code_argument, in_round_order, trees_of
 
 STEPS = ("create", "close after a write", "reopen", "close idle")
 
@@ -68,13 +72,10 @@ def _directory_checkpoints(log_dir: Path) -> dict[str, Any]:
     return {"checkpoints": LogDirCheckpoints(log_dir)}
 
 
-def _run_child(count: int, code: Path | None) -> list[float]:
-    env = dict(os.environ)
-    if code is not None:
-        env["PYTHONPATH"] = str(code.resolve())
+def _run_child(count: int, tree: SourceTree) -> list[float]:
     child = subprocess.run(
         [sys.executable, __file__, "--logs", str(count), "--child"],
-        env=env,
+        env=tree.env(os.environ),
         capture_output=True,
         text=True,
         check=True,
@@ -86,19 +87,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
+    add_code_argument(parser)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(*_run_once(args.logs))
         return 0
-    trees = {"this tree": None} if args.code is None else {str(args.code): args.code}
-    if args.code is not None:
-        trees["this tree"] = None
-    results: dict[str, list[list[float]]] = {name: [] for name in trees}
-    for _ in range(args.rounds):
-        for name, code in trees.items():
-            results[name].append(_run_child(args.logs, code))
+    trees = trees_of(args)
+    results: dict[str, list[list[float]]] = {tree.label: [] for tree in trees}
+    for number in range(args.rounds):
+        for tree in in_round_order(trees, number):
+            results[tree.label].append(_run_child(args.logs, tree))
     for name, runs in results.items():
         medians = [statistics.median(run[step] for run in runs) for step in range(len(STEPS))]
         figures = ", ".join(f"{step} {m:.2f} s" for step, m in zip(STEPS, medians, strict=True))

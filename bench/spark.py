@@ -21,8 +21,9 @@ warm-up topic before anything is timed. The timed pykraft query does include sta
 planning process (one Python process per streaming query; see spark/source.py). Row counts are
 Spark's own (`numInputRows` of each query's progress), checked against N.
 
-`--code DIR` runs Spark's Python workers and the cluster from another source tree (a `pykraft`
-package directory inside DIR, as bench/latency.py takes it): the same bench before a change.
+`--code DIR` (bench/source_tree.py) runs the cluster and Spark (its JVM and Python workers) on
+that tree: the same bench before a change. It takes one tree a run: Spark's JVM is started once
+per process and keeps the environment it started with.
 
 Run: `.venv/bin/python bench/spark.py [--records 500000] [--code DIR]` (PySpark needs Java 17
 or later).
@@ -52,6 +53,7 @@ from pyspark.sql.datasource import (  # noqa: E402
 )
 from pyspark.sql.types import StructType  # noqa: E402
 
+from bench.source_tree import add_code_argument, each_tree, trees_of  # noqa: E402
 from pykraft.client import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from pykraft.spark import register  # noqa: E402
 from pykraft.spark.offsets import OffsetRange, pack  # noqa: E402
@@ -290,21 +292,15 @@ def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path) -> N
     drain(memory_stream(spark, WARMUP_RECORDS, 2), tmp / "checkpoint-warmup-memory", WARMUP_RECORDS)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=500_000)
-    parser.add_argument("--code", type=Path, help="a directory holding another pykraft package")
-    args = parser.parse_args()
-    if args.code is not None:
-        os.environ["PYTHONPATH"] = str(args.code.resolve())
-        print(f"Spark workers' and the cluster's code: {args.code}")
+def _measure(records: int) -> None:
+    """Every figure of the module docstring, on a fresh cluster and Spark session."""
     with (
         tempfile.TemporaryDirectory() as tmp_dir,
         running_cluster(Path(tmp_dir), topic=TOPIC, partitions=PARTITIONS) as (quorum, brokers),
     ):
         tmp = Path(tmp_dir)
         bootstrap = ",".join(b.address for b in brokers.values())
-        produce(bootstrap, TOPIC, args.records)
+        produce(bootstrap, TOPIC, records)
         spark = start_spark()
         try:
             warm_up(spark, quorum, bootstrap, tmp)
@@ -314,27 +310,27 @@ def main() -> int:
                 f"pykraft, {PARTITIONS} partitions",
                 pykraft_stream(spark, bootstrap, TOPIC),
                 tmp / "checkpoint-pykraft",
-                args.records,
+                records,
             )
             from_parquet = timed(
                 "parquet",
                 parquet_stream(spark, parquet),
                 tmp / "checkpoint-parquet",
-                args.records,
+                records,
             )
-            consumer_alone(bootstrap, TOPIC, args.records)
+            consumer_alone(bootstrap, TOPIC, records)
             nothing = timed(
                 "Python source yielding nothing (one empty task)",
                 memory_stream(spark, 0, 1),
                 tmp / "checkpoint-nothing",
                 0,
             )
-            tasks = pykraft_tasks(args.records)
+            tasks = pykraft_tasks(records)
             from_memory = timed(
                 f"Python source yielding the rows from memory ({tasks} tasks)",
-                memory_stream(spark, args.records, tasks),
+                memory_stream(spark, records, tasks),
                 tmp / "checkpoint-memory",
-                args.records,
+                records,
             )
         finally:
             spark.stop()
@@ -344,6 +340,20 @@ def main() -> int:
             f"{nothing / from_parquet:.2f}x parquet's whole query "
             f"(local[2], availableNow to noop; cores: {os.cpu_count()})"
         )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    add_code_argument(parser)
+    args = parser.parse_args()
+    trees = trees_of(args)
+    if len(trees) > 1:
+        parser.error("one --code a run: Spark's JVM keeps the environment it started with")
+    for tree in each_tree(trees):
+        if not tree.is_this_tree:
+            print(f"Spark workers' and the cluster's code: {tree.label}")
+        _measure(args.records)
     return 0
 
 

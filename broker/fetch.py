@@ -40,7 +40,8 @@ from pykraft.broker.counters import (
 from pykraft.broker.fetch_wire import Slot, SplicedFetch
 from pykraft.broker.log import FileRange, LogError, RangeRead, ReadResult
 from pykraft.broker.partition import Partition
-from pykraft.broker.replica_manager import LeaderError, ReplicaManager
+from pykraft.broker.replica_lookup import LeaderError
+from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
 

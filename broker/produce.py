@@ -23,7 +23,8 @@ from pykraft.broker.counters import BYTES_IN_TOTAL, MESSAGES_IN_TOTAL
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
-from pykraft.broker.replica_manager import VALID_ACKS, LeaderError, ReplicaManager
+from pykraft.broker.replica_lookup import LeaderError
+from pykraft.broker.replica_manager import VALID_ACKS, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
 from pykraft.server_common.errors import fill_error
 

@@ -8,11 +8,8 @@ hand-over), which then wakes this thread to send the next Fetch. Each round it
 2. refreshes metadata if an error asked for it (ClusterMetadata backs off);
 3. reports partitions whose topic the metadata now says is deleted;
 4. sends ListOffsets for partitions waiting for a reset (auto_offset_reset, seek_to_*);
-5. sends a Fetch to each broker that has none in flight, for the partitions that have
-   a position, are neither paused, nor already being fetched, nor backing off, nor holding an
-   error for the user, sized to what the buffer has room for. A partition is fetched from its
-   leader, or from the replica the leader named for the consumer's `client_rack`
-   (`read_replica`, KIP-392).
+5. sends a Fetch to each broker that has none in flight, for the partitions that may be
+   fetched, sized to what the buffer has room for (`fetch_plan`).
 
 So there is at most one Fetch in flight per broker, and a partition is in at most one; a
 partition sought while its Fetch waits on the broker is fetched again once that Fetch answers
@@ -53,7 +50,8 @@ from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.consumer.config import ConsumerConfig
 from pykraft.client.consumer.fetch_buffer import CompletedFetch
-from pykraft.client.consumer.read_replica import fetch_address, on_named
+from pykraft.client.consumer.fetch_plan import FetchPlanner, Planned, Sent
+from pykraft.client.consumer.read_replica import on_named
 from pykraft.client.consumer.subscription import PartitionState, SubscriptionState
 from pykraft.client.errors import (
     CorruptMessageError,
@@ -76,31 +74,8 @@ _IDLE_WAIT_MS_MAX: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
-class _Sent:
-    """A partition in a request: its state, the generation it was sent under, and what was
-    asked: the fetch offset (Fetch) or the timestamp to look up (ListOffsets), and for a Fetch
-    the epoch of the last batch fetched and whether it went to a named read replica."""
-
-    state: PartitionState
-    generation: int
-    at: int
-    epoch: int | None = None
-    to_read_replica: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    """A Fetch to send: its partitions, the bytes it may bring (`bytes_max`, the request's
-    max_bytes) and the buffer bytes it reserved."""
-
-    partitions: dict[TopicPartition, _Sent]
-    bytes_max: int
-    reserved_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
 class _ResetDone:
-    partitions: dict[TopicPartition, _Sent]
+    partitions: dict[TopicPartition, Sent]
     result: broker_pb2.ListOffsetsResponse | KafkaError
 
 
@@ -120,12 +95,7 @@ class Fetcher:
         self._config = config
         self._wakeup = threading.Event()
         self._completions: queue.SimpleQueue[_ResetDone] = queue.SimpleQueue()
-        self._fetching_addresses: set[str] = set()
-        # When each broker was last sent a Fetch (one entry per broker address).
-        self._last_fetch_ms: dict[str, int] = {}
-        # A partition whose answer did not fit the buffer, and its size: nothing is fetched
-        # until that much is free, then it goes first (so it cannot be starved).
-        self._starved: tuple[PartitionState, int] | None = None
+        self._plan = FetchPlanner(subscription, metadata, config)
         self._running = True
         self._thread = threading.Thread(target=self._run, name="pykraft-consumer", daemon=True)
 
@@ -173,7 +143,7 @@ class Fetcher:
         with self._subscription.lock:
             self._check_deleted_topics()
             resets = self._plan_resets(now_ms)
-            fetches = self._plan_fetches(now_ms)
+            fetches = self._plan.plan(now_ms)
         for address, sent in resets.items():
             self._send_reset(address, sent)
         for address, planned in fetches.items():
@@ -182,8 +152,8 @@ class Fetcher:
 
     # --- planning (lock held) ---
 
-    def _plan_resets(self, now_ms: int) -> dict[str, dict[TopicPartition, _Sent]]:
-        by_address: dict[str, dict[TopicPartition, _Sent]] = defaultdict(dict)
+    def _plan_resets(self, now_ms: int) -> dict[str, dict[TopicPartition, Sent]]:
+        by_address: dict[str, dict[TopicPartition, Sent]] = defaultdict(dict)
         for tp, state in self._subscription.partitions.items():
             if (
                 state.position is not None
@@ -198,95 +168,8 @@ class Fetcher:
                 self._metadata.request_update()
                 continue
             state.reset_in_flight = True
-            by_address[leader.address][tp] = _Sent(state, state.generation, state.reset_timestamp)
+            by_address[leader.address][tp] = Sent(state, state.generation, state.reset_timestamp)
         return by_address
-
-    def _fetchable(self, state: PartitionState, now_ms: int) -> bool:
-        return not (
-            state.position is None
-            or state.paused
-            or state.fetch_in_flight
-            or state.blocked_by_error
-            or now_ms < state.retry_at_ms
-        )
-
-    def _plan_fetches(self, now_ms: int) -> dict[str, _Planned]:
-        """The Fetch for each leader, each reserving the bytes its answer may bring."""
-        subscription = self._subscription
-        states = list(subscription.partitions.values())
-        need_bytes = 1
-        if self._starved is not None:
-            starved, need_bytes = self._starved
-            if subscription.partitions.get(starved.tp) is not starved or starved.paused:
-                self._starved, need_bytes = None, 1
-            else:
-                states.remove(starved)
-                states.insert(0, starved)
-        need_bytes = min(need_bytes, subscription.buffer_bytes_max)
-        if subscription.free_bytes() < need_bytes:
-            if any(self._fetchable(state, now_ms) for state in states):
-                self._drop_paused(need_bytes)
-            if subscription.free_bytes() < need_bytes:
-                return {}
-        by_address: dict[str, dict[TopicPartition, _Sent]] = defaultdict(dict)
-        for state in states:
-            if not self._fetchable(state, now_ms):
-                continue
-            leader = self._metadata.leader(state.tp)
-            if leader is None:
-                self._metadata.request_update()
-                continue
-            address = fetch_address(state, leader, self._metadata, now_ms)
-            if address in self._fetching_addresses:
-                continue
-            by_address[address][state.tp] = _Sent(
-                state,
-                state.generation,
-                state.fetch_offset,
-                state.fetch_epoch,
-                to_read_replica=state.read_replica is not None,
-            )
-        planned: dict[str, _Planned] = {}
-        # The starved partition's broker first, then the least recently asked: when the buffer
-        # has room for some Fetches only, long polls to brokers with nothing new must not keep
-        # the others waiting forever.
-        starved_tp = None if self._starved is None else self._starved[0].tp
-        turns = sorted(
-            by_address,
-            key=lambda a: (starved_tp not in by_address[a], self._last_fetch_ms.get(a, -1)),
-        )
-        for address in turns:
-            sent = by_address[address]
-            free_bytes = subscription.free_bytes()
-            if free_bytes <= 0:
-                break
-            # What the answer can bring: each partition its share, the request fetch_max_bytes
-            # (the first batch excepted, which `fits` deals with).
-            partitions_bytes = len(sent) * self._config.max_partition_fetch_bytes
-            bytes_max = min(self._config.fetch_max_bytes, partitions_bytes, free_bytes)
-            reserved_bytes = bytes_max
-            if self._starved is not None and self._starved[0].tp in sent:
-                reserved_bytes = max(bytes_max, min(need_bytes, free_bytes))
-                self._starved = None
-            for s in sent.values():
-                s.state.fetch_in_flight = True
-            self._fetching_addresses.add(address)
-            self._last_fetch_ms[address] = now_ms
-            subscription.reserved_bytes += reserved_bytes
-            planned[address] = _Planned(sent, bytes_max, reserved_bytes)
-        return planned
-
-    def _drop_paused(self, need_bytes: int) -> None:
-        """Frees room held by paused partitions for the partitions being read: their data
-        is fetched again after `resume` (their positions do not move)."""
-        subscription = self._subscription
-        for state in subscription.partitions.values():
-            if subscription.free_bytes() >= need_bytes:
-                return
-            if state.paused and state.fetches and not state.blocked_by_error:
-                assert state.position is not None, "only a partition with a position fetches"
-                subscription.invalidate(state)
-                state.fetch_offset, state.fetch_epoch = state.position, state.position_epoch
 
     def _check_deleted_topics(self) -> None:
         """Queues UnknownTopicOrPartitionError for partitions whose topic the metadata knew
@@ -328,7 +211,7 @@ class Fetcher:
 
     # --- sending ---
 
-    def _send_fetch(self, address: str, planned: _Planned) -> None:
+    def _send_fetch(self, address: str, planned: Planned) -> None:
         bytes_max = planned.bytes_max
         topics: dict[str, list[broker_pb2.FetchPartition]] = defaultdict(list)
         for tp, s in planned.partitions.items():
@@ -362,7 +245,7 @@ class Fetcher:
         )
 
     def _fetch_done(
-        self, address: str, planned: _Planned, result: broker_pb2.FetchResponse | KafkaError
+        self, address: str, planned: Planned, result: broker_pb2.FetchResponse | KafkaError
     ) -> None:
         """On the thread that received the answer: applies it (under the subscription's lock,
         as everything that plans or answers Fetches), then wakes the fetcher thread. Answers
@@ -377,7 +260,7 @@ class Fetcher:
         finally:
             self._wakeup.set()
 
-    def _send_reset(self, address: str, sent: dict[TopicPartition, _Sent]) -> None:
+    def _send_reset(self, address: str, sent: dict[TopicPartition, Sent]) -> None:
         wanted: dict[TopicPartition, tuple[int, int]] = {}
         for tp, s in sent.items():
             leader = self._metadata.leader(tp)
@@ -400,7 +283,7 @@ class Fetcher:
     def _on_fetch(
         self,
         address: str,
-        planned: _Planned,
+        planned: Planned,
         result: broker_pb2.FetchResponse | KafkaError,
         now_ms: int,
     ) -> None:
@@ -411,10 +294,8 @@ class Fetcher:
                 for p in topic.partitions:
                     answers[TopicPartition(topic.topic, p.partition)] = p
         with subscription.lock:
-            self._fetching_addresses.discard(address)
-            subscription.reserved_bytes -= planned.reserved_bytes
+            self._plan.answered(address, planned)
             for tp, sent in planned.partitions.items():
-                sent.state.fetch_in_flight = False
                 if not subscription.current(sent.state, sent.generation):
                     continue  # sought, reset or unassigned meanwhile: a stale answer
                 if sent.state.fetch_offset != sent.at:
@@ -466,9 +347,8 @@ class Fetcher:
                 state.retry_at_ms = now_ms + self._config.retry_backoff_ms
             return
         if not subscription.fits(fetch.size_bytes):
-            if self._starved is None or self._starved[1] < fetch.size_bytes:
-                self._starved = (state, fetch.size_bytes)
-            return  # dropped: fetched again, first, once there is room
+            self._plan.starve(state, fetch.size_bytes)
+            return
         state.fetch_offset, state.fetch_epoch = fetch.next_offset, fetch.last_epoch
         subscription.append(state, fetch)
 

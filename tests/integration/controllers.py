@@ -5,6 +5,7 @@ broker that registers and heartbeats as a broker would, and the `pykraft` consol
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -29,6 +30,9 @@ from pykraft.server_common.grpc_server import GRPC_MESSAGE_BYTES_MAX
 from tests.ports import free_port
 
 from .processes import ControllerProcess, wait_for
+
+PYKRAFT = str(Path(sys.executable).parent / "pykraft")  # the console script
+CLI_TIMEOUT_S = 60
 
 
 @dataclass
@@ -269,12 +273,25 @@ class StandInBroker:
             self._thread.join(timeout=5)
 
 
-def run_cli(quorum: Quorum, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """Runs the `pykraft` console script against the quorum."""
-    pykraft = Path(sys.executable).parent / "pykraft"
+def pykraft(
+    *args: str, stdin: str | None = None, timeout_s: float = CLI_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """Runs this environment's `pykraft` console script as a user would, with `stdin` as its
+    input; its exit code, output and errors are the caller's to check."""
     return subprocess.run(
-        [str(pykraft), *args, "--bootstrap-controller", quorum.bootstrap],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
+        [PYKRAFT, *args], input=stdin, capture_output=True, text=True, timeout=timeout_s
     )
+
+
+def run_cli(
+    quorum: Quorum, *args: str, timeout_s: float = CLI_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """Runs the `pykraft` console script against the quorum."""
+    return pykraft(*args, "--bootstrap-controller", quorum.bootstrap, timeout_s=timeout_s)
+
+
+def one_broker_unfenced(quorum: Quorum) -> bool:
+    """Whether `pykraft cluster describe` lists exactly one broker, and it unfenced."""
+    described = run_cli(quorum, "cluster", "describe", "--output", "json")
+    brokers = json.loads(described.stdout)["brokers"] if described.returncode == 0 else []
+    return [b["state"] for b in brokers] == ["unfenced"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pykraft.client import AdminClient, Consumer, TopicPartition, UnknownTopicOr
 from pykraft.client.admin import OffsetSpec
 
 from .cluster import make_broker
-from .controllers import Quorum, running_quorum
+from .controllers import PYKRAFT, Quorum, running_quorum
 from .processes import BrokerProcess, wait_for
 
 # One broker: the group coordinator's topic gets replication factor 1 and few partitions, and
@@ -91,9 +90,8 @@ class MirrorProcess:
         self.config_path = directory / "mirror.properties"
         merged = {**SMALL_CLUSTER_MIRROR_PROPERTIES, "topics": topics, **properties}
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in merged.items()))
-        pykraft = Path(sys.executable).parent / "pykraft"
         self.command = [
-            str(pykraft), "mirror", "--source-bootstrap", source, "--target-bootstrap", target,
+            PYKRAFT, "mirror", "--source-bootstrap", source, "--target-bootstrap", target,
             "--topics", topics, "--config", str(self.config_path),
         ]  # fmt: skip
         self.process: subprocess.Popen[bytes] | None = None

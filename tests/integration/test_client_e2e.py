@@ -8,8 +8,6 @@ Three controllers and one broker (replication factor 1: replication is tested el
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from pykraft.client import Consumer, Producer, TopicPartition
 from pykraft.client.producer.partitioner import partition_for_key
 
 from .cluster import make_broker
-from .controllers import Quorum, run_cli, running_quorum
+from .controllers import one_broker_unfenced, pykraft, run_cli, running_quorum
 from .processes import wait_for
 
 pytestmark = pytest.mark.integration
@@ -32,25 +30,12 @@ PARTITIONS = 3
 RECORDS = 2000
 
 
-def _pykraft(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    pykraft = Path(sys.executable).parent / "pykraft"
-    return subprocess.run(
-        [str(pykraft), *args], input=stdin, capture_output=True, text=True, timeout=60
-    )
-
-
-def _unfenced(quorum: Quorum) -> bool:
-    described = run_cli(quorum, "cluster", "describe", "--output", "json")
-    brokers = json.loads(described.stdout)["brokers"] if described.returncode == 0 else []
-    return [b["state"] for b in brokers] == ["unfenced"]
-
-
 def test_producer_and_consumer_round_trip_through_a_real_broker(tmp_path: Path) -> None:
     with running_quorum(tmp_path) as quorum:
         broker = make_broker(tmp_path, quorum, 1)
         broker.start()
         try:
-            wait_for(lambda: _unfenced(quorum), timeout_s=30, what="the broker unfenced")
+            wait_for(lambda: one_broker_unfenced(quorum), timeout_s=30, what="the broker unfenced")
             created = run_cli(
                 quorum, "topics", "create", "--topic", TOPIC,
                 "--partitions", str(PARTITIONS), "--replication-factor", "1",
@@ -95,13 +80,13 @@ def test_producer_and_consumer_round_trip_through_a_real_broker(tmp_path: Path) 
             consumer.close()
 
             lines = "".join(f"k{i}:line {i}\n" for i in range(10))
-            produced = _pykraft(
+            produced = pykraft(
                 "produce", "--topic", TOPIC, "--bootstrap-server", broker.address,
                 "--key-separator", ":",
                 stdin=lines,
             )  # fmt: skip
             assert produced.returncode == 0, produced.stderr
-            consumed = _pykraft(
+            consumed = pykraft(
                 "consume", "--topic", TOPIC, "--bootstrap-server", broker.address,
                 "--from-beginning",
                 "--max-messages", str(RECORDS + 10), "--timeout-ms", "20000", "--output", "json",
@@ -114,11 +99,11 @@ def test_producer_and_consumer_round_trip_through_a_real_broker(tmp_path: Path) 
 
             # Admin commands work through a broker too: it forwards them to the controller.
             via_broker = ("--bootstrap-server", broker.address)
-            made = _pykraft("topics", "create", "--topic", "via-broker", *via_broker)
+            made = pykraft("topics", "create", "--topic", "via-broker", *via_broker)
             assert made.returncode == 0, made.stderr
-            listed = _pykraft("topics", "list", "--output", "json", *via_broker)
+            listed = pykraft("topics", "list", "--output", "json", *via_broker)
             assert json.loads(listed.stdout) == sorted([TOPIC, "via-broker"])
-            duplicate = _pykraft("topics", "create", "--topic", "via-broker", *via_broker)
+            duplicate = pykraft("topics", "create", "--topic", "via-broker", *via_broker)
             assert duplicate.returncode == 1 and "TOPIC_ALREADY_EXISTS" in duplicate.stderr
         finally:
             broker.stop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pykraft.client import (
 )
 from pykraft.proto import common_pb2, group_pb2
 
+from .controllers import pykraft
 from .group_cluster import PARTITIONS, STABLE_TIMEOUT_S, TOPIC, group_cluster, produce
 from .processes import BrokerProcess, wait_for
 
@@ -220,13 +220,7 @@ def test_group_survives_the_coordinator_broker_dying(tmp_path: Path) -> None:
 
 
 def groups_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    pykraft = Path(sys.executable).parent / "pykraft"
-    return subprocess.run(
-        [str(pykraft), "groups", *args, "--bootstrap-server", bootstrap],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return pykraft("groups", *args, "--bootstrap-server", bootstrap)
 
 
 def describe_rows(bootstrap: str, group: str) -> dict[int, tuple[str, str, str]]:

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,11 +19,11 @@ from pykraft.cli.dev import cluster as dev_cluster
 from pykraft.cli.dev import processes as dev_processes
 from tests.ports import free_port
 
+from .controllers import PYKRAFT
 from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 
-PYKRAFT = str(Path(sys.executable).parent / "pykraft")
 COMMAND_TIMEOUT_S = 90
 BASE_PORT_ATTEMPTS = 20
 # A controller listens within a few seconds of its start; the old start waited 60 s for a quorum.

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from pykraft.client import (
     TopicPartition,
 )
 
+from .controllers import PYKRAFT
 from .mirror_clusters import (
     MirrorProcess,
     SmallCluster,
@@ -324,7 +324,7 @@ def _status(clusters: Clusters, mirror: MirrorProcess) -> list[dict[str, Any]]:
     syncs trail the copying by up to offset.flush.interval.ms)."""
     source, target = clusters
     command = [
-        str(Path(sys.executable).parent / "pykraft"), "mirror", "status",
+        PYKRAFT, "mirror", "status",
         "--source-bootstrap", source.bootstrap, "--target-bootstrap", target.bootstrap,
         "--config", str(mirror.config_path), "--output", "json",
     ]  # fmt: skip

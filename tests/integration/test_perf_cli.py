@@ -7,16 +7,13 @@ Three controllers and one broker, replication factor 1.
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from .cluster import make_broker
-from .controllers import Quorum, run_cli, running_quorum
+from .controllers import one_broker_unfenced, pykraft, run_cli, running_quorum
 from .processes import wait_for
 
 pytestmark = pytest.mark.integration
@@ -34,30 +31,19 @@ HEADER = (
 )
 
 
-def _pykraft(*args: str) -> subprocess.CompletedProcess[str]:
-    pykraft = Path(sys.executable).parent / "pykraft"
-    return subprocess.run([str(pykraft), *args], capture_output=True, text=True, timeout=30)
-
-
-def _unfenced(quorum: Quorum) -> bool:
-    described = run_cli(quorum, "cluster", "describe", "--output", "json")
-    brokers = json.loads(described.stdout)["brokers"] if described.returncode == 0 else []
-    return [b["state"] for b in brokers] == ["unfenced"]
-
-
 def test_perf_produce_then_consume_report_in_kafkas_format(tmp_path: Path) -> None:
     with running_quorum(tmp_path) as quorum:
         broker = make_broker(tmp_path, quorum, 1)
         broker.start()
         try:
-            wait_for(lambda: _unfenced(quorum), timeout_s=30, what="the broker unfenced")
+            wait_for(lambda: one_broker_unfenced(quorum), timeout_s=30, what="the broker unfenced")
             created = run_cli(
                 quorum, "topics", "create", "--topic", TOPIC,
                 "--partitions", "2", "--replication-factor", "1",
             )  # fmt: skip
             assert created.returncode == 0, created.stderr
             server = ("--bootstrap-server", broker.address)
-            produced = _pykraft(
+            produced = pykraft(
                 "perf", "produce", "--topic", TOPIC, "--num-records", str(RECORDS),
                 "--record-size", "100", "--throughput", "-1", "--acks", "all",
                 "--producer-prop", "linger.ms=5", *server,
@@ -65,7 +51,7 @@ def test_perf_produce_then_consume_report_in_kafkas_format(tmp_path: Path) -> No
             assert produced.returncode == 0, produced.stderr
             assert SUMMARY.match(produced.stdout.splitlines()[-1]), produced.stdout
 
-            consumed = _pykraft(
+            consumed = pykraft(
                 "perf", "consume", "--topic", TOPIC, "--messages", str(RECORDS), *server
             )
             assert consumed.returncode == 0, consumed.stderr
@@ -76,7 +62,7 @@ def test_perf_produce_then_consume_report_in_kafkas_format(tmp_path: Path) -> No
             assert fields[4] == str(RECORDS)  # data.consumed.in.nMsg
             assert float(fields[2]) == pytest.approx(RECORDS * 100 / 1024 / 1024, abs=1e-4)
 
-            starved = _pykraft(
+            starved = pykraft(
                 "perf", "consume", "--topic", TOPIC, "--messages", str(RECORDS + 1),
                 "--timeout-ms", "1000", *server,
             )  # fmt: skip

@@ -19,6 +19,7 @@ from pykraft.broker.log.checkpoints import (
 )
 from pykraft.broker.log.dir_checkpoints import CLEAN_SHUTDOWN_FILE, OFFSET_CHECKPOINT_FILES
 from pykraft.broker.offsets import handle_list_offsets, handle_metadata
+from pykraft.broker.partition import Partition
 from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -55,16 +56,26 @@ def test_acks_all_waits_for_the_isr_and_times_out(harness: Harness) -> None:
     assert harness.fetch({1: 0})[1].records == b""  # above the high watermark: not visible
 
 
-def test_acks_all_completes_when_the_follower_catches_up(harness: Harness) -> None:
+def _appended_acks_all(
+    harness: Harness, timeout_ms: int
+) -> tuple[Partition, threading.Thread, list[broker_pb2.ProducePartitionResult]]:
+    """An acks=all produce of one record to orders-1 on a thread of its own, returned once
+    the leader has appended it (the produce then waits for the follower): the partition, the
+    thread and the list its answer goes to."""
     partition = harness.manager.partition("orders", 1)
     assert partition is not None
     results: list[broker_pb2.ProducePartitionResult] = []
     producer = threading.Thread(
-        target=lambda: results.append(harness.produce(1, [b"x"], acks=-1, timeout_ms=10_000))
+        target=lambda: results.append(harness.produce(1, [b"x"], acks=-1, timeout_ms=timeout_ms))
     )
     producer.start()
     with harness.manager.changed:  # the append signals it
         assert harness.manager.changed.wait_for(lambda: partition.log.log_end_offset == 1, 5)
+    return partition, producer, results
+
+
+def test_acks_all_completes_when_the_follower_catches_up(harness: Harness) -> None:
+    partition, producer, results = _appended_acks_all(harness, timeout_ms=10_000)
     assert partition.log.high_watermark == 0
     harness.fetch({1: 1}, replica_id=2)  # follower 2 now holds offset 0
     producer.join(timeout=10)
@@ -78,15 +89,7 @@ def test_acks_all_ends_not_leader_when_leadership_moves_even_if_the_mark_passes(
 ) -> None:
     """The old leader may be truncated and refilled by the new leader; its high-water mark
     passing the old end offset must not acknowledge the append (it may be gone)."""
-    partition = harness.manager.partition("orders", 1)
-    assert partition is not None
-    results: list[broker_pb2.ProducePartitionResult] = []
-    producer = threading.Thread(
-        target=lambda: results.append(harness.produce(1, [b"x"], acks=-1, timeout_ms=10_000))
-    )
-    producer.start()
-    with harness.manager.changed:
-        assert harness.manager.changed.wait_for(lambda: partition.log.log_end_offset == 1, 5)
+    partition, producer, results = _appended_acks_all(harness, timeout_ms=10_000)
     harness.change(PartitionChangeRecord(ORDERS_ID, 1, leader=2))
     partition.take_leader_high_watermark(1)  # as a follower, refilled by broker 2 (wakes)
     producer.join(timeout=10)
@@ -96,15 +99,7 @@ def test_acks_all_ends_not_leader_when_leadership_moves_even_if_the_mark_passes(
 
 
 def test_acks_all_waits_end_when_the_manager_closes(harness: Harness) -> None:
-    results: list[broker_pb2.ProducePartitionResult] = []
-    producer = threading.Thread(
-        target=lambda: results.append(harness.produce(1, [b"x"], acks=-1, timeout_ms=60_000))
-    )
-    producer.start()
-    partition = harness.manager.partition("orders", 1)
-    assert partition is not None
-    with harness.manager.changed:
-        assert harness.manager.changed.wait_for(lambda: partition.log.log_end_offset == 1, 5)
+    _, producer, results = _appended_acks_all(harness, timeout_ms=60_000)
     harness.manager.close()
     producer.join(timeout=10)
     assert not producer.is_alive()

@@ -11,10 +11,10 @@ does (`idempotent_store`). A partition may have an in-sync follower (`read_repli
 KIP-392): its leader names it to every consumer that sends a rack, with no records, and it
 serves those consumers the same log.
 
-Batches are stamped with the partition's leader epoch when stored, and a Fetch that names a
-`last_fetched_epoch` is checked against them as the real broker does (KIP-320): if the leader's
-log parts from the fetcher's before the fetch offset, the answer is `diverging_epoch` and no
-records.
+The logs themselves are `fake_logs.FakeLogs`, which FakeCluster extends. Batches are stamped
+with the partition's leader epoch when stored, and a Fetch that names a `last_fetched_epoch` is
+checked against them as the real broker does (KIP-320): if the leader's log parts from the
+fetcher's before the fetch offset, the answer is `diverging_epoch` and no records.
 
 Fetch follows the real broker's limits: `partition_max_bytes` per partition and `max_bytes` in
 all, except that the first batch found is returned whole; it long-polls up to `max_wait_ms`
@@ -24,7 +24,6 @@ consumers asked for and how many Fetches each broker served at once.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -37,28 +36,18 @@ import grpc
 from pykraft.client.types import TopicPartition
 from pykraft.proto import broker_pb2 as pb
 from pykraft.proto import common_pb2
-from pykraft.proto.record_batch import (
-    BatchHeader,
-    build_batch,
-    decode_batch,
-    iter_batches,
-    rewrite_offsets,
-)
 from tests.unit.client.fake_grpc import unary_service
+from tests.unit.client.fake_logs import FakeLogs
 
-PRODUCER_BATCHES_REMEMBERED = 5  # per producer and partition, as the real broker
 WAIT_S = 5.0  # how long tests wait for a condition before failing
 
 
-class FakeCluster:
+class FakeCluster(FakeLogs):
     def __init__(self, topics: dict[str, int], brokers: int = 1) -> None:
-        self.lock = threading.Condition()
         self.partitions = {
             TopicPartition(t, p): 1 for t, count in topics.items() for p in range(count)
         }  # tp -> leader id
-        self.epochs: dict[TopicPartition, int] = dict.fromkeys(self.partitions, 0)
-        self.logs: dict[TopicPartition, list[bytearray]] = defaultdict(list)
-        self.log_start: dict[TopicPartition, int] = defaultdict(int)
+        super().__init__(self.partitions)
         self.produce_errors: dict[TopicPartition, list[int]] = defaultdict(list)
         self.requests: dict[tuple[int, str], int] = defaultdict(int)  # (broker, method) -> count
         # gRPC statuses the next calls of a method end with, one per call, before the handler.
@@ -78,9 +67,6 @@ class FakeCluster:
         self.fetches_in_flight_max: dict[int, int] = defaultdict(int)
         self.stopped = False
         self.producer_ids_given = 0
-        # (tp, producer id) -> its last batches: (first sequence, last sequence, base offset).
-        self.producer_batches: dict[tuple[TopicPartition, int], list[tuple[int, int, int]]]
-        self.producer_batches = defaultdict(list)
         # How long a Produce answer waits after the append (acks=all's replication wait), and
         # the most Produce requests one broker held at once.
         self.produce_answer_delay_s = 0.0
@@ -92,24 +78,6 @@ class FakeCluster:
     def bootstrap(self) -> str:
         return ",".join(b.address for b in self.brokers)
 
-    def end_offset(self, tp: TopicPartition) -> int:
-        batches = self.logs[tp]
-        return BatchHeader.parse(batches[-1]).next_offset if batches else self.log_start[tp]
-
-    def append(
-        self,
-        tp: TopicPartition,
-        values: list[bytes],
-        key: bytes | None = None,
-        timestamps: list[int] | None = None,
-    ) -> None:
-        """Stores one batch of `values` directly, as if produced (timestamps 1000, 1001, ...
-        unless given)."""
-        times = timestamps or [1000 + i for i in range(len(values))]
-        batch = build_batch((t, key, v) for t, v in zip(times, values, strict=True))
-        with self.lock:
-            self._store(tp, batch)
-
     def delete_topic(self, topic: str) -> None:
         """The topic is gone: metadata and every request answer UNKNOWN_TOPIC_OR_PARTITION."""
         with self.lock:
@@ -117,88 +85,10 @@ class FakeCluster:
                 del self.partitions[tp]
             self.lock.notify_all()
 
-    def corrupt(self, tp: TopicPartition, batch_index: int) -> None:
-        """Flips the last byte of the batch's last value (just before that record's header
-        count, 0): the CRC no longer matches, yet the records still decode."""
-        with self.lock:
-            self.logs[tp][batch_index][-2] ^= 0x01
-
-    def _store(self, tp: TopicPartition, records: bytes) -> int:
-        base = self.end_offset(tp)
-        next_offset = base
-        for position, header in iter_batches(records):
-            batch = bytearray(records[position : position + header.size_bytes])
-            rewrite_offsets(
-                batch, 0, base_offset=next_offset, partition_leader_epoch=self.epochs.get(tp, 0)
-            )
-            self.logs[tp].append(batch)
-            next_offset = BatchHeader.parse(batch).next_offset
-        self.lock.notify_all()
-        return base
-
-    def idempotent_store(self, tp: TopicPartition, records: bytes) -> tuple[int, int]:
-        """Holding the lock: stores a produced batch as the real broker checks it (an error
-        code and the base offset). A batch of an idempotent producer must carry the next
-        sequence (else OUT_OF_ORDER_SEQUENCE_NUMBER; UNKNOWN_PRODUCER_ID when the partition
-        has nothing of the producer and the sequence is not 0); one of its last 5 sent again is
-        not stored again and answers with its first offset."""
-        header = BatchHeader.parse(records)
-        if header.producer_id < 0:
-            return common_pb2.NONE, self._store(tp, records)
-        remembered = self.producer_batches[(tp, header.producer_id)]
-        for first_sequence, _, base in remembered:
-            if first_sequence == header.base_sequence:
-                return common_pb2.NONE, base
-        if not remembered and header.base_sequence != 0:
-            return common_pb2.UNKNOWN_PRODUCER_ID, -1
-        if remembered and header.base_sequence != remembered[-1][1] + 1:
-            return common_pb2.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
-        base = self._store(tp, records)
-        last_sequence = header.base_sequence + header.record_count - 1
-        remembered.append((header.base_sequence, last_sequence, base))
-        remembered[:] = remembered[-PRODUCER_BATCHES_REMEMBERED:]
-        return common_pb2.NONE, base
-
-    def truncate(self, tp: TopicPartition, offset: int) -> None:
-        """Drops every batch from the one holding `offset` on, as a leader elected uncleanly
-        (which never had them) would not have them."""
-        with self.lock:
-            self.logs[tp] = [b for b in self.logs[tp] if BatchHeader.parse(b).base_offset < offset]
-
-    def diverging_epoch(
-        self, tp: TopicPartition, last_fetched_epoch: int, fetch_offset: int
-    ) -> tuple[int, int] | None:
-        """The real leader's answer (broker/isr.py's diverging_epoch): the (epoch, end offset)
-        where this log parts from a fetcher whose last batch before `fetch_offset` had
-        `last_fetched_epoch`, or None when its log is a prefix of this one."""
-        if last_fetched_epoch < 0:
-            return None
-        starts: dict[int, int] = {}  # epoch -> its first offset, in the log's order
-        for batch in self.logs[tp]:
-            header = BatchHeader.parse(batch)
-            starts.setdefault(header.partition_leader_epoch, header.base_offset)
-        known = [e for e in starts if e <= last_fetched_epoch]
-        if known:
-            epoch = max(known)
-            later = [start for e, start in starts.items() if e > epoch]
-            end_offset = min(later) if later else self.end_offset(tp)
-        elif starts:
-            epoch, end_offset = max(starts), self.end_offset(tp)
-        else:
-            epoch, end_offset = -1, self.log_start[tp]
-        if epoch != last_fetched_epoch or end_offset < fetch_offset:
-            return epoch, end_offset
-        return None
-
     def move_leader(self, tp: TopicPartition, leader_id: int) -> None:
         with self.lock:
             self.partitions[tp] = leader_id
             self.epochs[tp] += 1
-
-    def values(self, tp: TopicPartition) -> list[bytes | None]:
-        """Every stored record's value, in offset order."""
-        with self.lock:
-            return [r.value for batch in self.logs[tp] for r in decode_batch(batch)]
 
     def leader_error(self, node_id: int, tp: TopicPartition, epoch: int = -1) -> int:
         if tp not in self.partitions:
@@ -360,7 +250,7 @@ class FakeBroker:
                     self.cluster.fetch_errors.append(code)
                 else:
                     budget = min(p.partition_max_bytes, request.max_bytes - size_bytes)
-                    records = self._read(tp, p.fetch_offset, p.partition_max_bytes)
+                    records = self.cluster.read(tp, p.fetch_offset, p.partition_max_bytes)
                     if len(records) > max(budget, 0) and size_bytes > 0:
                         records = b""  # over the request's budget: only the first may exceed
                     size_bytes += len(records)
@@ -387,16 +277,6 @@ class FakeBroker:
             return common_pb2.NONE
         return self.cluster.leader_error(self.node_id, tp, epoch)
 
-    def _read(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
-        out = bytearray()
-        for batch in self.cluster.logs[tp]:
-            if BatchHeader.parse(batch).next_offset <= offset:
-                continue
-            if out and len(out) + len(batch) > max_bytes:
-                break
-            out += batch
-        return bytes(out)
-
     def list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         cluster = self.cluster
         topics = []
@@ -408,7 +288,7 @@ class FakeBroker:
                     code = cluster.leader_error(self.node_id, tp)
                     offset, timestamp = -1, -1
                     if code == common_pb2.NONE:
-                        offset, timestamp = self._offset_for(tp, p.timestamp)
+                        offset, timestamp = cluster.offset_for(tp, p.timestamp)
                     results.append(
                         pb.ListOffsetsPartitionResult(
                             partition=p.partition,
@@ -419,20 +299,6 @@ class FakeBroker:
                     )
                 topics.append(pb.ListOffsetsTopicResult(topic=topic.topic, partitions=results))
         return pb.ListOffsetsResponse(topics=topics)
-
-    def _offset_for(self, tp: TopicPartition, timestamp: int) -> tuple[int, int]:
-        """ListOffsets' answer: -2 the log start, -1 the end, else the first record at or
-        after `timestamp` ((-1, -1) when there is none)."""
-        cluster = self.cluster
-        if timestamp == -2:
-            return cluster.log_start[tp], -1
-        if timestamp == -1:
-            return cluster.end_offset(tp), -1
-        for batch in cluster.logs[tp]:
-            for r in decode_batch(batch):
-                if r.offset >= cluster.log_start[tp] and r.timestamp >= timestamp:
-                    return r.offset, r.timestamp
-        return -1, -1
 
     def _in_sync(self, tp: TopicPartition, leader: int) -> list[int]:
         replica = self.cluster.read_replicas.get(tp)

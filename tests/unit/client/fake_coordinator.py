@@ -40,7 +40,7 @@ import grpc
 from pykraft.client.types import OffsetAndMetadata, TopicPartition
 from pykraft.proto import common_pb2
 from pykraft.proto import group_pb2 as gpb
-from tests.unit.client.fake_broker import FakeCluster
+from tests.unit.client.fake_broker import FakeCluster, running
 from tests.unit.client.fake_grpc import UnaryHandler, unary_service
 
 COORDINATOR_ID = 100
@@ -340,18 +340,11 @@ def _handler(
 def running_group(
     topics: dict[str, int], brokers: int = 1
 ) -> Iterator[tuple[FakeCluster, FakeCoordinator]]:
-    """fake_broker's `running`, plus the coordinator."""
-    cluster = FakeCluster(topics, brokers)
-    coordinator = FakeCoordinator(cluster)
-    for broker in cluster.brokers:
-        broker.server.start()
-    coordinator.server.start()
-    try:
-        yield cluster, coordinator
-    finally:
-        with cluster.lock:
-            cluster.stopped = True  # long polls return now, not at their max_wait_ms
-            cluster.lock.notify_all()
-        for broker in cluster.brokers:
-            broker.server.stop(grace=None)
-        coordinator.server.stop(grace=None)
+    """fake_broker's `running`, plus the coordinator (stopped first: it never waits)."""
+    with running(topics, brokers) as cluster:
+        coordinator = FakeCoordinator(cluster)
+        coordinator.server.start()
+        try:
+            yield cluster, coordinator
+        finally:
+            coordinator.server.stop(grace=None)
