@@ -172,8 +172,7 @@ def records_for_offline_replicas(
         for partition_id in partition_ids
         if (topic_id, partition_id) in in_isr
     ]
-    usable = set(image.cluster.unfenced_broker_ids()) - {broker_id}
-    return list(_changes(image, keys, leaving=(broker_id,), can_lead=usable.__contains__))
+    return list(records_to_leave(image, keys, (broker_id,)))
 
 
 def records_to_unfence_broker(image: MetadataImage, broker_id: int) -> list[Record]:
