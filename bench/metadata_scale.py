@@ -8,8 +8,10 @@ so a 2-core machine can hold the sizes), creates the partitions (replication fac
 - memory: the active controller's resident set before and after, per partition, and the image
   alone (tracemalloc of the image rebuilt in this process), per partition (goal: 1,000,000
   partitions within a few GB);
-- full snapshot: bytes and ms to encode the state machine's snapshot (what Raft compacts to) and
-  to restore it, and a new broker's MetadataFetch of the whole image from offset -1;
+- full snapshot: the controller's Raft snapshot file (what Raft compacts to; written and
+  restored chunk by chunk): bytes, ms to write and to restore it, and the peak memory each
+  allocates beyond what it keeps (tracemalloc, in a second pass); and a new broker's
+  MetadataFetch of the whole image from offset -1;
 - controller failover: kill -9 of the active controller until the next committed write (goal
   <= 1 s);
 - broker restart: a stand-in broker stops heartbeating (kill -9) and comes back with a new
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import pickle
 import statistics
 import sys
 import tempfile
@@ -37,6 +40,7 @@ import threading
 import time
 import tracemalloc
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +64,11 @@ from pykraft.proto import admin_pb2, controller_pb2  # noqa: E402
 from pykraft.quorum.config import ControllerConfig  # noqa: E402
 from pykraft.quorum.controller.placement import ReplicaPlacer  # noqa: E402
 from pykraft.quorum.metadata_fetch import fetch_messages, plan_fetch  # noqa: E402
+from pykraft.quorum.raft.snapshot_file import (  # noqa: E402
+    SNAPSHOT_FILE_NAME,
+    reading_snapshot_file,
+    write_snapshot_file,
+)
 from pykraft.quorum.state_machine import MetadataStateMachine  # noqa: E402
 from tests.integration.cluster import make_broker  # noqa: E402
 from tests.integration.controllers import Quorum, StandInBroker, fetch_image  # noqa: E402
@@ -134,16 +143,59 @@ def image_bytes(quorum: Quorum) -> tuple[MetadataImage, int, float]:
     return image, size, fetch_ms
 
 
-def snapshot_costs(image: MetadataImage) -> tuple[int, float, float]:
-    """(bytes, ms to write, ms to restore) of the controller state machine's snapshot."""
+@dataclass(frozen=True)
+class SnapshotCosts:
+    """The controller's Raft snapshot file of one image: its size, the ms to write and restore
+    it, and the peak memory each allocates beyond what it keeps (tracemalloc, in a second,
+    slower pass)."""
+
+    file_bytes: int
+    write_ms: float
+    restore_ms: float
+    write_peak_bytes: int
+    restore_peak_bytes: int
+
+    def __str__(self) -> str:
+        return (
+            f"snapshot file {self.file_bytes / 2**20:.1f} MiB, write {self.write_ms:.0f} ms "
+            f"(peak {self.write_peak_bytes / 2**20:.1f} MiB), restore {self.restore_ms:.0f} ms "
+            f"(peak {self.restore_peak_bytes / 2**20:.1f} MiB beyond the image)"
+        )
+
+
+def snapshot_costs(image: MetadataImage) -> SnapshotCosts:
+    """What Raft's log compaction writes (`write_snapshot_file` from the state machine's parts)
+    and a restart or a lagging follower reads back (its parts restored as they are read)."""
     machine = MetadataStateMachine(tail_records_max=1)
     machine.image = image
-    started = time.perf_counter()
-    data = machine.snapshot()
-    write_ms = (time.perf_counter() - started) * 1000
-    started = time.perf_counter()
-    MetadataStateMachine(tail_records_max=1).restore(data)
-    return len(data), write_ms, (time.perf_counter() - started) * 1000
+    raft_data = pickle.dumps(((b"", image.offset, 1), (b"", image.offset - 1, 1), set()))
+
+    def restore(path: Path) -> MetadataStateMachine:
+        restored = MetadataStateMachine(tail_records_max=1)
+        with reading_snapshot_file(path) as (_, parts):
+            restored.restore(parts)
+        return restored
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / SNAPSHOT_FILE_NAME
+        started = time.perf_counter()
+        write_snapshot_file(path, raft_data, machine.snapshot())
+        write_ms = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        restore(path)
+        restore_ms = (time.perf_counter() - started) * 1000
+        tracemalloc.start()
+        try:
+            write_snapshot_file(path, raft_data, machine.snapshot())
+            write_peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.reset_peak()
+            restored = restore(path)
+            kept, restore_peak = tracemalloc.get_traced_memory()
+            del restored
+        finally:
+            tracemalloc.stop()
+        file_bytes = path.stat().st_size
+    return SnapshotCosts(file_bytes, write_ms, restore_ms, write_peak, restore_peak - kept)
 
 
 def topic_records(topic_count: int, per_topic: int) -> list[list[Record]]:
@@ -219,15 +271,13 @@ def image_costs(partition_count: int, per_topic: int) -> None:
     started = time.perf_counter()
     ReplicaPlacer.from_image(image)  # what every CreateTopics decision starts with
     placer_us = (time.perf_counter() - started) * 1e6
-    snapshot_size, write_ms, restore_ms = snapshot_costs(image)
+    snapshot = snapshot_costs(image)
     stream_costs(image, partition_count)
     print(
         f"[{partition_count} partitions, image in process] replay one topic per delta: "
         f"{replay_s:.1f} s, {partition_count / replay_s:.0f} partitions/s; image "
         f"{size / 2**20:.0f} MiB, {size / partition_count:.0f} bytes/partition; one partition "
-        f"change {change_us:.0f} us; replica placer {placer_us:.0f} us; snapshot "
-        f"{snapshot_size / 2**20:.1f} MiB, write "
-        f"{write_ms:.0f} ms, restore {restore_ms:.0f} ms"
+        f"change {change_us:.0f} us; replica placer {placer_us:.0f} us; {snapshot}"
     )
 
 
@@ -366,11 +416,7 @@ def _measure(quorum: Quorum, partition_count: int, args: argparse.Namespace) -> 
         f"{size / created:.0f} bytes/partition; whole-image MetadataFetch from -1 and rebuild "
         f"{fetch_ms:.0f} ms"
     )
-    snapshot_size, write_ms, restore_ms = snapshot_costs(image)
-    print(
-        f"[{created} partitions] full snapshot {snapshot_size / 2**20:.1f} MiB: write "
-        f"{write_ms:.0f} ms, restore {restore_ms:.0f} ms"
-    )
+    print(f"[{created} partitions] {snapshot_costs(image)}")
 
 
 def _fail(

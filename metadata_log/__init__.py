@@ -25,7 +25,7 @@ from pykraft.metadata_log.configs import (
     config_definitions,
     validate_config,
 )
-from pykraft.metadata_log.delta import MetadataDelta, replay_all
+from pykraft.metadata_log.delta import MetadataDelta, image_of_chunks, replay_all
 from pykraft.metadata_log.errors import (
     ConfigValidationError,
     CorruptRecordError,
@@ -112,6 +112,7 @@ __all__ = [
     "encode_chunks",
     "encode_record",
     "encode_records",
+    "image_of_chunks",
     "replay_all",
     "split_batch",
     "validate_config",

@@ -12,17 +12,23 @@ only.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
-from pykraft.metadata_log.codec import decode_records, encode_records
-from pykraft.metadata_log.delta import replay_all
+from pykraft.metadata_log.codec import encode_chunks
+from pykraft.metadata_log.delta import image_of_chunks, replay_all
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.quorum.batch import BatchKind, QuorumBatch, record_batch_of
 
-# image offset, image epoch, active epoch, active leader id
+# image offset, image epoch, active epoch, active leader id: a snapshot's first part
 _SNAPSHOT_HEADER = struct.Struct(">qiii")
+# The largest part of a snapshot after its header (one record larger travels alone): what
+# writing or restoring a snapshot holds of its encoding at once.
+SNAPSHOT_CHUNK_BYTES_MAX: Final = 1024 * 1024
 # Batches this node appended, kept decoded until they apply (`remember`): beyond these bounds
 # the oldest are decoded again when they apply, which costs time, never correctness.
 REMEMBERED_BATCHES_MAX = 16
@@ -153,18 +159,34 @@ class MetadataStateMachine:
             size += len(batch.records)
         return found
 
-    def snapshot(self) -> bytes:
+    def snapshot(self) -> Iterator[bytes]:
+        """The state as of now, in parts drawn one at a time: a header, then the image's records
+        in batches of at most SNAPSHOT_CHUNK_BYTES_MAX. Applies after this call do not change
+        what the parts hold (the image is immutable)."""
         header = _SNAPSHOT_HEADER.pack(
             self.image.offset, self.image.epoch, self.active_epoch, self.active_leader_id
         )
-        return header + encode_records(self.image.write())
+        return _snapshot_parts(header, self.image)
 
-    def restore(self, data: bytes) -> None:
-        offset, epoch, active_epoch, leader_id = _SNAPSHOT_HEADER.unpack_from(data)
-        records = decode_records(data[_SNAPSHOT_HEADER.size :])
-        self.image = replay_all(MetadataImage.EMPTY, records).apply(offset=offset, epoch=epoch)
+    def restore(self, parts: Iterable[bytes]) -> None:
+        """Replaces the state with a snapshot's `parts`, replayed as they are drawn; when
+        drawing or replaying one raises, the state is left as it was. The first part may hold
+        records after the header: a snapshot written before chunks is that one part."""
+        parts = iter(parts)
+        first = next(parts, b"")
+        if len(first) < _SNAPSHOT_HEADER.size:
+            raise ValueError(f"a snapshot opens with a {_SNAPSHOT_HEADER.size}-byte header")
+        offset, epoch, active_epoch, leader_id = _SNAPSHOT_HEADER.unpack_from(first)
+        records = first[_SNAPSHOT_HEADER.size :]
+        chunks = itertools.chain((records,) if records else (), parts)
+        self.image = image_of_chunks(chunks, offset=offset, epoch=epoch)
         self.active_epoch = active_epoch
         self.active_leader_id = leader_id
         self._tail.clear()
         self._tail_record_count = 0
         self._tail_start_offset = offset + 1
+
+
+def _snapshot_parts(header: bytes, image: MetadataImage) -> Iterator[bytes]:
+    yield header
+    yield from encode_chunks(image.records(), SNAPSHOT_CHUNK_BYTES_MAX)

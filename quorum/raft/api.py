@@ -7,7 +7,7 @@ Nothing here knows pysyncobj; `pykraft.quorum.raft.pysyncobj_log.PySyncObjRaftLo
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -27,12 +27,16 @@ class StateMachine(Protocol):
         the append callback on the node that appended the entry."""
         ...
 
-    def snapshot(self) -> bytes:
-        """The whole state after the last applied entry, for log compaction."""
+    def snapshot(self) -> Iterator[bytes]:
+        """The whole state after the last applied entry, for log compaction, in bounded parts
+        drawn one at a time (written to the snapshot file as they come, never joined): what
+        they hold is fixed by the call, whatever applies later."""
         ...
 
-    def restore(self, data: bytes) -> None:
-        """Replaces the whole state with a snapshot (at start-up or when the leader sends one)."""
+    def restore(self, parts: Iterable[bytes]) -> None:
+        """Replaces the whole state with a snapshot's parts, in the order `snapshot` made them
+        (at start-up or when the leader sends one). Drawing a part may raise (a damaged file):
+        the state must then stay as it was."""
         ...
 
 

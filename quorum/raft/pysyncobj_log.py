@@ -9,7 +9,8 @@ pysyncobj replicates and elects well but does not make anything durable before i
   inject one. So this module replaces that function (once, at import) by one that hands SyncObj
   the `DurableJournal` the RaftLog being built opened in its data directory. Term and vote are
   then stored with fsync before pysyncobj sends the message that reflects them. The same way,
-  `pysyncobj.syncobj.Serializer` is replaced by a subclass that closes the files it sends.
+  `pysyncobj.syncobj.Serializer` is replaced by a subclass that writes snapshots on a thread
+  and closes the files it sends.
 - Persist before send. The transport (`transportClass=`) flushes the journal before every
   message, so a follower's acknowledgement, and the leader's append request that lets
   followers acknowledge, only leave once the entries they cover are on disk. The leader counts
@@ -20,7 +21,8 @@ pysyncobj replicates and elects well but does not make anything durable before i
 - Persist before acknowledge. Append outcomes that pysyncobj reports during a tick are
   collected; `poll()` runs the callbacks only after the ticks return and the journal is flushed.
 - Snapshots. The `serializer`/`deserializer` hooks write and read our own checked snapshot
-  file (fsynced; its rename is made durable by the journal before compaction drops entries).
+  file (fsynced; its rename is made durable by the journal before compaction drops entries),
+  chunk by chunk; the write runs on a thread of its own, so polling goes on meanwhile.
 - No forwarding. pysyncobj forwards a follower's command to the leader; here a follower's
   append fails with NOT_LEADER, and the transport refuses to forward a command queued before
   this node lost the leadership.
@@ -59,10 +61,7 @@ from pykraft.quorum.raft.api import (
 from pykraft.quorum.raft.errors import JournalCorruptError, RaftStorageError
 from pykraft.quorum.raft.journal import JOURNAL_FILE_NAME, DurableJournal
 from pykraft.quorum.raft.pysyncobj_storage import DurableTransport, Storage, building
-from pykraft.quorum.raft.snapshot_file import (
-    SNAPSHOT_FILE_NAME,
-    read_snapshot_file,
-)
+from pykraft.quorum.raft.snapshot_file import SNAPSHOT_FILE_NAME, read_raft_data
 from pykraft.quorum.raft.voters import Voter, with_persisted_voters, write_voters
 from pykraft.server_common.durable_files import make_directory_durably
 
@@ -162,7 +161,7 @@ def _pysyncobj_conf(config: RaftConfig, storage: Storage) -> Any:
         logCompactionMinTime=config.compaction_min_time_ms / 1000,
         journalFile=str(config.data_dir / JOURNAL_FILE_NAME),
         fullDumpFile=str(config.data_dir / SNAPSHOT_FILE_NAME),
-        serializer=storage.write_snapshot,
+        serializer=storage.snapshot_writer,
         deserializer=storage.read_snapshot,
         bindAddress=address,  # pysyncobj would listen on every interface
         maxBindRetries=1,  # pysyncobj would retry a taken port forever, spinning
@@ -183,8 +182,7 @@ def _check_snapshot_and_journal(journal: DurableJournal, snapshot_path: Path) ->
                 f"the journal starts at entry {journal[0][1]} but there is no {snapshot_path}"
             )
         return
-    _, raft_data = read_snapshot_file(snapshot_path)
-    last_entry, previous_entry, _ = pickle.loads(raft_data)
+    last_entry, previous_entry, _ = pickle.loads(read_raft_data(snapshot_path))
     if not len(journal):
         return
     position = previous_entry[1] - journal[0][1]
@@ -321,7 +319,7 @@ class PySyncObjRaftLog:
         self._closed = True
         self._node.destroy()
         assert self._storage.serializer is not None
-        self._storage.serializer.close_files()
+        self._storage.serializer.close()
         for callback in self._in_flight.values():
             self._outcomes.append((callback, None, AppendError.SHUTDOWN))
         self._in_flight.clear()

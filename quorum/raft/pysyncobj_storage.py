@@ -1,7 +1,7 @@
 """What SyncObj builds for itself, replaced so that pysyncobj persists before it speaks: the
-journal it opens, the serializer that sends snapshot files, the transport that sends messages
-(`pysyncobj_log.py`'s docstring says why). Part of the pysyncobj gate: only this module and
-`pysyncobj_log.py` import pysyncobj.
+journal it opens, the serializer that writes snapshots (on a thread of its own) and sends their
+files, the transport that sends messages (`pysyncobj_log.py`'s docstring says why). Part of the
+pysyncobj gate: only this module and `pysyncobj_log.py` import pysyncobj.
 
 `building(directory, storage)` makes `storage` the one SyncObj's hooks find while the RaftLog on
 `directory` is being built; `Storage` then holds that node's journal, snapshot hooks, transport
@@ -13,12 +13,12 @@ from __future__ import annotations
 import contextlib
 import pickle
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pysyncobj.syncobj as pysyncobj_syncobj
-from pysyncobj import FAIL_REASON
+from pysyncobj import FAIL_REASON, SERIALIZER_STATE
 from pysyncobj.serializer import Serializer
 from pysyncobj.transport import TCPTransport
 
@@ -26,10 +26,14 @@ from pykraft.quorum.raft.api import StateMachine
 from pykraft.quorum.raft.append_entries import AppendPlan, Entry, is_stale_reset, plan_append
 from pykraft.quorum.raft.journal import DurableJournal
 from pykraft.quorum.raft.snapshot_file import (
-    read_snapshot_file,
+    reading_snapshot_file,
     sync_snapshot_file,
     write_snapshot_file,
 )
+
+# What `Serializer.checkSerializing` reads from its `pid` without fork: 0 idle, -1 written,
+# -2 failed; and, here, a write under way on the writer thread.
+_WRITTEN, _WRITE_FAILED, _WRITING = -1, -2, -3
 
 _storages_being_built: dict[Path, Storage] = {}
 _storages_lock = threading.Lock()
@@ -62,15 +66,66 @@ def _create_journal(journal_file: str | None) -> DurableJournal:
     return _storage_for(journal_file).journal
 
 
-class _FileClosingSerializer(Serializer):  # type: ignore[misc]
-    """Stands in for pysyncobj's Serializer, which never closes the snapshot files it sends to
-    followers: it drops them (after the last chunk, on a cancel, on a new snapshot) and leaves
-    the closing, with a ResourceWarning, to the garbage collector. The files are reached
-    through its private attributes, which 0.3.17 (pinned) names as used here."""
+class _ThreadedSerializer(Serializer):  # type: ignore[misc]
+    """Stands in for pysyncobj's Serializer, for two reasons.
+
+    It writes each snapshot on a thread of its own, as pysyncobj's fork mode does in a child
+    process: the state machine's parts are taken on the polling thread, as of the entry the
+    snapshot covers, and drawn by the writer while the node goes on replicating (a snapshot of
+    1,000,000 partitions takes seconds to write, longer than an election timeout). pysyncobj
+    compacts the journal only once `checkSerializing` reports the file written, and a snapshot
+    arriving from the leader replaces ours only once ours is written, so an older snapshot
+    never lands over a newer one.
+
+    It closes the snapshot files it sends to followers, which pysyncobj drops (after the last
+    chunk, on a cancel, on a new snapshot) and leaves, with a ResourceWarning, to the garbage
+    collector. Both reach pysyncobj's private attributes, which 0.3.17 (pinned) names as used
+    here.
+    """
+
+    _Serializer__pid: int  # pysyncobj's: 0 idle, or one of _WRITTEN, _WRITE_FAILED, _WRITING
 
     def __init__(self, file_name: str, *args: Any) -> None:
         super().__init__(file_name, *args)
         _storage_for(file_name).serializer = self
+        self._writer: threading.Thread | None = None
+
+    def serialize(self, data: Any, entry_id: Any) -> None:
+        """Starts writing the snapshot `data` (pysyncobj's own state, then its raft data) of
+        the entry `entry_id`, unless a write is under way."""
+        if self._Serializer__pid != 0:
+            return
+        write = self._Serializer__serializer(self._Serializer__fileName, data[1:])
+        self._Serializer__currentID = entry_id
+        self._Serializer__pid = _WRITING  # pysyncobj sends no snapshot while it writes one
+        self._writer = threading.Thread(
+            target=self._write, args=(write,), name="raft-snapshot-writer", daemon=True
+        )
+        self._writer.start()
+
+    def _write(self, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except BaseException:  # `write` keeps the failure: the next poll() raises it
+            self._Serializer__pid = _WRITE_FAILED
+        else:
+            self._Serializer__pid = _WRITTEN
+
+    def checkSerializing(self) -> Any:
+        if self._Serializer__pid == _WRITING:
+            return SERIALIZER_STATE.SERIALIZING, self._Serializer__currentID
+        with self._closing_dropped_files():
+            return super().checkSerializing()
+
+    def setTransmissionData(self, data: Any) -> Any:
+        if data is not None and data[2]:  # the last piece: it is renamed over our snapshot
+            self.wait_for_writer()
+        return super().setTransmissionData(data)
+
+    def wait_for_writer(self) -> None:
+        """Returns once no snapshot is being written (at most one write's time)."""
+        if self._writer is not None:
+            self._writer.join()
 
     def getTransmissionData(self, transmission_id: Any) -> Any:
         with self._closing_dropped_files():
@@ -80,12 +135,10 @@ class _FileClosingSerializer(Serializer):  # type: ignore[misc]
         with self._closing_dropped_files():
             super().cancelTransmisstion(transmission_id)
 
-    def checkSerializing(self) -> Any:
-        with self._closing_dropped_files():
-            return super().checkSerializing()
-
-    def close_files(self) -> None:
-        """Closes every file still open, for when the node is destroyed."""
+    def close(self) -> None:
+        """Waits for a snapshot being written, then closes every file still open, for when the
+        node is destroyed."""
+        self.wait_for_writer()
         for file in self._sending_files().values():
             file.close()
         if self._Serializer__incomingTransmissionFile is not None:
@@ -108,7 +161,7 @@ class _FileClosingSerializer(Serializer):  # type: ignore[misc]
 
 
 pysyncobj_syncobj.createJournal = _create_journal
-pysyncobj_syncobj.Serializer = _FileClosingSerializer
+pysyncobj_syncobj.Serializer = _ThreadedSerializer
 
 
 # ---- what the pysyncobj hooks share ----------------------------------------------------------
@@ -122,19 +175,25 @@ class Storage:
         self.state_machine = state_machine
         self.failure: BaseException | None = None
         self.transport: DurableTransport | None = None
-        self.serializer: _FileClosingSerializer | None = None
+        self.serializer: _ThreadedSerializer | None = None
 
-    def write_snapshot(self, file_name: str, raft_data: tuple[object, ...]) -> None:
-        """pysyncobj's `serializer` hook: the state plus pysyncobj's (last entry, previous entry,
-        cluster), which only this node reads back or sends to a follower. pysyncobj renames the
-        file into place after this returns."""
-        try:
-            write_snapshot_file(
-                Path(file_name), self.state_machine.snapshot(), pickle.dumps(raft_data)
-            )
-        except BaseException as error:  # pysyncobj would only log it and retry every tick
-            self.failure = error
-            raise
+    def snapshot_writer(self, file_name: str, raft_data: tuple[object, ...]) -> Callable[[], None]:
+        """pysyncobj's `serializer` hook, as `_ThreadedSerializer` calls it on the polling
+        thread: the state machine's parts are taken now, with pysyncobj's (last entry, previous
+        entry, cluster), which only this node reads back or sends to a follower. The result
+        writes them to `file_name` (through a temporary file, fsynced and renamed) on the
+        writer thread, keeping any failure."""
+        pickled = pickle.dumps(raft_data)
+        parts = self.state_machine.snapshot()
+
+        def write() -> None:
+            try:
+                write_snapshot_file(Path(file_name), pickled, parts)
+            except BaseException as error:  # pysyncobj would only log it and retry every tick
+                self.failure = error
+                raise
+
+        return write
 
     def read_snapshot(self, file_name: str) -> tuple[object, ...]:
         """pysyncobj's `deserializer` hook, at start-up and when the leader sent a snapshot
@@ -143,9 +202,9 @@ class Storage:
         path = Path(file_name)
         try:
             sync_snapshot_file(path)
-            state, raft_data = read_snapshot_file(path)
-            entries = tuple(pickle.loads(raft_data))
-            self.state_machine.restore(state)
+            with reading_snapshot_file(path) as (raft_data, state_parts):
+                entries = tuple(pickle.loads(raft_data))
+                self.state_machine.restore(state_parts)
         except BaseException as error:  # pysyncobj would log it and go on without the state
             self.failure = error
             raise

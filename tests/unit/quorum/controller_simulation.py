@@ -124,7 +124,7 @@ class SimNode:
         sim: Simulation,
         node_id: int,
         incarnation: int,
-        snapshot: tuple[int, bytes] | None = None,
+        snapshot: tuple[int, list[bytes]] | None = None,
     ) -> None:
         self.node_id = node_id
         self.incarnation = incarnation
@@ -220,7 +220,7 @@ class Simulation:
             self.raft.elect(self.rng.choice(NODE_IDS))
         snapshot = None
         if self.rng.random() < 0.5:
-            snapshot = (old.log.applied, old.core.state.snapshot())
+            snapshot = (old.log.applied, list(old.core.state.snapshot()))
         self.nodes[old.node_id] = SimNode(self, old.node_id, old.incarnation + 1, snapshot)
 
     def _settle(self) -> None:

@@ -116,7 +116,7 @@ class SimRaftLog:
         state: MetadataStateMachine,
         observe_apply: ApplyObserver,
         *,
-        snapshot: tuple[int, bytes] | None = None,
+        snapshot: tuple[int, list[bytes]] | None = None,
     ) -> None:
         self._raft = raft
         self._node_id = node_id

@@ -3,11 +3,14 @@ deposed controller, the bounded tail behind MetadataFetch, and snapshot/restore.
 
 from __future__ import annotations
 
+import itertools
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
 from pykraft.metadata_log.records import NoOpRecord, Record, TopicRecord
+from pykraft.quorum import state_machine
 from pykraft.quorum.batch import BatchKind, CorruptBatchError, QuorumBatch
 from pykraft.quorum.roles import IllegalTransitionError, Role, RoleState
 from pykraft.quorum.state_machine import (
@@ -86,6 +89,52 @@ def test_snapshot_restores_an_equal_machine() -> None:
     # After a restore the tail is empty: anyone behind gets a snapshot; the log goes on in order.
     assert restored.batches_after(0, bytes_max=1 << 20) is None
     assert restored.apply(_records(4, 3, _topic("c"))) == Applied(3, 3)
+
+
+def _forty_topics(monkeypatch: pytest.MonkeyPatch) -> MetadataStateMachine:
+    """A machine whose snapshot takes several parts: 40 topics, parts of at most 256 bytes."""
+    monkeypatch.setattr(state_machine, "SNAPSHOT_CHUNK_BYTES_MAX", 256)
+    machine = MetadataStateMachine(tail_records_max=100)
+    machine.apply(_leader_change(2, 1))
+    machine.apply(_records(2, 1, *(_topic(f"t{i:02d}") for i in range(40))))
+    return machine
+
+
+def test_a_snapshot_comes_in_bounded_parts_fixed_when_it_was_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    machine = _forty_topics(monkeypatch)
+    image = machine.image
+    parts = machine.snapshot()
+    machine.apply(_records(2, 1, _topic("after")))  # applies go on while the parts are drawn
+    drawn = list(parts)
+    assert len(drawn) >= 5 and all(len(part) <= 256 for part in drawn)
+    restored = MetadataStateMachine(tail_records_max=100)
+    restored.restore(iter(drawn))
+    assert restored.image == image and restored.last_offset == 40
+
+
+def test_a_restore_that_fails_midway_leaves_the_state_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = _forty_topics(monkeypatch)
+    machine = MetadataStateMachine(tail_records_max=100)
+    machine.apply(_leader_change(7, 3))
+    machine.apply(_records(7, 3, _topic("mine")))
+    image = machine.image
+
+    def damaged() -> Iterator[bytes]:
+        parts = source.snapshot()
+        yield from itertools.islice(parts, 3)
+        raise ValueError("chunk 3 fails its checksum")
+
+    with pytest.raises(ValueError, match="chunk 3"):
+        machine.restore(damaged())
+    assert machine.image is image
+    assert (machine.active_epoch, machine.active_leader_id) == (7, 3)
+    assert machine.apply(_records(7, 3, _topic("next"))) == Applied(2, 2)
+    with pytest.raises(ValueError, match="header"):
+        machine.restore(iter([]))
 
 
 def test_role_transitions_raise_on_illegal_edges() -> None:

@@ -3,10 +3,9 @@ thread, and the test thread hands it work through `VoterThread.run`."""
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +33,7 @@ Outcome = tuple[object | None, AppendError | None]
 
 
 class ListStateMachine:
-    """Appends every payload to a list; the snapshot is the list."""
+    """Appends every payload to a list; the snapshot is the list, one part per payload."""
 
     def __init__(self) -> None:
         self.applied: list[bytes] = []
@@ -44,11 +43,11 @@ class ListStateMachine:
         self.applied.append(payload)
         return len(self.applied)
 
-    def snapshot(self) -> bytes:
-        return json.dumps([payload.hex() for payload in self.applied]).encode()
+    def snapshot(self) -> Iterator[bytes]:
+        return iter(list(self.applied))
 
-    def restore(self, data: bytes) -> None:
-        self.applied = [bytes.fromhex(item) for item in json.loads(data)]
+    def restore(self, parts: Iterable[bytes]) -> None:
+        self.applied = list(parts)
         self.restores += 1
 
 

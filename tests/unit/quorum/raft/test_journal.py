@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import pickle
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pykraft.quorum.raft import JournalCorruptError, RaftStorageError, SnapshotCorruptError
+from pykraft.quorum.raft import JournalCorruptError, RaftStorageError
 from pykraft.quorum.raft.journal import (
     JOURNAL_FILE_NAME,
     QUORUM_STATE_FILE_NAME,
@@ -18,7 +16,6 @@ from pykraft.quorum.raft.journal import (
     encode_frame,
     read_quorum_state,
 )
-from pykraft.quorum.raft.snapshot_file import read_snapshot_file, write_snapshot_file
 
 
 def _journal_with(directory: Path, count: int, first_index: int = 1) -> DurableJournal:
@@ -177,28 +174,3 @@ def test_a_damaged_quorum_state_is_refused(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes().replace(b'"current_term": 2', b'"current_term": 3'))
     with pytest.raises(RaftStorageError, match="checksum"):
         DurableJournal(tmp_path)
-
-
-def test_snapshot_file_round_trip(tmp_path: Path) -> None:
-    path = tmp_path / "snap"
-    raft_data = pickle.dumps(((b"c", 9, 2), (b"b", 8, 2), set()))
-    write_snapshot_file(path, b"the state", raft_data)
-    assert read_snapshot_file(path) == (b"the state", raft_data)
-
-
-@pytest.mark.parametrize(
-    ("damage", "message"),
-    [
-        (lambda data: data[:-1] + bytes([data[-1] ^ 1]), "checksum"),
-        (lambda data: data[:10], "too short"),
-        (lambda data: b"X" + data[1:], "magic"),
-    ],
-)
-def test_a_damaged_snapshot_is_a_clear_error(
-    tmp_path: Path, damage: Callable[[bytes], bytes], message: str
-) -> None:
-    path = tmp_path / "snap"
-    write_snapshot_file(path, b"state", b"raft")
-    path.write_bytes(damage(path.read_bytes()))
-    with pytest.raises(SnapshotCorruptError, match=message):
-        read_snapshot_file(path)

@@ -129,7 +129,7 @@ def test_a_compaction_cut_short_by_a_crash_keeps_the_later_entries(tmp_path: Pat
     raft_data = pickle.dumps(((NO_OP_COMMAND, 6, 1), (NO_OP_COMMAND, 5, 1), set()))
     snapshot_state = ListStateMachine()
     snapshot_state.applied = [b"from-snapshot"]
-    write_snapshot_file(config.data_dir / SNAPSHOT_FILE_NAME, snapshot_state.snapshot(), raft_data)
+    write_snapshot_file(config.data_dir / SNAPSHOT_FILE_NAME, raft_data, snapshot_state.snapshot())
 
     state_machine = ListStateMachine()
     log = PySyncObjRaftLog(config, state_machine)
