@@ -84,9 +84,8 @@ from pykraft.quorum.state_machine import Applied, MetadataStateMachine
 
 log = logging.getLogger(__name__)
 
-# Entries in flight past which the next step of brokers leaving partitions waits for a commit:
-# steps go faster than one per commit round trip, and one poll applies at most this many steps
-# (about 6 ms each at 1,000 partitions), well within a Raft heartbeat period.
+# Entries in flight past which a step of brokers leaving partitions waits for a commit: one poll
+# applies at most this many steps (about 6 ms each at 1,000 partitions).
 LEAVING_ENTRIES_IN_FLIGHT_MAX = 4
 # How often parked fetches are looked at again, so one is answered soon after its records commit.
 FETCH_RECHECK_MS = 10
@@ -395,15 +394,12 @@ class ControllerCore:
     def _fence_brokers(self, now_ms: int, out: Output) -> None:
         """Starts fencing brokers whose session expired, or takes the next step of the brokers
         leaving their partitions (`controller/leaving.py`) in an entry of its own, so no turn
-        decides, encodes or applies more than a step; a step waits while
-        LEAVING_ENTRIES_IN_FLIGHT_MAX entries are in flight, so commits keep up."""
+        decides, encodes or applies more than a step."""
         expired = self._heartbeats.expired(self._pending_image, now_ms)
+        step_due = len(self._inflight) < LEAVING_ENTRIES_IN_FLIGHT_MAX  # commits keep up
         if expired:
             log.info("fencing brokers %s: no heartbeat within the session timeout", expired)
-        elif (
-            not self._heartbeats.leaving_in_progress
-            or len(self._inflight) >= LEAVING_ENTRIES_IN_FLIGHT_MAX
-        ):
+        elif not (self._heartbeats.leaving_in_progress and step_due):
             return
         self._write_internal(
             lambda ctx: _as_header_result(
