@@ -36,7 +36,13 @@ from pykraft.metadata_log.image import (
     TopicsImage,
     count_load,
     frozen_entries,
-    frozen_mapping,
+)
+from pykraft.metadata_log.partition_index import (
+    BrokerIndex,
+    IndexChanges,
+    isr_members,
+    leaderless_members,
+    overlaid,
 )
 from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
@@ -58,19 +64,6 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _overlay(base: Mapping[_K, _V], changes: Mapping[_K, _V | None]) -> Map[_K, _V]:
-    """`base` with `changes` laid over it, where a `None` change removes the key; `base` is left
-    as it was and shares all it can with the result (time in proportion to `changes`)."""
-    with frozen_mapping(base).mutate() as merged:
-        for key, value in changes.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        result = merged.finish()
-    return result
-
-
 def _added(base: Mapping[int, int] | None, loads: Counter[int]) -> Map[int, int]:
     """`base`'s counts plus `loads`; a count that reaches zero leaves the map."""
     assert base is not None, "an image's counts are set once it is built"
@@ -79,7 +72,7 @@ def _added(base: Mapping[int, int] | None, loads: Counter[int]) -> Map[int, int]
         count = base.get(broker_id, 0) + load
         assert count >= 0, f"broker {broker_id}'s count would go below zero"
         changes[broker_id] = count or None
-    return _overlay(base, changes)
+    return overlaid(base, changes)
 
 
 class _TopicChange:
@@ -91,13 +84,13 @@ class _TopicChange:
         self.base = base
         self.partitions: dict[int, PartitionRegistration] = {}
 
-    def current_partitions(self) -> Iterable[PartitionRegistration]:
-        """Every partition of the topic as this delta leaves it."""
+    def current_partitions(self) -> Iterable[tuple[int, PartitionRegistration]]:
+        """Every partition of the topic as this delta leaves it, with its id."""
         if self.base is not None:
             for partition_id, partition in self.base.partitions.items():
                 if partition_id not in self.partitions:
-                    yield partition
-        yield from self.partitions.values()
+                    yield partition_id, partition
+        yield from self.partitions.items()
 
     def partition(self, partition_id: int) -> PartitionRegistration | None:
         changed = self.partitions.get(partition_id)
@@ -108,7 +101,7 @@ class _TopicChange:
     def to_image(self) -> TopicImage:
         if self.base is None:
             return TopicImage(self.name, self.topic_id, Map(self.partitions))
-        return TopicImage(self.name, self.topic_id, _overlay(self.base.partitions, self.partitions))
+        return TopicImage(self.name, self.topic_id, overlaid(self.base.partitions, self.partitions))
 
 
 class _TopicsDelta:
@@ -123,12 +116,24 @@ class _TopicsDelta:
         # What the changes add to (or take from) each broker's replica and leader counts.
         self.replica_loads: Counter[int] = Counter()
         self.leader_loads: Counter[int] = Counter()
+        self.isr_changes = IndexChanges()
+        self.leaderless_changes = IndexChanges()
+
+    def _index(
+        self,
+        key: tuple[UUID, int],
+        old: PartitionRegistration | None,
+        new: PartitionRegistration | None,
+    ) -> None:
+        self.isr_changes.move(key, isr_members(old), isr_members(new))
+        self.leaderless_changes.move(key, leaderless_members(old), leaderless_members(new))
 
     def _set(self, change: _TopicChange, partition_id: int, new: PartitionRegistration) -> None:
         old = change.partition(partition_id)
         if old is not None:
             count_load(old, self.replica_loads, self.leader_loads, -1)
         count_load(new, self.replica_loads, self.leader_loads, 1)
+        self._index((change.topic_id, partition_id), old, new)
         change.partitions[partition_id] = new
         self.changed[change.topic_id] = change
 
@@ -176,8 +181,9 @@ class _TopicsDelta:
         change = self._change_of(record.topic_id, record)
         self.changed.pop(record.topic_id, None)
         name = change.name
-        for partition in change.current_partitions():
+        for partition_id, partition in change.current_partitions():
             count_load(partition, self.replica_loads, self.leader_loads, -1)
+            self._index((record.topic_id, partition_id), partition, None)
         if record.topic_id in self.base.by_id:
             self.removed.add(record.topic_id)
         self.names[name] = None
@@ -189,11 +195,18 @@ class _TopicsDelta:
         by_id_changes: dict[UUID, TopicImage | None] = dict.fromkeys(self.removed)
         by_id_changes.update((tid, change.to_image()) for tid, change in self.changed.items())
         return TopicsImage(
-            _overlay(self.base.by_id, by_id_changes),
-            _overlay(self.base.by_name, self.names),
+            overlaid(self.base.by_id, by_id_changes),
+            overlaid(self.base.by_name, self.names),
             _added(self.base.replica_counts, self.replica_loads),
             _added(self.base.leader_counts, self.leader_loads),
+            self.isr_changes.applied_to(self._base_index(self.base.isr_index)),
+            self.leaderless_changes.applied_to(self._base_index(self.base.leaderless_index)),
         )
+
+    @staticmethod
+    def _base_index(index: BrokerIndex | None) -> BrokerIndex:
+        assert index is not None, "an image's indexes are set once it is built"
+        return index
 
 
 class MetadataDelta:
@@ -324,12 +337,12 @@ class MetadataDelta:
     def _apply_features(self) -> FeaturesImage:
         if not self._features:
             return self._image.features
-        return FeaturesImage(_overlay(self._image.features.levels, self._features))
+        return FeaturesImage(overlaid(self._image.features.levels, self._features))
 
     def _apply_cluster(self) -> ClusterImage:
         if not self._brokers:
             return self._image.cluster
-        return ClusterImage(_overlay(self._image.cluster.brokers, self._brokers))
+        return ClusterImage(overlaid(self._image.cluster.brokers, self._brokers))
 
     def _apply_configs(self) -> ConfigsImage:
         if not self._configs:
@@ -338,7 +351,7 @@ class MetadataDelta:
             resource: frozen_entries(entries) if entries else None
             for resource, entries in self._configs.items()
         }
-        return ConfigsImage(_overlay(self._image.configs.resources, changes))
+        return ConfigsImage(overlaid(self._image.configs.resources, changes))
 
     def _apply_producer_ids(self) -> ProducerIdsImage:
         if self._next_producer_id is None:

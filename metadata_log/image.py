@@ -24,6 +24,15 @@ from uuid import UUID
 
 from immutables import Map
 
+from pykraft.metadata_log.partition_index import (
+    EMPTY_INDEX,
+    EMPTY_TOPICS,
+    BrokerIndex,
+    BrokerPartitions,
+    IndexChanges,
+    isr_members,
+    leaderless_members,
+)
 from pykraft.metadata_log.records import (
     METADATA_VERSION_FEATURE,
     NO_LEADER,
@@ -254,11 +263,13 @@ def count_load(
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicsImage:
-    """The topics by id, with an index from name to id, and how many partitions each broker
-    holds a replica of and leads (what replica placement balances; brokers with none absent).
+    """The topics by id, with an index from name to id, how many partitions each broker
+    holds a replica of and leads (what replica placement balances; brokers with none absent),
+    and per broker the partitions it must leave when fenced and may lead when unfenced
+    (`partition_index.py`).
 
-    `MetadataDelta.apply` keeps the counts in step with each change; an image built directly
-    (counts left None) counts them once here."""
+    `MetadataDelta.apply` keeps the counts and indexes in step with each change; an image built
+    directly (counts or indexes left None) builds them once here."""
 
     EMPTY: ClassVar[TopicsImage]
 
@@ -266,6 +277,8 @@ class TopicsImage:
     by_name: Mapping[str, UUID]
     replica_counts: Mapping[int, int] | None = None
     leader_counts: Mapping[int, int] | None = None
+    isr_index: BrokerIndex | None = None
+    leaderless_index: BrokerIndex | None = None
 
     def __post_init__(self) -> None:
         _freeze_field(self, "by_id")
@@ -281,6 +294,28 @@ class TopicsImage:
             object.__setattr__(self, "leader_counts", leaders)
         _freeze_field(self, "replica_counts")
         _freeze_field(self, "leader_counts")
+        if self.isr_index is None or self.leaderless_index is None:
+            self._index_partitions()
+
+    def _index_partitions(self) -> None:
+        in_isr, leaderless = IndexChanges(), IndexChanges()
+        for topic in self.by_id.values():
+            for partition_id, partition in topic.partitions.items():
+                key = (topic.topic_id, partition_id)
+                in_isr.move(key, (), isr_members(partition))
+                leaderless.move(key, (), leaderless_members(partition))
+        object.__setattr__(self, "isr_index", in_isr.applied_to(EMPTY_INDEX))
+        object.__setattr__(self, "leaderless_index", leaderless.applied_to(EMPTY_INDEX))
+
+    def partitions_in_isr(self, broker_id: int) -> BrokerPartitions:
+        """The partitions with a leader whose ISR holds `broker_id`."""
+        assert self.isr_index is not None
+        return BrokerPartitions(self.isr_index.get(broker_id, EMPTY_TOPICS))
+
+    def leaderless_partitions(self, broker_id: int) -> BrokerPartitions:
+        """The partitions without a leader that `broker_id` is a replica of."""
+        assert self.leaderless_index is not None
+        return BrokerPartitions(self.leaderless_index.get(broker_id, EMPTY_TOPICS))
 
     def get(self, topic_id: UUID) -> TopicImage | None:
         return self.by_id.get(topic_id)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
+from pykraft.quorum.controller.heartbeats import PARTITION_CHANGES_PER_STEP_MAX
 from pykraft.quorum.raft.api import ENTRY_BYTES_MAX_DEFAULT
 from pykraft.server_common.config_files import ConfigError, read_settings
 from pykraft.server_common.grpc_server import GRPC_MESSAGE_BYTES_MAX
@@ -55,6 +56,8 @@ class ControllerConfig:
     append_linger_ms: int = 25
     entry_operations_max: int = 1000
     raft_entry_bytes_max: int = ENTRY_BYTES_MAX_DEFAULT
+    # Partitions one step of a fence or controlled shutdown changes (controller/leaving.py).
+    partition_changes_per_step_max: int = PARTITION_CHANGES_PER_STEP_MAX
     # Kafka's automatic preferred leader election (see controller/elections.py).
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
@@ -83,6 +86,7 @@ class ControllerConfig:
             or self.append_linger_ms < 0
             or self.entry_operations_max <= 0
             or self.raft_entry_bytes_max <= 0
+            or self.partition_changes_per_step_max <= 0
         ):
             raise ConfigError("timeouts and limits must be positive")
         if not METADATA_FETCH_BYTES_MIN <= self.metadata_fetch_bytes_max <= GRPC_MESSAGE_BYTES_MAX:
@@ -108,6 +112,7 @@ _KEYS = {
     "controller.quorum.append.linger.ms": "append_linger_ms",
     "metadata.entry.operations.max": "entry_operations_max",
     "raft.entry.bytes.max": "raft_entry_bytes_max",
+    "controller.partition.changes.per.step.max": "partition_changes_per_step_max",
     "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
     "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
     METRICS_LISTEN_KEY: "metrics_listen",

@@ -84,6 +84,9 @@ from pykraft.quorum.state_machine import Applied, MetadataStateMachine
 
 log = logging.getLogger(__name__)
 
+# Entries in flight past which a step of brokers leaving partitions waits for a commit: one poll
+# applies at most this many steps (about 6 ms each at 1,000 partitions).
+LEAVING_ENTRIES_IN_FLIGHT_MAX = 4
 # How often parked fetches are looked at again, so one is answered soon after its records commit.
 FETCH_RECHECK_MS = 10
 
@@ -97,7 +100,9 @@ class ControllerCore:
         self.state = MetadataStateMachine(tail_records_max=config.metadata_tail_records_max)
         self._new_id = new_id
         self._role = RoleState.standby()
-        self._heartbeats = HeartbeatTracker(config.broker_session_timeout_ms)
+        self._heartbeats = HeartbeatTracker(
+            config.broker_session_timeout_ms, config.partition_changes_per_step_max
+        )
         self._pending_image = self.state.image
         self._inflight: dict[int, list[PendingWrite]] = {}  # by append id, in append order
         self._open_entry: OpenEntry | None = None  # writes decided, not yet appended
@@ -287,6 +292,8 @@ class ControllerCore:
         decide: Decide,
         now_ms: int,
         out: Output,
+        *,
+        own_entry: bool = False,
     ) -> None:
         context = DecideContext(
             image=self._pending_image,
@@ -308,11 +315,13 @@ class ControllerCore:
             self._answer(out, request_id, response)
             return
         self._pending_image = _replayed(self._pending_image, result.records, self._role.epoch)
-        if self._open_entry is not None and not self._open_entry.fits(len(frames)):
+        if self._open_entry is not None and (own_entry or not self._open_entry.fits(len(frames))):
             self._append_open_entry(out)
         if self._open_entry is None:
             self._open_entry = OpenEntry(now_ms, self._entry_limits)
         self._open_entry.add(result.records, frames, write)
+        if own_entry:
+            self._append_open_entry(out)
 
     def _answer_after_pending_records(self, write: PendingWrite, out: Output) -> None:
         """A write without records read the pending image: it is answered once every record it
@@ -379,19 +388,29 @@ class ControllerCore:
     def _run_timers(self, now_ms: int, out: Output) -> None:
         if self._role.role is not Role.ACTIVE:
             return
-        self._fence_expired_brokers(now_ms, out)
+        self._fence_brokers(now_ms, out)
         self._balance_partition_leaders(now_ms, out)
 
-    def _fence_expired_brokers(self, now_ms: int, out: Output) -> None:
+    def _fence_brokers(self, now_ms: int, out: Output) -> None:
+        """Starts fencing brokers whose session expired, or takes the next step of the brokers
+        leaving their partitions (`controller/leaving.py`) in an entry of its own, so no turn
+        decides, encodes or applies more than a step."""
         expired = self._heartbeats.expired(self._pending_image, now_ms)
-        if not expired:
+        step_due = len(self._inflight) < LEAVING_ENTRIES_IN_FLIGHT_MAX  # commits keep up
+        if expired:
+            log.info("fencing brokers %s: no heartbeat within the session timeout", expired)
+        elif not (self._heartbeats.leaving_in_progress and step_due):
             return
-        log.info("fencing brokers %s: no heartbeat within the session timeout", expired)
-        for broker_id in expired:
-            self._heartbeats.remove(broker_id)
         self._write_internal(
-            lambda ctx: _as_header_result(fence_expired_brokers(ctx.image, expired)), now_ms, out
+            lambda ctx: _as_header_result(
+                fence_expired_brokers(ctx.image, expired, ctx.heartbeats, ctx.next_offset)
+            ),
+            now_ms,
+            out,
+            own_entry=not expired,
         )
+        if not self._heartbeats.leaving_in_progress:
+            log.info("every fence and controlled shutdown move in progress is decided")
 
     def _balance_partition_leaders(self, now_ms: int, out: Output) -> None:
         """Every `leader.imbalance.check.interval.seconds`, when `auto.leader.rebalance.enable`,
@@ -403,10 +422,12 @@ class ControllerCore:
             lambda ctx: _as_header_result(balance_partition_leaders(ctx.image)), now_ms, out
         )
 
-    def _write_internal(self, decide: Decide, now_ms: int, out: Output) -> None:
+    def _write_internal(
+        self, decide: Decide, now_ms: int, out: Output, *, own_entry: bool = False
+    ) -> None:
         """A write the controller decides for itself; nobody waits for its answer."""
         try:
-            self._write(None, common_pb2.ResponseHeader, decide, now_ms, out)
+            self._write(None, common_pb2.ResponseHeader, decide, now_ms, out, own_entry=own_entry)
         except InvariantError:
             raise
         except Exception:  # a bug in one decision must not take the controller down
@@ -437,6 +458,8 @@ class ControllerCore:
         if held_until_ms is not None:
             times.append(max(held_until_ms, now_ms + 1))
         if self._role.role is Role.ACTIVE:
+            if self._heartbeats.leaving_in_progress:
+                times.append(now_ms + 1)
             expiry_ms = self._heartbeats.next_expiry_ms(now_ms)
             if expiry_ms is not None:
                 times.append(expiry_ms)

@@ -198,6 +198,7 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
                 cluster_id=ctx.cluster_id,
                 next_offset=ctx.next_offset,
                 session_alive=ctx.heartbeats.is_alive(request.broker_id, ctx.now_ms),
+                partitions_max=ctx.heartbeats.partition_changes_max,
             )
             if result.response.header.error_code == 0:
                 ctx.heartbeats.touch(request.broker_id, ctx.now_ms)
@@ -309,7 +310,9 @@ class ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     def _end_session(self, request: controller_pb2.BrokerSessionRequest, stream_id: int) -> None:
         """Queues the decision on a stream's end without waiting (gRPC's callback thread)."""
         queued = self._controller.write_nowait(
-            lambda ctx: sessions.end_session(ctx.image, request, ctx.heartbeats, stream_id),
+            lambda ctx: sessions.end_session(
+                ctx.image, request, ctx.heartbeats, stream_id, ctx.next_offset
+            ),
             common_pb2.ResponseHeader,
             self._timeout_ms,
         )

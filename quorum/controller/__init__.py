@@ -8,12 +8,8 @@ from __future__ import annotations
 from pykraft.quorum.controller.cluster import fence_expired_brokers, heartbeat, register_broker
 from pykraft.quorum.controller.configs import describe_configs, incremental_alter_configs
 from pykraft.quorum.controller.heartbeats import HeartbeatTracker
-from pykraft.quorum.controller.leadership import (
-    records_for_controlled_shutdown,
-    records_to_fence_broker,
-    records_to_fence_brokers,
-    records_to_unfence_broker,
-)
+from pykraft.quorum.controller.leadership import records_to_unfence_broker
+from pykraft.quorum.controller.leaving import start_fences
 from pykraft.quorum.controller.placement import PlacementError, ReplicaPlacer, UsableBroker
 from pykraft.quorum.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
 from pykraft.quorum.controller.reads import describe_topics
@@ -43,9 +39,7 @@ __all__ = [
     "fence_expired_brokers",
     "heartbeat",
     "incremental_alter_configs",
-    "records_for_controlled_shutdown",
-    "records_to_fence_broker",
-    "records_to_fence_brokers",
     "records_to_unfence_broker",
     "register_broker",
+    "start_fences",
 ]

@@ -30,16 +30,15 @@ from pykraft.metadata_log.records import (
 )
 from pykraft.proto import admin_pb2, common_pb2, controller_pb2
 from pykraft.quorum.controller.guards import check_broker_epoch, parse_uuid
-from pykraft.quorum.controller.heartbeats import HeartbeatTracker
+from pykraft.quorum.controller.heartbeats import PARTITION_CHANGES_PER_STEP_MAX, HeartbeatTracker
 from pykraft.quorum.controller.leadership import (
+    controlled_shutdown_mark,
     leads_any_partition,
-    records_for_controlled_shutdown,
     records_for_offline_replicas,
-    records_to_fence_broker,
-    records_to_fence_brokers,
     records_to_remove_from_isrs,
     records_to_unfence_broker,
 )
+from pykraft.quorum.controller.leaving import start_fences, step_leaving
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.server_common.errors import ApiError, error_header, ok_header
 
@@ -79,6 +78,7 @@ def register_broker(
     cluster_id: str,
     next_offset: int,
     session_alive: bool,
+    partitions_max: int = PARTITION_CHANGES_PER_STEP_MAX,
 ) -> ControllerResult[controller_pb2.BrokerRegistrationResponse]:
     """Registers a broker, fenced, with broker epoch `next_offset`: the offset its
     RegisterBrokerRecord gets, since that record comes first in the result (Kafka's rule).
@@ -86,7 +86,8 @@ def register_broker(
     The same incarnation registering again gets its current epoch back and writes nothing. A new
     incarnation is refused (DUPLICATE_BROKER_REGISTRATION) while the current one is unfenced and
     its session alive; otherwise it replaces it, and the old one leaves every ISR and leadership,
-    since a restarted broker may have lost what it had not flushed.
+    since a restarted broker may have lost what it had not flushed: up to `partitions_max` of
+    them here, the rest before its first unfencing heartbeat (`leaving.py`).
     """
     error = _registration_error(request, cluster_id)
     if error is not None:
@@ -113,7 +114,7 @@ def register_broker(
     )
     records: list[Record] = [record]
     if existing is not None:
-        records.extend(records_to_remove_from_isrs(image, (request.broker_id,)))
+        records.extend(records_to_remove_from_isrs(image, (request.broker_id,), partitions_max))
     return ControllerResult(tuple(records), _registration_reply(broker_epoch=next_offset))
 
 
@@ -139,21 +140,45 @@ def _heartbeat_transition(
     if broker.fenced:
         if request.want_shut_down:
             return [], True, True
+        if sessions.is_leaving(broker_id) or image.topics.partitions_in_isr(broker_id):
+            # An earlier incarnation's ISRs are left first (the core goes on step by step).
+            return start_fences(image, [broker_id], sessions, next_offset)[0], True, False
         if caught_up and not request.want_fence:
             return records_to_unfence_broker(image, broker_id), False, False
         return [], True, False
+    if broker_id in sessions.fencing():
+        return [], False, False  # fenced once its last step commits
     if request.want_fence and not broker.in_controlled_shutdown:
-        return records_to_fence_broker(image, broker_id), True, False
+        records, fenced = start_fences(image, [broker_id], sessions, next_offset)
+        return records, fenced, False
     if broker.in_controlled_shutdown or request.want_shut_down:
-        if leads_any_partition(image, broker_id):
-            records = records_for_controlled_shutdown(image, broker_id)
-            if records:
-                sessions.shutdown_offset(broker_id, next_offset + len(records) - 1)
-            return records, False, False
-        if not sessions.shutdown_replicated(image, broker_id, now_ms):
-            return [], False, False
-        return records_to_fence_broker(image, broker_id), True, True
+        return _controlled_shutdown(
+            image, broker_id, sessions, now_ms=now_ms, next_offset=next_offset
+        )
     return records_for_offline_replicas(image, broker_id, _offline(request)), False, False
+
+
+def _controlled_shutdown(
+    image: MetadataImage,
+    broker_id: int,
+    sessions: HeartbeatTracker,
+    *,
+    now_ms: int,
+    next_offset: int,
+) -> tuple[list[Record], bool, bool]:
+    """The CONTROLLED_SHUTDOWN row of the state table: leaderships move away step by step, then
+    the broker is fenced once every live broker has replayed the moves."""
+    if leads_any_partition(image, broker_id):
+        if sessions.is_leaving(broker_id):
+            return [], False, False  # the core moves the rest, a step per turn
+        records = controlled_shutdown_mark(image, broker_id)
+        sessions.start_moving(broker_id)
+        records += step_leaving(image, sessions, next_offset + len(records))
+        return records, False, False
+    if not sessions.shutdown_replicated(image, broker_id, now_ms):
+        return [], False, False
+    records, fenced = start_fences(image, [broker_id], sessions, next_offset)
+    return records, fenced, fenced
 
 
 def _offline(request: controller_pb2.BrokerHeartbeatRequest) -> dict[UUID, set[int]]:
@@ -207,11 +232,12 @@ def heartbeat(
 
 
 def fence_expired_brokers(
-    image: MetadataImage, expired_ids: Iterable[int]
+    image: MetadataImage, expired_ids: Iterable[int], sessions: HeartbeatTracker, next_offset: int
 ) -> ControllerResult[None]:
-    """Fences the brokers whose session expired (those still registered and unfenced), in one
-    batch, moving their leaderships to live ISR members."""
-    return ControllerResult(tuple(records_to_fence_brokers(image, list(expired_ids))), None)
+    """Starts fencing the brokers whose session expired (those still registered and unfenced),
+    together, moving their leaderships to live ISR members, and takes the next step of every
+    broker leaving its partitions (`leaving.py`; no expired ids: that step alone)."""
+    return ControllerResult(tuple(start_fences(image, expired_ids, sessions, next_offset)[0]), None)
 
 
 def _unregister_error(image: MetadataImage, broker_id: int) -> ApiError | None:

@@ -20,16 +20,33 @@ leaving one leads when it stops.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Final
+
 from pykraft.metadata_log.image import MetadataImage
+
+# How many partitions one step of brokers leaving their partitions changes (`leaving.py`): a
+# partition change costs about 40 us to decide, encode and replay in all, so a step stays within
+# the controller's 50 ms turn between two Raft polls (quorum_controller.py).
+PARTITION_CHANGES_PER_STEP_MAX: Final = 1000
 
 
 class HeartbeatTracker:
-    """Last contact time and current session stream per broker. Holds at most one entry per
-    broker that has been touched or reset and not removed; callers remove brokers they fence."""
+    """Last contact time and current session stream per broker, and the brokers leaving their
+    partitions step by step (`leaving.py`: being fenced, or moving their partitions away in a
+    controlled shutdown). Holds at most one entry per broker that has been touched or reset and
+    not removed; callers remove brokers they fence."""
 
-    def __init__(self, session_timeout_ms: int) -> None:
-        assert session_timeout_ms > 0
+    def __init__(
+        self,
+        session_timeout_ms: int,
+        partition_changes_max: int = PARTITION_CHANGES_PER_STEP_MAX,
+    ) -> None:
+        assert session_timeout_ms > 0 and partition_changes_max > 0
         self.session_timeout_ms = session_timeout_ms
+        self.partition_changes_max = partition_changes_max
+        self._fencing: set[int] = set()
+        self._moving: set[int] = set()
         self._last_contact_ms: dict[int, int] = {}
         # The highest metadata offset each broker reported having replayed.
         self._metadata_offsets: dict[int, int] = {}
@@ -37,6 +54,38 @@ class HeartbeatTracker:
         self._shutdown_offsets: dict[int, int] = {}
         # Per broker, the id of its current session stream (the newest opened).
         self._streams: dict[int, int] = {}
+
+    def start_fences(self, broker_ids: Iterable[int]) -> None:
+        """The brokers are being fenced: their sessions end, and any move of theirs becomes
+        part of the fence."""
+        for broker_id in broker_ids:
+            self.remove(broker_id)
+            self._moving.discard(broker_id)
+            self._fencing.add(broker_id)
+
+    def start_moving(self, broker_id: int) -> None:
+        """The broker, in controlled shutdown, moves its partitions away (unless being fenced)."""
+        if broker_id not in self._fencing:
+            self._moving.add(broker_id)
+
+    def fencing(self) -> list[int]:
+        return sorted(self._fencing)
+
+    def moving(self) -> list[int]:
+        return sorted(self._moving)
+
+    def is_leaving(self, broker_id: int) -> bool:
+        return broker_id in self._fencing or broker_id in self._moving
+
+    @property
+    def leaving_in_progress(self) -> bool:
+        return bool(self._fencing or self._moving)
+
+    def finish_leaving(self, broker_ids: Iterable[int]) -> None:
+        """The brokers left their last partition (and those being fenced are, once it commits)."""
+        for broker_id in broker_ids:
+            self._fencing.discard(broker_id)
+            self._moving.discard(broker_id)
 
     def open_stream(self, broker_id: int, stream_id: int) -> None:
         """`broker_id` opened session stream `stream_id`; it is current unless a newer one is."""
@@ -83,11 +132,14 @@ class HeartbeatTracker:
 
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Sorted ids of the unfenced brokers (controlled shutdown included) of `image` whose
-        session is not alive, including any never heard from since the last `reset`."""
+        session is not alive, including any never heard from since the last `reset`, and not
+        being fenced already."""
         return sorted(
             broker_id
             for broker_id, broker in image.cluster.brokers.items()
-            if not broker.fenced and not self.is_alive(broker_id, now_ms)
+            if not broker.fenced
+            and not self.is_alive(broker_id, now_ms)
+            and broker_id not in self._fencing
         )
 
     def reset(self, image: MetadataImage, now_ms: int) -> None:
@@ -97,6 +149,7 @@ class HeartbeatTracker:
         self._last_contact_ms = dict.fromkeys(image.cluster.brokers, now_ms)
         self._metadata_offsets = {}
         self._streams = {}
+        self._fencing, self._moving = set(), set()  # a new controller starts over from the image
         self._shutdown_offsets = {
             broker_id: image.offset
             for broker_id, registration in image.cluster.brokers.items()

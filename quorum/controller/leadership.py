@@ -13,17 +13,19 @@ in, and partitions it led get a new leader:
 
 A PartitionChangeRecord names `leader` only when the leader changes (replay bumps the leader
 epoch whenever it is named) and `isr` only when the ISR changes; a partition that does not change
-gets no record. Every function here scans all partitions, in topic name then partition order,
-so the records are deterministic.
+gets no record. The functions here look only at the partitions the image's per-broker indexes
+name (`metadata_log/partition_index.py`, Kafka's BrokersToIsrs), never at every partition, and
+write their records in topic name then partition order, so the records are deterministic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Final
 from uuid import UUID
 
 from pykraft.metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
+from pykraft.metadata_log.partition_index import PartitionKey
 from pykraft.metadata_log.records import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
@@ -91,30 +93,71 @@ def _leaders_can_be(image: MetadataImage, excluded: Collection[int]) -> Callable
     return usable.__contains__
 
 
-def records_to_remove_from_isrs(
-    image: MetadataImage, broker_ids: Collection[int]
-) -> list[PartitionChangeRecord]:
-    """Partition changes taking `broker_ids` out of every ISR and leadership, by the rules above.
+def _in_order(
+    image: MetadataImage, keys: Iterable[PartitionKey]
+) -> list[tuple[TopicImage, int, PartitionRegistration]]:
+    """The partitions `keys` by topic name then partition id, so records are deterministic."""
+    found = []
+    for topic_id, partition_id in keys:
+        topic = image.topics.by_id[topic_id]
+        found.append((topic, partition_id, topic.partitions[partition_id]))
+    found.sort(key=lambda item: (item[0].name, item[1]))
+    return found
 
-    The brokers are treated as unable to lead whatever their registration says, so a caller may
-    put these records before or after the registration change that fences them.
-    """
-    can_lead = _leaders_can_be(image, broker_ids)
+
+def _changes(
+    image: MetadataImage,
+    keys: Iterable[PartitionKey],
+    *,
+    leaving: Collection[int],
+    can_lead: Callable[[int], bool],
+) -> list[PartitionChangeRecord]:
     changes = []
-    for topic, partition_id, partition in partitions_in_order(image):
-        if not any(broker_id in partition.isr for broker_id in broker_ids):
-            continue
+    for topic, partition_id, partition in _in_order(image, keys):
+        unclean = topic_flag(image, topic.name, UNCLEAN_LEADER_ELECTION)
         change = partition_change(
-            topic,
-            partition_id,
-            partition,
-            leaving=broker_ids,
-            can_lead=can_lead,
-            unclean=topic_flag(image, topic.name, UNCLEAN_LEADER_ELECTION),
+            topic, partition_id, partition, leaving=leaving, can_lead=can_lead, unclean=unclean
         )
         if change is not None:
             changes.append(change)
     return changes
+
+
+def partitions_to_leave(
+    image: MetadataImage, broker_ids: Collection[int], partitions_max: int
+) -> list[PartitionKey]:
+    """Up to `partitions_max` partitions with a leader whose ISR holds one of `broker_ids`
+    (the image's index: no scan of other partitions). Each one changes when they leave (its ISR
+    shrinks or it loses its leader), so it is not among the next call's once that replays."""
+    assert partitions_max > 0
+    chosen: dict[PartitionKey, None] = {}
+    for broker_id in broker_ids:
+        for key in image.topics.partitions_in_isr(broker_id):
+            if len(chosen) >= partitions_max:
+                return list(chosen)
+            chosen[key] = None
+    return list(chosen)
+
+
+def records_to_remove_from_isrs(
+    image: MetadataImage, broker_ids: Collection[int], partitions_max: int
+) -> list[PartitionChangeRecord]:
+    """Partition changes taking `broker_ids` out of the ISR and leadership of up to
+    `partitions_max` partitions, by the rules above (leaderless partitions stay as they are: no
+    leader waits for their ISR). The brokers are treated as unable to lead whatever their
+    registration says, so a caller may put these records before or after the registration
+    change that fences them, and split the work over several calls."""
+    return records_to_leave(
+        image, partitions_to_leave(image, broker_ids, partitions_max), broker_ids
+    )
+
+
+def records_to_leave(
+    image: MetadataImage, keys: Iterable[PartitionKey], broker_ids: Collection[int]
+) -> list[PartitionChangeRecord]:
+    """`records_to_remove_from_isrs` for the partitions `keys` (from `partitions_to_leave`)."""
+    can_lead = _leaders_can_be(image, broker_ids)
+    return _changes(image, keys, leaving=broker_ids, can_lead=can_lead)
 
 
 def records_for_offline_replicas(
@@ -122,46 +165,14 @@ def records_for_offline_replicas(
 ) -> list[Record]:
     """Takes `broker_id` out of the ISR and leadership of the replicas it cannot serve (their
     log directory failed), by the rules above; its other partitions stay as they are."""
-    usable = set(image.cluster.unfenced_broker_ids()) - {broker_id}
-    changes: list[Record] = []
-    for topic, partition_id, partition in partitions_in_order(image):
-        if broker_id not in partition.isr or partition_id not in offline.get(topic.topic_id, ()):
-            continue
-        change = partition_change(
-            topic,
-            partition_id,
-            partition,
-            leaving=(broker_id,),
-            can_lead=usable.__contains__,
-            unclean=topic_flag(image, topic.name, UNCLEAN_LEADER_ELECTION),
-        )
-        if change is not None:
-            changes.append(change)
-    return changes
-
-
-def records_to_fence_brokers(image: MetadataImage, broker_ids: Collection[int]) -> list[Record]:
-    """Fences the registered, unfenced brokers among `broker_ids`: ISR and leader changes first,
-    then one BrokerRegistrationChangeRecord(fenced=True) each (Kafka's order). Brokers that are
-    unknown or already fenced are skipped."""
-    fencing = sorted(
-        broker_id
-        for broker_id in set(broker_ids)
-        if (broker := image.cluster.broker(broker_id)) is not None and not broker.fenced
-    )
-    records: list[Record] = list(records_to_remove_from_isrs(image, fencing))
-    for broker_id in fencing:
-        registration = image.cluster.broker(broker_id)
-        assert registration is not None
-        records.append(
-            BrokerRegistrationChangeRecord(broker_id, registration.broker_epoch, fenced=True)
-        )
-    return records
-
-
-def records_to_fence_broker(image: MetadataImage, broker_id: int) -> list[Record]:
-    """`records_to_fence_brokers` for one broker."""
-    return records_to_fence_brokers(image, (broker_id,))
+    in_isr = image.topics.partitions_in_isr(broker_id)
+    keys = [
+        (topic_id, partition_id)
+        for topic_id, partition_ids in offline.items()
+        for partition_id in partition_ids
+        if (topic_id, partition_id) in in_isr
+    ]
+    return list(records_to_leave(image, keys, (broker_id,)))
 
 
 def records_to_unfence_broker(image: MetadataImage, broker_id: int) -> list[Record]:
@@ -176,41 +187,27 @@ def records_to_unfence_broker(image: MetadataImage, broker_id: int) -> list[Reco
     usable = set(image.cluster.unfenced_broker_ids())
     if not registration.in_controlled_shutdown:
         usable.add(broker_id)
-    for topic, partition_id, partition in partitions_in_order(image):
-        if partition.leader != NO_LEADER or broker_id not in partition.replicas:
-            continue
-        change = partition_change(
-            topic,
-            partition_id,
-            partition,
-            leaving=(),
-            can_lead=usable.__contains__,
-            unclean=topic_flag(image, topic.name, UNCLEAN_LEADER_ELECTION),
-        )
-        if change is not None:
-            records.append(change)
+    leaderless = image.topics.leaderless_partitions(broker_id)
+    records.extend(_changes(image, leaderless, leaving=(), can_lead=usable.__contains__))
     return records
 
 
-def records_for_controlled_shutdown(image: MetadataImage, broker_id: int) -> list[Record]:
-    """Marks a broker in controlled shutdown (once) and moves its leaderships away; as in Kafka
-    it also leaves every ISR, so acks=all writes stop waiting for it."""
+def controlled_shutdown_mark(image: MetadataImage, broker_id: int) -> list[Record]:
+    """The record marking a broker in controlled shutdown, unless it is already marked; its
+    partitions are then moved away step by step (`leaving.py`), and, as in Kafka, it leaves
+    their ISRs too, so acks=all writes stop waiting for it."""
     registration = image.cluster.broker(broker_id)
     assert registration is not None, f"broker {broker_id} is not registered"
-    records: list[Record] = []
-    if not registration.in_controlled_shutdown:
-        records.append(
-            BrokerRegistrationChangeRecord(
-                broker_id, registration.broker_epoch, in_controlled_shutdown=True
-            )
+    if registration.in_controlled_shutdown:
+        return []
+    return [
+        BrokerRegistrationChangeRecord(
+            broker_id, registration.broker_epoch, in_controlled_shutdown=True
         )
-    records.extend(records_to_remove_from_isrs(image, (broker_id,)))
-    return records
+    ]
 
 
 def leads_any_partition(image: MetadataImage, broker_id: int) -> bool:
-    return any(
-        partition.leader == broker_id
-        for topic in image.topics.by_id.values()
-        for partition in topic.partitions.values()
-    )
+    leader_counts = image.topics.leader_counts
+    assert leader_counts is not None
+    return leader_counts.get(broker_id, 0) > 0

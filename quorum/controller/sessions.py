@@ -14,7 +14,7 @@ from pykraft.metadata_log.image import MetadataImage
 from pykraft.proto import common_pb2, controller_pb2
 from pykraft.quorum.controller.guards import check_broker_epoch
 from pykraft.quorum.controller.heartbeats import HeartbeatTracker
-from pykraft.quorum.controller.leadership import records_to_fence_broker
+from pykraft.quorum.controller.leaving import start_fences
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.server_common.errors import error_header, ok_header
 
@@ -39,16 +39,18 @@ def end_session(
     request: controller_pb2.BrokerSessionRequest,
     sessions: HeartbeatTracker,
     stream_id: int,
+    next_offset: int,
 ) -> ControllerResult[common_pb2.ResponseHeader]:
     """Stream `stream_id` of the broker of `request` ended. When it was the broker's current
-    stream and that incarnation is still registered and unfenced, fences it (its leaderships move
-    to live ISR members) and ends its session; otherwise (a newer stream opened, another epoch
-    registered, already fenced) writes nothing."""
+    stream and that incarnation is still registered and unfenced, starts fencing it (its
+    leaderships move to live ISR members, step by step: `leaving.py`) and ends its session
+    (`next_offset`: the offset of the first record returned); otherwise (a newer stream
+    opened, another epoch registered, already fenced) writes nothing."""
     broker_id = request.broker_id
     if not sessions.end_stream(broker_id, stream_id):
         return ControllerResult((), ok_header())
     broker = image.cluster.broker(broker_id)
     if broker is None or broker.broker_epoch != request.broker_epoch or broker.fenced:
         return ControllerResult((), ok_header())
-    sessions.remove(broker_id)
-    return ControllerResult(tuple(records_to_fence_broker(image, broker_id)), ok_header())
+    records, _ = start_fences(image, [broker_id], sessions, next_offset)
+    return ControllerResult(tuple(records), ok_header())

@@ -406,3 +406,52 @@ def test_broker_load_counts_follow_every_change() -> None:
     assert 4 not in (gone.topics.replica_counts or {}), "a count at zero leaves the map"
     rebuilt = apply(MetadataImage.EMPTY, *gone.write())
     assert rebuilt.topics == gone.topics
+
+
+def reindex(image: MetadataImage) -> tuple[dict[int, set[tuple[UUID, int]]], ...]:
+    """Both per-broker partition indexes, counted over every partition."""
+    in_isr: dict[int, set[tuple[UUID, int]]] = {}
+    leaderless: dict[int, set[tuple[UUID, int]]] = {}
+    for topic in image.topics.by_id.values():
+        for partition_id, registration in topic.partitions.items():
+            key = (topic.topic_id, partition_id)
+            if registration.leader == NO_LEADER:
+                for broker_id in registration.replicas:
+                    leaderless.setdefault(broker_id, set()).add(key)
+            else:
+                for broker_id in registration.isr:
+                    in_isr.setdefault(broker_id, set()).add(key)
+    return in_isr, leaderless
+
+
+def indexes(image: MetadataImage) -> tuple[dict[int, set[tuple[UUID, int]]], ...]:
+    topics = image.topics
+    return tuple(
+        {
+            broker_id: {(t, p) for t, partition_ids in by_topic.items() for p in partition_ids}
+            for broker_id, by_topic in (index or {}).items()
+        }
+        for index in (topics.isr_index, topics.leaderless_index)
+    )
+
+
+def test_broker_partition_indexes_follow_every_change() -> None:
+    """Fencing and unfencing read each broker's partitions from the image's indexes (Kafka's
+    BrokersToIsrs), kept in step by each delta instead of found by a scan (issue 18 §3.2)."""
+    image = apply(
+        two_topics(),
+        PartitionRecord(FOO, 2, (4, 5, 6), (4, 5), 4, 0, 0),
+        PartitionChangeRecord(FOO, 0, leader=NO_LEADER, isr=(2, 3)),
+        PartitionChangeRecord(FOO, 1, replicas=(1, 2, 7), isr=(1, 7)),
+    )
+    assert indexes(image) == reindex(image)
+    assert set(image.topics.partitions_in_isr(4)) == {(FOO, 2)}
+    assert set(image.topics.leaderless_partitions(3)) == {(FOO, 0)}
+    assert (FOO, 0) not in image.topics.partitions_in_isr(2), "a leaderless partition is not"
+    back = apply(image, PartitionChangeRecord(FOO, 0, leader=2))
+    assert indexes(back) == reindex(back) and not back.topics.leaderless_index
+    gone = apply(image, RemoveTopicRecord(FOO), TopicRecord("baz", FOO), partition(FOO, 0, 3))
+    assert indexes(gone) == reindex(gone)
+    assert 4 not in (gone.topics.isr_index or {}), "a broker with no partition leaves the index"
+    rebuilt = apply(MetadataImage.EMPTY, *gone.write())
+    assert rebuilt.topics == gone.topics

@@ -12,7 +12,12 @@ from pykraft.metadata_log.records import (
     RegisterBrokerRecord,
 )
 from pykraft.proto import common_pb2, controller_pb2
-from pykraft.quorum.controller import HeartbeatTracker, heartbeat, register_broker
+from pykraft.quorum.controller import (
+    HeartbeatTracker,
+    fence_expired_brokers,
+    heartbeat,
+    register_broker,
+)
 from tests.unit.quorum.controller.conftest import (
     CLUSTER_ID,
     after,
@@ -146,7 +151,12 @@ def beat(
     return result.response, after(image, result), len(result.records)
 
 
-FENCED = image_with(broker(1, fenced=True), *brokers(2), *topic("t", T, [(2, 1)]))
+# A fence takes the broker out of every ISR with a leader, so a fenced broker is in none.
+FENCED = image_with(
+    broker(1, fenced=True),
+    *brokers(2),
+    *topic("t", T, [PartitionRegistration((2, 1), (2,), 2, 0, 0)]),
+)
 
 
 def test_heartbeat_from_unknown_broker_or_stale_epoch_fails() -> None:
@@ -329,3 +339,76 @@ def test_fence_record_carries_the_registration_epoch() -> None:
         next_offset=FENCED.offset + 1,
     )
     assert result.records[-1] == BrokerRegistrationChangeRecord(2, broker_epoch(2), fenced=True)
+
+
+THREE_LED_BY_1 = image_with(*brokers(1, 2), *topic("t", T, [(1, 2), (1, 2), (1, 2)]))
+
+
+def one_partition_per_step(image: MetadataImage) -> HeartbeatTracker:
+    sessions = HeartbeatTracker(session_timeout_ms=1000, partition_changes_max=1)
+    sessions.reset(image, now_ms=0)
+    return sessions
+
+
+def steps_until_done(image: MetadataImage, sessions: HeartbeatTracker) -> tuple[MetadataImage, int]:
+    """The core's turns: a step each while anything is leaving; the image after, and the count."""
+    steps = 0
+    while sessions.leaving_in_progress:
+        image = after(image, fence_expired_brokers(image, [], sessions, image.offset + 1))
+        steps += 1
+    return image, steps
+
+
+def test_a_broker_being_fenced_is_answered_unfenced_and_changes_nothing_until_its_fence_ends() -> (
+    None
+):
+    sessions = one_partition_per_step(THREE_LED_BY_1)
+    asked, fencing, records = beat(THREE_LED_BY_1, 1, want_fence=True, sessions=sessions)
+    assert (asked.is_fenced, records) == (False, 1), "fenced only once its last step commits"
+    again, same, records = beat(fencing, 1, sessions=sessions)
+    assert (again.is_fenced, records) == (False, 0) and same.topics == fencing.topics
+    fenced, steps = steps_until_done(fencing, sessions)
+    assert steps == 2
+    registration = fenced.cluster.broker(1)
+    assert registration is not None and registration.fenced
+    assert {(p.leader, p.isr) for p in fenced.topics.by_id[T].partitions.values()} == {(2, (2,))}
+    last, _, records = beat(fenced, 1, sessions=sessions, offset=broker_epoch(1) - 1)
+    assert (last.is_fenced, records) == (True, 0)
+
+
+def test_a_replaced_incarnation_leaves_every_isr_before_the_new_one_is_unfenced() -> None:
+    """Registration takes the old incarnation out of one step's partitions; a fenced broker still
+    in an ISR (the rest, also after a controller failover) leaves it before it may be unfenced,
+    since a restarted broker may have lost what it had not flushed."""
+    sessions = one_partition_per_step(THREE_LED_BY_1)
+    result = register_broker(
+        THREE_LED_BY_1,
+        registration(1, generation=1),
+        cluster_id=CLUSTER_ID,
+        next_offset=THREE_LED_BY_1.offset + 1,
+        session_alive=False,
+        partitions_max=1,
+    )
+    registered = after(THREE_LED_BY_1, result)
+    assert registered.topics.partitions_in_isr(1).count() == 2
+    epoch = result.response.broker_epoch
+    held, leaving, records = beat(registered, 1, epoch=epoch, sessions=sessions)
+    assert (held.is_caught_up, held.is_fenced, records) == (True, True, 1)
+    left, steps = steps_until_done(leaving, sessions)
+    assert steps == 1 and not left.topics.partitions_in_isr(1)
+    unfenced, back, _ = beat(left, 1, epoch=epoch, sessions=sessions)
+    assert not unfenced.is_fenced
+    assert {p.leader for p in back.topics.by_id[T].partitions.values()} == {2}
+
+
+def test_controlled_shutdown_moves_leaderships_a_step_per_turn() -> None:
+    sessions = one_partition_per_step(THREE_LED_BY_1)
+    first, moving, records = beat(THREE_LED_BY_1, 1, want_shut_down=True, sessions=sessions)
+    assert (first.is_fenced, first.should_shut_down, records) == (False, False, 2)  # mark, step
+    waiting, _, records = beat(moving, 1, want_shut_down=True, sessions=sessions)
+    assert (waiting.should_shut_down, records) == (False, 0)
+    moved, steps = steps_until_done(moving, sessions)
+    assert steps == 2 and not moved.topics.partitions_in_isr(1)
+    beat(moved, 2, offset=moved.offset, sessions=sessions)
+    done, _, _ = beat(moved, 1, offset=moved.offset, want_shut_down=True, sessions=sessions)
+    assert (done.is_fenced, done.should_shut_down) == (True, True)

@@ -7,12 +7,17 @@ from pykraft.metadata_log.records import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
+    Record,
 )
 from pykraft.quorum.controller import (
+    HeartbeatTracker,
     fence_expired_brokers,
-    records_for_controlled_shutdown,
-    records_to_fence_broker,
     records_to_unfence_broker,
+    start_fences,
+)
+from pykraft.quorum.controller.leadership import (
+    controlled_shutdown_mark,
+    records_to_remove_from_isrs,
 )
 from tests.unit.quorum.controller.conftest import (
     broker,
@@ -25,6 +30,19 @@ from tests.unit.quorum.controller.conftest import (
 
 T = UUID(int=1)
 U = UUID(int=2)
+
+
+def tracker(image: MetadataImage) -> HeartbeatTracker:
+    sessions = HeartbeatTracker(session_timeout_ms=1000)
+    sessions.reset(image, now_ms=0)
+    return sessions
+
+
+def records_to_fence_broker(image: MetadataImage, broker_id: int) -> list[Record]:
+    """The whole fence of `broker_id`, in one step."""
+    records, fenced = start_fences(image, [broker_id], tracker(image), image.offset + 1)
+    assert fenced
+    return records
 
 
 def partitions(image: MetadataImage, topic_id: UUID = T) -> dict[int, PartitionRegistration]:
@@ -113,7 +131,7 @@ def test_unfencing_gives_leaderless_partitions_back_a_leader_from_their_isr() ->
 
 
 def test_controlled_shutdown_marks_the_broker_and_moves_leaderships_away() -> None:
-    records = records_for_controlled_shutdown(BASE, 1)
+    records = controlled_shutdown_mark(BASE, 1) + records_to_remove_from_isrs(BASE, [1], 100)
     assert records[0] == BrokerRegistrationChangeRecord(
         1, broker_epoch(1), in_controlled_shutdown=True
     )
@@ -125,8 +143,9 @@ def test_controlled_shutdown_marks_the_broker_and_moves_leaderships_away() -> No
 
 
 def test_fencing_several_brokers_at_once_never_elects_one_of_them() -> None:
-    result = fence_expired_brokers(BASE, [2, 1, 2])
+    result = fence_expired_brokers(BASE, [2, 1, 2], tracker(BASE), BASE.offset + 1)
     fenced = image_with(*result.records, base=BASE)
     assert {p.leader for p in partitions(fenced).values()} == {3}
     assert fenced.cluster.unfenced_broker_ids() == [3]
-    assert fence_expired_brokers(fenced, [1, 2, 42]).records == ()
+    again = fence_expired_brokers(fenced, [1, 2, 42], tracker(fenced), fenced.offset + 1)
+    assert again.records == ()

@@ -38,7 +38,7 @@ def opened(
 def ended(
     tracker: HeartbeatTracker, request: controller_pb2.BrokerSessionRequest, sid: int
 ) -> MetadataImage:
-    return after(IMAGE, end_session(IMAGE, request, tracker, sid))
+    return after(IMAGE, end_session(IMAGE, request, tracker, sid, IMAGE.offset + 1))
 
 
 def leaders(image: MetadataImage) -> list[int]:
@@ -94,4 +94,4 @@ def test_the_end_of_a_fenced_brokers_stream_writes_nothing() -> None:
     tracker = HeartbeatTracker(session_timeout_ms=60_000)
     tracker.reset(image, now_ms=0)
     open_session(image, session(2), tracker, 3)
-    assert end_session(image, session(2), tracker, 3).records == ()
+    assert end_session(image, session(2), tracker, 3, image.offset + 1).records == ()
