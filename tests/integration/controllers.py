@@ -134,16 +134,20 @@ class Quorum:
 
 
 def fetch_image(
-    stub: controller_pb2_grpc.ControllerServiceStub, *, allow_standby: bool = False
+    stub: controller_pb2_grpc.ControllerServiceStub,
+    *,
+    allow_standby: bool = False,
+    timeout_s: float = 10.0,
 ) -> MetadataImage:
-    """Rebuilds an image from MetadataFetch as a broker does: snapshot if offered, then batches."""
+    """Rebuilds an image from MetadataFetch as a broker does: snapshot if offered, then batches;
+    each fetch stream may take up to `timeout_s`."""
     image = MetadataImage.EMPTY
     after = -1
     while True:
         request = controller_pb2.MetadataFetchRequest(
             broker_id=-1, after_offset=after, max_wait_ms=0, allow_standby=allow_standby
         )
-        fetched = read_fetch_stream(image, stub.MetadataFetch(request, timeout=10))
+        fetched = read_fetch_stream(image, stub.MetadataFetch(request, timeout=timeout_s))
         image = fetched.image
         after = image.offset
         if after >= fetched.high_watermark:
