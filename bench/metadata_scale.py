@@ -14,9 +14,10 @@ so a 2-core machine can hold the sizes), creates the partitions (replication fac
   MetadataFetch of the whole image from offset -1;
 - controller failover: kill -9 of the active controller until the next committed write (goal
   <= 1 s);
-- broker restart: a stand-in broker stops heartbeating (kill -9) and comes back with a new
-  incarnation until its heartbeat says unfenced (goal <= 5 s; the old session must expire
-  first; a real broker also loads its image);
+- broker restart: a stand-in broker stops heartbeating and comes back with a new incarnation
+  until its heartbeat says unfenced (goal <= 5 s): killed (its session stream ends, so it is
+  fenced at once, as a real broker killed with -9), then silent (the old session must expire
+  first); a real broker also loads its image;
 - MetadataFetch as a stream (issue 18 §2.2): the messages of a whole-image fetch from -1 at the
   broker's 1 MiB limit (how many, the largest, the total: before the stream, the total was one
   message); and a real broker process holding no partition (all are on the stand-ins), started,
@@ -283,12 +284,17 @@ def image_costs(partition_count: int, per_topic: int) -> None:
     )
 
 
-def restart_ms(broker: StandInBroker) -> float:
-    """A broker that stops heartbeating (kill -9) and comes back with a new incarnation, until a
-    heartbeat says unfenced: the controller refuses the new incarnation while the old session
-    lives, so this includes the rest of the session timeout."""
+def restart_ms(broker: StandInBroker, *, killed: bool) -> float:
+    """A broker that stops heartbeating and comes back with a new incarnation, until a heartbeat
+    says unfenced. `killed`: its session stream ends as a kill -9's socket closes, so the fence
+    starts at once; otherwise it falls silent (paused, cut off) and the controller refuses the
+    new incarnation while the old session lives, so this includes the rest of the session
+    timeout."""
+    session = broker.open_session() if killed else None
     broker.pause()
     started = time.perf_counter()
+    if session is not None:
+        session.cancel()
     broker.incarnation_id = str(uuid.uuid4())
 
     def registered_and_unfenced() -> bool:
@@ -431,10 +437,11 @@ def _fail(
         f"[{created} partitions] controller failover (kill -9 until the next committed write), "
         f"{len(times)} runs: median {statistics.median(times):.0f} ms, max {max(times):.0f} ms"
     )
-    print(
-        f"[{created} partitions] stand-in broker kill -9 and restart until unfenced: "
-        f"{restart_ms(brokers[0]):.0f} ms"
-    )
+    for how, killed in (("kill -9 (its session stream ends)", True), ("silent", False)):
+        print(
+            f"[{created} partitions] stand-in broker {how}, restarted until unfenced: "
+            f"{restart_ms(brokers[0], killed=killed):.0f} ms"
+        )
 
 
 def main() -> int:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import grpc
 
@@ -275,6 +276,19 @@ class StandInBroker:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def open_session(self) -> grpc.Call:
+        """Opens a `BrokerSession` stream to the active controller, as a running broker holds
+        one; cancelling the returned call is a kill -9's closed socket (the controller fences
+        the broker at once instead of after the session timeout)."""
+        active = self.quorum.wait_active(timeout_s=20)
+        request = controller_pb2.BrokerSessionRequest(
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch
+        )
+        call = self.quorum.controller_stub(active.address).BrokerSession(request)
+        opened = next(call)
+        assert opened.header.error_code == common_pb2.NONE, opened.header
+        return cast(grpc.Call, call)
 
 
 def pykraft(
