@@ -12,6 +12,7 @@ import click
 from pykraft.broker.config import BrokerConfig, check_open_files_limit, load_config
 from pykraft.broker.server import Broker
 from pykraft.server_common.config_files import ConfigError
+from pykraft.server_common.gc_pauses import bound_full_collections
 from pykraft.server_common.process import (
     configure_logging,
     raise_open_files_limit,
@@ -94,6 +95,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], **flags: object) -
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
     configure_logging(config.log_format)
+    bound_full_collections()
     sys.exit(_serve_until_stopped(config))
 
 

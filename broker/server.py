@@ -41,8 +41,8 @@ from pykraft.broker.replica_fetcher import ReplicaFetcherManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import BrokerService, serve
 from pykraft.metadata_log import MetadataDelta, MetadataImage
+from pykraft.server_common.gc_pauses import long_lived_objects
 from pykraft.server_common.node_http import NodeHttpServer
-from pykraft.server_common.process import long_lived_objects
 
 log = logging.getLogger(__name__)
 

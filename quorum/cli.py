@@ -17,6 +17,7 @@ from pykraft.quorum.raft import RaftConfig
 from pykraft.quorum.service import serve
 from pykraft.quorum.storage import StorageError, check_meta_properties
 from pykraft.server_common.config_files import ConfigError
+from pykraft.server_common.gc_pauses import bound_full_collections
 from pykraft.server_common.node_http import NodeHttpServer
 from pykraft.server_common.process import (
     configure_logging,
@@ -96,6 +97,7 @@ def run(config_path: Path | None, **flags: object) -> None:
     except (ConfigError, StorageError) as error:
         raise click.UsageError(str(error)) from error
     configure_logging(config.log_format)
+    bound_full_collections()
     raise_open_files_limit()
     sys.exit(_serve_until_stopped(config))
 

@@ -7,22 +7,20 @@ print every thread's stack on `kill -USR1` (what a stuck shutdown waits on). Wit
 `message`, `thread`, and `exception` when there is one) for log collectors; `text` (the default)
 is for people. Each server raises its soft RLIMIT_NOFILE to the hard limit at start
 (`raise_open_files_limit`), as the JVM does for Kafka: the soft default (often 1024) is far
-below what a broker with thousands of partitions and connections needs. What a server builds at
-start-up to keep for its life is built inside `long_lived_objects`.
+below what a broker with thousands of partitions and connections needs. How servers keep the garbage
+collector's pauses short is `gc_pauses`'.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import faulthandler
-import gc
 import json
 import logging
 import resource
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
 from typing import Final
 
@@ -92,22 +90,3 @@ def raise_open_files_limit() -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         soft = hard
     return soft
-
-
-@contextlib.contextmanager
-def long_lived_objects() -> Iterator[None]:
-    """For start-up work that builds what the process keeps for its life (a broker's metadata
-    image and its partitions' logs): the cyclic garbage collector is off meanwhile, and every
-    object is frozen afterwards (`gc.freeze`), so neither the start-up nor a later collection
-    walks them again. Why: each full collection walks every tracked object and holds the GIL;
-    a broker opening 20,000 logs ran 8 of them (2.9 s of an 8 s open) and its shutdown 2 more
-    (2 s). The collector is on again afterwards. Cost: a reference cycle among the frozen
-    objects that becomes garbage later is never collected (bounded by what the block built)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
