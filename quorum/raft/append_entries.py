@@ -1,7 +1,8 @@
 """Raft's AppendEntries rule for a follower's log, in front of pysyncobj's.
 
-pysyncobj's follower deletes every entry after `prevLogIdx` whenever it holds more entries than
-the request carries, even entries that match the leader's. A request that repeats entries the
+pysyncobj's follower deletes every entry after `prevLogIdx` whenever it holds any, even entries
+that match the leader's (when it holds exactly the request's entries, it deletes them and appends
+them again). A request that repeats entries the
 follower holds is ordinary: a stale reset answer moves the leader's next index back and it
 re-sends a batch from there, or a heartbeat leaves from behind the follower's end. Deleting then
 throws away committed and applied entries (pysyncobj logs "truncating already-applied log
@@ -12,8 +13,8 @@ AppendEntries receiver step 3).
 Raft way:
 - entries the follower holds with the same term are dropped from the front of the request, so
   pysyncobj's deletion starts at the first conflicting (or missing) entry;
-- when the follower holds every entry and more, nothing is appended or deleted: the request
-  becomes a commit-only one (pysyncobj's form without `prevLogIdx`), with the leader's commit
+- when the follower holds every entry (and perhaps more), nothing is appended or deleted: the
+  request becomes a commit-only one (pysyncobj's form without `prevLogIdx`), with the leader's commit
   index capped at the request's last entry, since entries past it have not been checked against
   the leader's; the caller then answers success up to that entry, as Raft does.
 
@@ -64,8 +65,8 @@ def plan_append(
     held = _held_prefix(entries, term_at)
     end_index = entries[-1][1] if entries else prev_index
     if held == len(entries):
-        if last_index <= end_index:
-            return AppendPlan(message)  # nothing after the request to delete
+        if not entries and last_index <= end_index:
+            return AppendPlan(message)  # a heartbeat at the follower's end: nothing to delete
         return AppendPlan(_commit_only(message, end_index), acknowledge_index=end_index)
     if held == 0:
         return AppendPlan(message)

@@ -13,6 +13,7 @@ its own thread, as the socket would.
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,3 +142,21 @@ def test_the_leader_ignores_a_reset_below_what_the_follower_matched(
 
     assert match_index > 3
     assert next_index > match_index
+
+
+def test_a_batch_re_sent_to_the_end_is_neither_deleted_nor_added_again(
+    committed: tuple[VoterThread, VoterThread], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The follower holds exactly the entries sent and none after them. pysyncobj deleted them
+    and appended them again, applied ones included, logging "truncating already-applied log
+    entries" (the line bench/metadata_scale.py's 1,000,000-partition run printed once); now
+    nothing is deleted."""
+    leader, follower = committed
+    before = follower.run(_entries)
+    message = _append_entries(follower, before[3], before[4:])
+
+    with caplog.at_level(logging.CRITICAL, logger="pysyncobj"):
+        after = _deliver(follower, leader, message)
+
+    assert after == before
+    assert not [r for r in caplog.records if "already-applied" in r.getMessage()]
