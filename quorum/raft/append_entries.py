@@ -14,9 +14,9 @@ Raft way:
 - entries the follower holds with the same term are dropped from the front of the request, so
   pysyncobj's deletion starts at the first conflicting (or missing) entry;
 - when the follower holds every entry (and perhaps more), nothing is appended or deleted: the
-  request becomes a commit-only one (pysyncobj's form without `prevLogIdx`), with the leader's commit
-  index capped at the request's last entry, since entries past it have not been checked against
-  the leader's; the caller then answers success up to that entry, as Raft does.
+  request becomes a commit-only one (pysyncobj's form without `prevLogIdx`), with the leader's
+  commit index capped at the request's last entry, since entries past it have not been checked
+  against the leader's; the caller then answers success up to that entry, as Raft does.
 
 On the leader's side, `is_stale_reset` tells an answer that would send the leader back over
 entries the follower is known to hold: an answer to a request sent before later ones succeeded.
