@@ -24,6 +24,7 @@ from pykraft.broker.controller_channel import ControllerCaller, ControllerUnavai
 from pykraft.broker.metadata_image_file import ImageFile
 from pykraft.broker.metadata_log_file import METADATA_LOG_BYTES_MAX, FetchedBatch, MetadataLogFile
 from pykraft.metadata_log import MetadataDelta, MetadataImage, decode_records
+from pykraft.metadata_log.image_loader import SnapshotLoader
 from pykraft.proto import common_pb2, controller_pb2
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def read_fetch_stream(
     the empty image instead). Records at or below the image's offset are skipped."""
     delta = MetadataDelta(image)
     snapshot: tuple[int, int] | None = None  # offset, epoch of the snapshot being read
-    snapshot_whole = True
+    loader: SnapshotLoader | None = None  # while a snapshot is being read
     last_offset, epoch, records, high_watermark = image.offset, image.epoch, 0, -1
     batches: list[FetchedBatch] = []
     for response in responses:
@@ -70,14 +71,15 @@ def read_fetch_stream(
             chunk = response.snapshot
             if snapshot is None and records == 0:
                 snapshot = (chunk.offset, chunk.epoch)
-                delta = MetadataDelta(MetadataImage.EMPTY)
                 last_offset, epoch = snapshot
-            elif snapshot != (chunk.offset, chunk.epoch) or snapshot_whole:  # or after batches
+                loader = SnapshotLoader(offset=chunk.offset, epoch=chunk.epoch)
+            elif snapshot != (chunk.offset, chunk.epoch) or loader is None:  # or after batches
                 raise MetadataFetchError(f"a chunk of snapshot {chunk.offset} out of place")
-            for record in decode_records(chunk.records):
-                delta.replay(record)
-                records += 1
-            snapshot_whole = chunk.last_chunk
+            records += loader.take(decode_records(chunk.records))
+            if chunk.last_chunk:
+                delta, loader = MetadataDelta(loader.image()), None
+        if response.batches and loader is not None:
+            raise MetadataFetchError(f"batches inside snapshot {last_offset}")
         for batch in response.batches:
             batches.append((batch.base_offset, batch.epoch, batch.records))
             for index, record in enumerate(decode_records(batch.records)):
@@ -86,7 +88,7 @@ def read_fetch_stream(
                     epoch = max(epoch, batch.epoch)
                     delta.replay(record)
                     records += 1
-    if not snapshot_whole:
+    if loader is not None:
         raise MetadataFetchError(f"the stream ended inside snapshot {last_offset}")
     if snapshot is None and last_offset == image.offset:
         return Fetched(delta, image, records, high_watermark, tuple(batches))
@@ -115,7 +117,7 @@ class MetadataFollower:
         self._listener = listener
         self._fetch_wait_ms = fetch_wait_ms
         self._request_timeout_ms = request_timeout_ms
-        self._image = log_file.load(image_file.read())
+        self._image = MetadataImage.EMPTY  # until `load` reads what is on disk
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failure: BaseException | None = None
@@ -133,7 +135,10 @@ class MetadataFollower:
         return self._image.offset
 
     def load(self) -> None:
-        """Hands the image read from disk to the listener, as a change from the empty image."""
+        """Reads the image and log stored on disk (a million partitions take seconds: the
+        caller decides under which garbage collector settings) and hands the image to the
+        listener, as a change from the empty image. Called once, before `start`."""
+        self._image = self._log_file.load(self._image_file.read())
         if self._image.offset >= 0:
             log.info("metadata image on disk as of offset %d", self._image.offset)
             self._listener(None, self._image)

@@ -25,7 +25,7 @@ from pykraft.metadata_log.configs import (
     config_definitions,
     validate_config,
 )
-from pykraft.metadata_log.delta import MetadataDelta, image_of_chunks, replay_all
+from pykraft.metadata_log.delta import MetadataDelta, replay_all
 from pykraft.metadata_log.errors import (
     ConfigValidationError,
     CorruptRecordError,
@@ -43,6 +43,7 @@ from pykraft.metadata_log.image import (
     TopicImage,
     TopicsImage,
 )
+from pykraft.metadata_log.image_loader import image_of_chunks
 from pykraft.metadata_log.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,

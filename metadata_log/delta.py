@@ -21,7 +21,6 @@ from uuid import UUID
 
 from immutables import Map
 
-from pykraft.metadata_log.codec import decode_records
 from pykraft.metadata_log.errors import MetadataReplayError
 from pykraft.metadata_log.image import (
     BrokerRegistration,
@@ -367,15 +366,3 @@ def replay_all(image: MetadataImage, records: Iterable[Record]) -> MetadataDelta
     for record in records:
         delta.replay(record)
     return delta
-
-
-def image_of_chunks(chunks: Iterable[bytes], *, offset: int, epoch: int) -> MetadataImage:
-    """The image a snapshot's `chunks` (the codec's batches of its records, as `encode_chunks`
-    cuts them) describe, as of `offset` and `epoch`. Each chunk is decoded, replayed and applied
-    on its own as it is drawn, so what a restore holds beyond the image is one chunk's records,
-    never the whole snapshot's (images share structure: applying a chunk costs in proportion
-    to the chunk)."""
-    image = dataclasses.replace(MetadataImage.EMPTY, offset=offset, epoch=epoch)
-    for chunk in chunks:
-        image = replay_all(image, decode_records(chunk)).apply(offset=offset, epoch=epoch)
-    return image

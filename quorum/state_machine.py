@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from pykraft.metadata_log.codec import encode_chunks
-from pykraft.metadata_log.delta import image_of_chunks, replay_all
+from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.image import MetadataImage
+from pykraft.metadata_log.image_loader import image_of_chunks
 from pykraft.quorum.batch import BatchKind, QuorumBatch, record_batch_of
 
 # image offset, image epoch, active epoch, active leader id: a snapshot's first part

@@ -113,6 +113,25 @@ def test_an_empty_answer_changes_nothing() -> None:
     assert fetched.delta is not None
 
 
+def _snapshot_chunk(image: MetadataImage, *, last: bool) -> controller_pb2.MetadataFetchResponse:
+    response = controller_pb2.MetadataFetchResponse(high_watermark=image.offset)
+    response.snapshot.offset, response.snapshot.epoch = image.offset, image.epoch
+    response.snapshot.records = encode_records(image.write())
+    response.snapshot.last_chunk = last
+    return response
+
+
+def test_a_snapshot_is_built_as_its_image_and_batches_inside_it_are_refused() -> None:
+    image = cluster_image(MANY)
+    fetched = read_fetch_stream(MetadataImage.EMPTY, [_snapshot_chunk(image, last=True)])
+    assert fetched.delta is None and fetched.image == image
+    assert fetched.records == len(image.write())
+    change = PartitionChangeRecord(ORDERS_ID, 0, leader=2)
+    inside = [_snapshot_chunk(image, last=False), _batches(image.offset + 1, 3, [change])]
+    with pytest.raises(metadata.MetadataFetchError, match="batches inside snapshot"):
+        read_fetch_stream(MetadataImage.EMPTY, inside)
+
+
 class _Controller:
     """Stands in for the ControllerCaller: answers MetadataFetch from a full image, as a snapshot
     from -1 and as one batch of `tail` after the offset just before it."""
@@ -169,6 +188,7 @@ def test_a_restart_loads_the_stored_image_and_fetches_only_the_tail(tmp_path: Pa
     assert ImageFile(tmp_path).read() == before
     assert MetadataLogFile(tmp_path).read(before) == after
     restarted, _ = _follower(tmp_path, controller)
+    restarted.load()
     assert restarted.image == after
 
 
@@ -244,10 +264,12 @@ def test_a_long_log_is_folded_into_the_image(
     ImageFile(tmp_path).write(before)
     first: list[Record] = [PartitionChangeRecord(ORDERS_ID, 7, leader=2)]
     follower, _ = _follower(tmp_path, _Controller(before, first))
+    follower.load()
     assert follower.fetch_once()  # the log was empty: appended
     assert MetadataLogFile(tmp_path).size_bytes() > 0
     second: list[Record] = [PartitionChangeRecord(ORDERS_ID, 8, leader=2)]
     follower, _ = _follower(tmp_path, _Controller(follower.image, second))
+    follower.load()
     assert follower.fetch_once()  # the log is past its limit: folded into the image
     assert MetadataLogFile(tmp_path).size_bytes() == 0
     assert ImageFile(tmp_path).read() == follower.image == advance(before, first + second)[1]
