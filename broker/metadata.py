@@ -14,6 +14,7 @@ restart loads both and asks the controller only for what follows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from pykraft.broker.metadata_log_file import METADATA_LOG_BYTES_MAX, FetchedBatc
 from pykraft.metadata_log import MetadataDelta, MetadataImage, decode_records
 from pykraft.metadata_log.image_loader import SnapshotLoader
 from pykraft.proto import common_pb2, controller_pb2
+from pykraft.server_common.gc_pauses import long_lived_build
 
 log = logging.getLogger(__name__)
 
@@ -63,31 +65,35 @@ def read_fetch_stream(
     loader: SnapshotLoader | None = None  # while a snapshot is being read
     last_offset, epoch, records, high_watermark = image.offset, image.epoch, 0, -1
     batches: list[FetchedBatch] = []
-    for response in responses:
-        high_watermark = response.high_watermark
-        if response.header.error_code != common_pb2.NONE:
-            raise MetadataFetchError(f"refused: {response.header.error_message}")
-        if response.HasField("snapshot"):
-            chunk = response.snapshot
-            if snapshot is None and records == 0:
-                snapshot = (chunk.offset, chunk.epoch)
-                last_offset, epoch = snapshot
-                loader = SnapshotLoader(offset=chunk.offset, epoch=chunk.epoch)
-            elif snapshot != (chunk.offset, chunk.epoch) or loader is None:  # or after batches
-                raise MetadataFetchError(f"a chunk of snapshot {chunk.offset} out of place")
-            records += loader.take(decode_records(chunk.records))
-            if chunk.last_chunk:
-                delta, loader = MetadataDelta(loader.image()), None
-        if response.batches and loader is not None:
-            raise MetadataFetchError(f"batches inside snapshot {last_offset}")
-        for batch in response.batches:
-            batches.append((batch.base_offset, batch.epoch, batch.records))
-            for index, record in enumerate(decode_records(batch.records)):
-                if batch.base_offset + index > last_offset:
-                    last_offset = batch.base_offset + index
-                    epoch = max(epoch, batch.epoch)
-                    delta.replay(record)
-                    records += 1
+    # A snapshot is built with the collector off and frozen after (in a server: `gc_pauses`).
+    with contextlib.ExitStack() as building:
+        for response in responses:
+            high_watermark = response.high_watermark
+            if response.header.error_code != common_pb2.NONE:
+                raise MetadataFetchError(f"refused: {response.header.error_message}")
+            if response.HasField("snapshot"):
+                chunk = response.snapshot
+                if snapshot is None and records == 0:
+                    snapshot = (chunk.offset, chunk.epoch)
+                    last_offset, epoch = snapshot
+                    loader = SnapshotLoader(offset=chunk.offset, epoch=chunk.epoch)
+                    building.enter_context(long_lived_build())
+                elif snapshot != (chunk.offset, chunk.epoch) or loader is None:  # or after batches
+                    raise MetadataFetchError(f"a chunk of snapshot {chunk.offset} out of place")
+                records += loader.take(decode_records(chunk.records))
+                if chunk.last_chunk:
+                    delta, loader = MetadataDelta(loader.image()), None
+                    building.close()
+            if response.batches and loader is not None:
+                raise MetadataFetchError(f"batches inside snapshot {last_offset}")
+            for batch in response.batches:
+                batches.append((batch.base_offset, batch.epoch, batch.records))
+                for index, record in enumerate(decode_records(batch.records)):
+                    if batch.base_offset + index > last_offset:
+                        last_offset = batch.base_offset + index
+                        epoch = max(epoch, batch.epoch)
+                        delta.replay(record)
+                        records += 1
     if loader is not None:
         raise MetadataFetchError(f"the stream ended inside snapshot {last_offset}")
     if snapshot is None and last_offset == image.offset:

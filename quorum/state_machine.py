@@ -24,6 +24,7 @@ from pykraft.metadata_log.delta import replay_all
 from pykraft.metadata_log.image import MetadataImage
 from pykraft.metadata_log.image_loader import image_of_chunks
 from pykraft.quorum.batch import BatchKind, QuorumBatch, record_batch_of
+from pykraft.server_common.gc_pauses import long_lived_build
 
 # image offset, image epoch, active epoch, active leader id: a snapshot's first part
 _SNAPSHOT_HEADER = struct.Struct(">qiii")
@@ -180,7 +181,8 @@ class MetadataStateMachine:
         offset, epoch, active_epoch, leader_id = _SNAPSHOT_HEADER.unpack_from(first)
         records = first[_SNAPSHOT_HEADER.size :]
         chunks = itertools.chain((records,) if records else (), parts)
-        self.image = image_of_chunks(chunks, offset=offset, epoch=epoch)
+        with long_lived_build():
+            self.image = image_of_chunks(chunks, offset=offset, epoch=epoch)
         self.active_epoch = active_epoch
         self.active_leader_id = leader_id
         self._tail.clear()

@@ -12,6 +12,8 @@ immutable, and its structures hold no reference cycles.
   collector off, then frozen (`gc.freeze`), so no later collection walks it again.
 - `bound_full_collections`: after any full collection that took `pause_ms_max` or more, every
   object alive is frozen, so the next full collections walk only what was allocated since.
+- `long_lived_build`: for a large build at runtime (an image restored from a snapshot), what
+  `long_lived_objects` does, in a process that bounds its collections (a server) only.
 
 Frozen objects are still freed by reference counting when their last reference goes, as an old
 image's replaced nodes are; what freezing gives up is collecting reference cycles among frozen
@@ -65,6 +67,16 @@ class _FreezeAfterSlowFullCollections:
             self._started_s = self._clock_s()
         elif (self._clock_s() - self._started_s) * 1000 >= self._pause_ms_max:
             gc.freeze()  # the collection is over: its survivors move to the permanent generation
+
+
+def long_lived_build() -> contextlib.AbstractContextManager[None]:
+    """`long_lived_objects()` in a process that installed `bound_full_collections` (a server,
+    whose collections are its own to tune), else a context that changes nothing (a test or a
+    tool, whose collector is left alone). Why: restoring a million-partition image with the
+    collector on ran dozens of full collections over the growing image, seconds in all."""
+    if any(isinstance(callback, _FreezeAfterSlowFullCollections) for callback in gc.callbacks):
+        return long_lived_objects()
+    return contextlib.nullcontext()
 
 
 def bound_full_collections(

@@ -61,3 +61,22 @@ def test_after_a_slow_full_collection_its_survivors_are_frozen() -> None:
 
 def test_full_collections_under_the_bound_freeze_nothing() -> None:
     assert _run(_FULL_COLLECTIONS.format(pause_ms_max=10**9)) == ["0", "0"]
+
+
+_BUILD = (
+    "import gc\n"
+    "from pykraft.server_common.gc_pauses import bound_full_collections, long_lived_build\n"
+    "{install}"
+    "with long_lived_build():\n"
+    "    inside = gc.isenabled()\n"
+    "    kept = [[i] for i in range(10_000)]\n"
+    "print(inside, gc.isenabled(), gc.get_freeze_count() > 10_000)\n"
+)
+
+
+def test_a_long_lived_build_freezes_in_a_server_only() -> None:
+    """With the servers' bound installed, a build runs with the collector off and is frozen;
+    without it (a test, a tool), the collector is left as it was."""
+    server = _run(_BUILD.format(install="bound_full_collections()\n"))
+    assert server == ["False", "True", "True"]
+    assert _run(_BUILD.format(install="")) == ["True", "True", "False"]
