@@ -11,12 +11,15 @@ times. Passes, one after the other on the same cluster: acks=1 with linger_ms 0 
 path alone), acks=all with linger_ms 0 (Kafka's latency-tuned producer: the figure the issue's
 goal is measured with) and acks=all with Kafka's default linger_ms 5.
 
-The brokers run with the latency trace on (`pykraft.broker.latency_trace`; `--no-trace` runs
-without it, to see what it costs), and the bench prints p50 and p99 of each step of a record's
-way per pass (`bench/latency_breakdown.py`): the client and the request's trip, the leader's
-append, the follower's fetch answered, its append, its next fetch, the high-water mark, the
-produce answer and the ack, the consumer's fetch answered and the record polled. Steps are
-taken per record, so the p50s of the steps need not add up to the end-to-end p50.
+Each pass's line also gives the brokers' CPU seconds over it and the machine's load average at
+its start: on 2 shared cores each hop of a record waits for a core, so figures taken under other
+load are comparable only within one run. The brokers run with the latency trace on
+(`pykraft.broker.latency_trace`; `--no-trace` runs without it, to see what it costs), and the
+bench prints p50 and p99 of each step of a record's way per pass (`bench/latency_breakdown.py`):
+the client and the request's trip, the leader's append, the follower's fetch answered, its
+append, its next fetch, the high-water mark, the produce answer and the ack, the consumer's
+fetch answered and the record polled. Steps are taken per record, so the p50s of the steps need
+not add up to the end-to-end p50.
 
 Before and after in one run: `--code DIR` (`bench/source_tree.py`), repeated; each tree gets a
 cluster of its own, and its brokers, producer and consumer run that tree.
@@ -86,6 +89,15 @@ def measure(address: str, rate: int, seconds: float, *, acks: str, linger_ms: in
     return Measured(records, reached)
 
 
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes `pids` so far (/proc/PID/stat)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def measure_tree(tmp: Path, args: argparse.Namespace) -> list[Measured]:
     """Every pass on a cluster of its own running the tree `starting_processes` chose, traced
     into `tmp`/trace unless --no-trace (the table is printed after the passes)."""
@@ -96,14 +108,18 @@ def measure_tree(tmp: Path, args: argparse.Namespace) -> list[Measured]:
     runs: list[Measured] = []
     with three_broker_cluster(tmp) as cluster:
         address = bootstrap(cluster[1])
+        pids = [broker.process.pid for broker in cluster[1].values() if broker.process]
         for label, acks, linger_ms in PASSES:
+            load = os.getloadavg()[0]
+            cpu_before_s = _cpu_s(pids)
             run = measure(address, args.rate, args.seconds, acks=acks, linger_ms=linger_ms)
             runs.append(run)
             latencies = run.end_to_end_ms()
             print(
                 f"{label}: {len(latencies)} records at {args.rate}/s (reached"
                 f" {run.reached:.0f}/s), end to end p50 {percentile(latencies, 0.5):.1f} ms,"
-                f" p99 {percentile(latencies, 0.99):.1f} ms, max {max(latencies):.1f} ms",
+                f" p99 {percentile(latencies, 0.99):.1f} ms, max {max(latencies):.1f} ms;"
+                f" brokers' CPU {_cpu_s(pids) - cpu_before_s:.1f} s, load average {load:.1f}",
                 flush=True,
             )
         for broker in cluster[1].values():
