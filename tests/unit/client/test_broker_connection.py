@@ -21,6 +21,7 @@ from tests.unit.client.fake_grpc import started, unary_service
 from tests.waiting import wait_until
 
 WAIT_S = 10
+SERVER_THREADS = "fake-broker"  # the in-process server's (started as it needs them)
 Answer = broker_pb2.ListOffsetsResponse | KafkaError
 
 
@@ -53,7 +54,9 @@ class SlowBroker:
 @pytest.fixture
 def broker() -> Iterator[tuple[SlowBroker, str]]:
     fake = SlowBroker()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=CALLS_IN_FLIGHT_MAX + 4))
+    server = grpc.server(
+        futures.ThreadPoolExecutor(CALLS_IN_FLIGHT_MAX + 4, thread_name_prefix=SERVER_THREADS)
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.add_generic_rpc_handlers(
         [
@@ -90,87 +93,93 @@ class Answers:
             assert self._lock.wait_for(lambda: len(self.by_call) >= count, WAIT_S), self.by_call
 
 
-def _call(connection: BrokerConnection, answers: Answers, call: int, timeout_ms: int) -> None:
-    request = broker_pb2.ListOffsetsRequest()
-    connection.call_async(
-        "ListOffsets", request, broker_pb2.ListOffsetsResponse, timeout_ms, answers.on_done(call)
-    )
+@pytest.fixture
+def connected(
+    broker: tuple[SlowBroker, str],
+) -> Iterator[tuple[SlowBroker, BrokerConnection, Answers]]:
+    """A connection to the slow broker and the answers to its calls; at the end the broker lets
+    every held call go and the connection closes (again, for tests that closed it)."""
+    fake, address = broker
+    connection = BrokerConnection(address, retry_backoff_ms=10)
+    try:
+        yield fake, connection, Answers()
+    finally:
+        fake.release.set()
+        connection.close()
+
+
+def _call(
+    connection: BrokerConnection, answers: Answers, calls: range, timeout_ms: int = 5000
+) -> None:
+    """Sends one ListOffsets per number in `calls`, answered into `answers` under its number."""
+    for call in calls:
+        connection.call_async(
+            "ListOffsets",
+            broker_pb2.ListOffsetsRequest(),
+            broker_pb2.ListOffsetsResponse,
+            timeout_ms,
+            answers.on_done(call),
+        )
+
+
+def _limit_reached(
+    connected: tuple[SlowBroker, BrokerConnection, Answers], calls: int
+) -> tuple[SlowBroker, BrokerConnection, Answers]:
+    """Sends `calls` calls (more than the limit) and waits until the broker holds the limit's
+    worth: the rest wait on the connection's side. Returns `connected`."""
+    fake, connection, answers = connected
+    _call(connection, answers, range(calls))
+    wait_until(lambda: fake.held >= CALLS_IN_FLIGHT_MAX, f"{CALLS_IN_FLIGHT_MAX} calls held")
+    return connected
 
 
 def test_calls_one_after_the_other_start_no_thread_per_call(
-    broker: tuple[SlowBroker, str], monkeypatch: pytest.MonkeyPatch
+    connected: tuple[SlowBroker, BrokerConnection, Answers], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake, address = broker
+    fake, connection, answers = connected
     fake.release.set()
     starts: list[str] = []
     real_start = threading.Thread.start
 
     def counted_start(thread: threading.Thread) -> None:
-        starts.append(thread.name)
+        if not thread.name.startswith(SERVER_THREADS):
+            starts.append(thread.name)
         real_start(thread)
 
-    connection = BrokerConnection(address, retry_backoff_ms=10)
-    answers = Answers()
-    try:
-        _call(connection, answers, 0, 5000)  # the connection's first call may start its thread
-        answers.wait_for(1)
-        monkeypatch.setattr(threading.Thread, "start", counted_start)
-        for call in range(1, 21):
-            _call(connection, answers, call, 5000)
-            answers.wait_for(call + 1)
-    finally:
-        connection.close()
+    _call(connection, answers, range(1))  # the connection's first call may start its thread
+    answers.wait_for(1)
+    monkeypatch.setattr(threading.Thread, "start", counted_start)
+    for call in range(1, 21):
+        _call(connection, answers, range(call, call + 1))
+        answers.wait_for(call + 1)
     assert starts == []
     assert all(isinstance(a, broker_pb2.ListOffsetsResponse) for a in answers.by_call.values())
 
 
 def test_calls_run_side_by_side_up_to_the_limit_and_each_is_answered_once(
-    broker: tuple[SlowBroker, str],
+    connected: tuple[SlowBroker, BrokerConnection, Answers],
 ) -> None:
-    fake, address = broker
-    calls = CALLS_IN_FLIGHT_MAX + 2
-    connection = BrokerConnection(address, retry_backoff_ms=10)
-    answers = Answers()
-    try:
-        for call in range(calls):
-            _call(connection, answers, call, 5000)
-        wait_until(lambda: fake.held >= CALLS_IN_FLIGHT_MAX, f"{CALLS_IN_FLIGHT_MAX} calls held")
-        fake.refuse = True
-        fake.release.set()
-        answers.wait_for(calls)
-    finally:
-        connection.close()
+    fake, _, answers = _limit_reached(connected, CALLS_IN_FLIGHT_MAX + 2)
+    fake.refuse = True
+    fake.release.set()
+    answers.wait_for(CALLS_IN_FLIGHT_MAX + 2)
     assert fake.held_most == CALLS_IN_FLIGHT_MAX
     assert all(isinstance(a, NotLeaderOrFollowerError) for a in answers.by_call.values())
 
 
 def test_a_call_the_broker_never_answers_in_time_fails_with_a_connection_error(
-    broker: tuple[SlowBroker, str],
+    connected: tuple[SlowBroker, BrokerConnection, Answers],
 ) -> None:
-    fake, address = broker
-    connection = BrokerConnection(address, retry_backoff_ms=10)
-    answers = Answers()
-    try:
-        _call(connection, answers, 0, 100)
-        answers.wait_for(1)
-    finally:
-        fake.release.set()
-        connection.close()
+    _, connection, answers = connected
+    _call(connection, answers, range(1), timeout_ms=100)
+    answers.wait_for(1)
     assert isinstance(answers.by_call[0], KafkaConnectionError)
 
 
 def test_calls_still_queued_when_the_connection_closes_are_answered_with_an_error(
-    broker: tuple[SlowBroker, str],
+    connected: tuple[SlowBroker, BrokerConnection, Answers],
 ) -> None:
-    fake, address = broker
-    calls = CALLS_IN_FLIGHT_MAX + 3
-    connection = BrokerConnection(address, retry_backoff_ms=10)
-    answers = Answers()
-    try:
-        for call in range(calls):
-            _call(connection, answers, call, 5000)
-    finally:
-        connection.close()
-        fake.release.set()
-    answers.wait_for(calls)
+    _, connection, answers = _limit_reached(connected, CALLS_IN_FLIGHT_MAX + 3)
+    connection.close()
+    answers.wait_for(CALLS_IN_FLIGHT_MAX + 3)
     assert all(isinstance(a, KafkaConnectionError) for a in answers.by_call.values())
