@@ -157,15 +157,17 @@ def fetch_whole_image(quorum: Quorum) -> tuple[float, float, int, int]:
 
 @contextlib.contextmanager
 def quorum_with_brokers(
-    tmp: Path, extra_args: tuple[str, ...] = ()
+    tmp: Path, extra_args: tuple[str, ...] = (), *, broker_count: int = 3
 ) -> Iterator[tuple[Quorum, list[StandInBroker]]]:
-    """Three controller processes (started with `extra_args`) with an active one, and three
-    stand-in brokers registered and heartbeating, until the block ends."""
+    """Three controller processes (started with `extra_args`) with an active one, and
+    `broker_count` stand-in brokers (ids from 1, in three racks) registered and heartbeating,
+    until the block ends."""
     quorum = make_quorum(tmp, extra_args=extra_args)
     quorum.start()
     try:
         quorum.wait_active(timeout_s=30)
-        brokers = [StandInBroker(quorum, i, rack=f"r{i}") for i in (1, 2, 3)]
+        ids = range(1, broker_count + 1)
+        brokers = [StandInBroker(quorum, i, rack=f"r{(i - 1) % 3 + 1}") for i in ids]
         for broker in brokers:
             broker.start()
         try:

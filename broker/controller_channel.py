@@ -106,21 +106,23 @@ class ControllerCaller:
     def call_stream(
         self, method: str, request: Message, response_type: type[_R], timeout_s: float
     ) -> Iterator[_R]:
-        """The active controller's stream of answers to the server-streaming `method`, all
-        within `timeout_s`, redirected as `call` is until the first answer is not
-        NOT_CONTROLLER; ControllerUnavailableError when no attempt got that far, or when the
-        stream breaks after it (the caller must not take what it read for a whole answer)."""
+        """The active controller's stream of answers to the server-streaming `method`, each
+        within `timeout_s` of asking for it (the whole stream may take longer: its reader's
+        time between answers is its own), redirected as `call` is until the first answer is
+        not NOT_CONTROLLER; ControllerUnavailableError when no attempt got that far, or when
+        the stream breaks or falls silent after it (the caller must not take what it read for
+        a whole answer). Leaving the iterator early cancels the call."""
 
         def send(rpc: Callable[..., Any]) -> tuple[Any, Any]:
-            responses = rpc(request, timeout=timeout_s)
-            first = next(responses, None)
+            answers = _AnswersWithin(rpc(request), timeout_s)
+            first = answers.next()
             if first is None:  # a stream always opens with an answer, if only a refusal
                 raise ControllerUnavailableError(f"{method}: the stream ended without an answer")
-            return first, responses
+            return first, answers
 
         stub_class = controller_pb2_grpc.ControllerServiceStub
-        address, first, responses = self._redirected(method, response_type, stub_class, send)
-        return _rest_of_stream(address, first, responses)
+        address, first, answers = self._redirected(method, response_type, stub_class, send)
+        return _rest_of_stream(address, first, answers)
 
     def _redirected(
         self,
@@ -170,12 +172,46 @@ class ControllerCaller:
             self._channels.clear()
 
 
-def _rest_of_stream(address: str, first: _R, responses: Iterator[_R]) -> Iterator[_R]:
-    yield first
+class _AnswersWithin:
+    """A streaming call's answers, each awaited at most `timeout_s`: a timer cancels the call
+    when the wait for one runs out (gRPC's own deadline covers the whole call instead)."""
+
+    def __init__(self, call: Any, timeout_s: float) -> None:
+        self._call = call
+        self.timeout_s = timeout_s
+        self.timed_out = False
+
+    def _give_up(self) -> None:
+        self.timed_out = True
+        self._call.cancel()
+
+    def next(self) -> Any:
+        """The next answer, or None at the stream's end; grpc.RpcError if it broke."""
+        timer = threading.Timer(self.timeout_s, self._give_up)
+        timer.daemon = True
+        timer.start()
+        try:
+            return next(self._call, None)
+        finally:
+            timer.cancel()
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+def _rest_of_stream(address: str, first: _R, answers: _AnswersWithin) -> Iterator[_R]:
     try:
-        yield from responses
+        yield first
+        while (answer := answers.next()) is not None:
+            yield answer
     except grpc.RpcError as error:
-        raise ControllerUnavailableError(f"{address}: stream broke: {error.code()}") from error
+        if answers.timed_out:
+            problem = f"no answer within {answers.timeout_s} s"
+        else:
+            problem = f"stream broke: {error.code()}"
+        raise ControllerUnavailableError(f"{address}: {problem}") from error
+    finally:
+        answers.cancel()  # a reader that left early: the controller stops sending
 
 
 class ControllerChannel:

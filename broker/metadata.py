@@ -159,6 +159,8 @@ class MetadataFollower:
             max_wait_ms=self._fetch_wait_ms,
             max_bytes=METADATA_FETCH_BYTES_MAX,
         )
+        # The longest wait for each answer (the first one waits out the long poll); the stream
+        # as a whole may take longer, while the answers of a large image are replayed.
         timeout_s = (self._fetch_wait_ms + self._request_timeout_ms) / 1000
         try:
             responses = self._caller.call_stream(

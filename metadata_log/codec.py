@@ -25,13 +25,18 @@ What callers may rely on:
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any, Final
 from uuid import UUID
 
+from pykraft.metadata_log.decoder_source import (
+    optional_item,
+    shared_uuid,
+    struct_decoder,
+    tuple_item,
+)
 from pykraft.metadata_log.errors import CorruptRecordError
 from pykraft.metadata_log.records import RECORD_CLASSES, Record
 
@@ -134,7 +139,7 @@ def _encode_uuid(buf: bytearray, value: UUID) -> None:
 
 def _decode_uuid(data: bytes, pos: int) -> tuple[UUID, int]:
     end = _end_of(data, pos, _UUID_BYTES)
-    return UUID(bytes=bytes(data[pos:end])), end
+    return shared_uuid(bytes(data[pos:end])), end
 
 
 def _enum_codec(enum_cls: type[IntEnum]) -> tuple[_Encoder, _Decoder]:
@@ -194,33 +199,30 @@ def _tuple_codec(item: tuple[_Encoder, _Decoder]) -> tuple[_Encoder, _Decoder]:
 
 def _struct_codec(cls: type[Any]) -> tuple[_Encoder, _Decoder]:
     """Encodes a dataclass as its fields in declaration order; decodes through its __init__."""
-    names, codecs = _struct_fields(cls)
-    encoders = tuple((name, codec[0]) for name, codec in zip(names, codecs, strict=True))
+    names, hints = _struct_fields(cls)
+    encoders = tuple((name, _field_codec(hint)[0]) for name, hint in zip(names, hints, strict=True))
 
     def encode(buf: bytearray, value: object) -> None:
         for name, encode_field in encoders:
             encode_field(buf, getattr(value, name))
 
-    return encode, _prefix_decoder(cls, tuple(codec[1] for codec in codecs))
+    return encode, _fields_decoder(cls, hints)
 
 
-def _struct_fields(cls: type[Any]) -> tuple[tuple[str, ...], list[tuple[_Encoder, _Decoder]]]:
+def _struct_fields(cls: type[Any]) -> tuple[tuple[str, ...], list[object]]:
+    """The names and types of `cls`'s fields, in declaration order."""
     hints = typing.get_type_hints(cls)
     names = tuple(field.name for field in dataclasses.fields(cls))
-    return names, [_field_codec(hints[name]) for name in names]
+    return names, [hints[name] for name in names]
 
 
-def _prefix_decoder(cls: type[Any], decoders: tuple[_Decoder, ...]) -> _Decoder:
-    """Decodes the first `len(decoders)` fields; the fields after them take their defaults."""
-
-    def decode(data: bytes, pos: int) -> tuple[object, int]:
-        values = []
-        for decode_field in decoders:
-            value, pos = decode_field(data, pos)
-            values.append(value)
-        return cls(*values), pos
-
-    return decode
+def _fields_decoder(cls: type[Any], hints: list[object]) -> _Decoder:
+    """Decodes the first `len(hints)` fields; the fields after them take their defaults."""
+    helpers: dict[str, Callable[..., Any]] = {
+        "read_multibyte_uvarint": _read_multibyte_uvarint,
+        "end_of": _end_of,
+    }
+    return struct_decoder(cls, hints, lambda hint: _field_codec(hint)[1], helpers)
 
 
 _SCALAR_CODECS: Final[dict[object, tuple[_Encoder, _Decoder]]] = {
@@ -239,12 +241,10 @@ def _field_codec(hint: object) -> tuple[_Encoder, _Decoder]:
         return _enum_codec(hint)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _struct_codec(hint)
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
-        (inner,) = (arg for arg in args if arg is not type(None))
+    if (inner := optional_item(hint)) is not None:
         return _optional_codec(_field_codec(inner))
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        return _tuple_codec(_field_codec(args[0]))
+    if (item := tuple_item(hint)) is not None:
+        return _tuple_codec(_field_codec(item))
     raise TypeError(f"the metadata codec cannot encode fields of type {hint!r}")
 
 
@@ -261,13 +261,12 @@ def _record_codec(record_class: type[Record]) -> _RecordCodec:
     _write_uvarint(header, record_class.TYPE_ID)
     _write_uvarint(header, record_class.VERSION)
     encode_body, _ = _struct_codec(record_class)
-    names, codecs = _struct_fields(record_class)
+    names, hints = _struct_fields(record_class)
     fields_since: dict[str, int] = getattr(record_class, "FIELDS_SINCE", {})
     since = [fields_since.get(name, 0) for name in names]
     assert since == sorted(since), f"{record_class.__name__}: a newer field before an older one"
-    decoders = tuple(codec[1] for codec in codecs)
     by_version = tuple(
-        _prefix_decoder(record_class, decoders[: sum(1 for v in since if v <= version)])
+        _fields_decoder(record_class, hints[: sum(1 for v in since if v <= version)])
         for version in range(record_class.VERSION + 1)
     )
     return _RecordCodec(record_class, bytes(header), encode_body, by_version)
@@ -295,6 +294,7 @@ def encode_record(record: Record) -> bytes:
 
 def decode_record(data: bytes) -> Record:
     """The record `data` holds, all of `data`; CorruptRecordError if it is not exactly one."""
+    data = bytes(data)  # a copy only when not bytes already: decoders slice it for UUIDs
     type_id, pos = _read_uvarint(data, 0)
     version, pos = _read_uvarint(data, pos)
     codec = _CODEC_BY_TYPE_ID.get(type_id)

@@ -113,8 +113,13 @@ def _changes(
     can_lead: Callable[[int], bool],
 ) -> list[PartitionChangeRecord]:
     changes = []
+    unclean_by_topic: dict[str, bool] = {}  # a config lookup per topic, not per partition
     for topic, partition_id, partition in _in_order(image, keys):
-        unclean = topic_flag(image, topic.name, UNCLEAN_LEADER_ELECTION)
+        unclean = unclean_by_topic.get(topic.name)
+        if unclean is None:
+            unclean = unclean_by_topic[topic.name] = topic_flag(
+                image, topic.name, UNCLEAN_LEADER_ELECTION
+            )
         change = partition_change(
             topic, partition_id, partition, leaving=leaving, can_lead=can_lead, unclean=unclean
         )
