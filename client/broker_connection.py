@@ -1,23 +1,32 @@
 """gRPC channels to brokers: one per address, shared by every request the client sends there.
 
 `call` waits for the answer; `call_async` returns at once and hands the answer (or the
-KafkaError it maps to) to a callback on a gRPC thread, which lets the producer keep several
-requests in flight per broker. A response header's error becomes its KafkaError; gRPC errors
-never reach the caller (unreachable or too slow: KafkaConnectionError, which is retriable).
+KafkaError it maps to) to a callback on one of the connection's kept call threads
+(`call_threads.py`: at most CALLS_IN_FLIGHT_MAX calls of a connection run at once), which lets
+the producer keep several requests in flight per broker. A response header's error becomes its
+KafkaError; gRPC errors never reach the caller (unreachable or too slow: KafkaConnectionError,
+which is retriable).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
-from typing import Protocol, Self, TypeVar
+from typing import Final, Protocol, Self, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
-from pykraft.client.errors import KafkaError, error_for
+from pykraft.client.call_threads import CallThreads
+from pykraft.client.errors import KafkaConnectionError, KafkaError, error_for
 from pykraft.client.transport import open_channel, rpc_error
 from pykraft.proto import broker_pb2, common_pb2
+
+# Calls of one connection in flight at once: the producer's window
+# (max.in.flight.requests.per.connection, 5) and its InitProducerId, the consumer's fetch and
+# offset lookups. A call beyond it waits for one to end (its timeout counts from call_async).
+CALLS_IN_FLIGHT_MAX: Final = 8
 
 _SERVICE = broker_pb2.DESCRIPTOR.services_by_name["BrokerService"]
 
@@ -41,6 +50,7 @@ class BrokerConnection:
     def __init__(self, address: str, *, retry_backoff_ms: int) -> None:
         self.address = address
         self._channel = open_channel(address, retry_backoff_ms=retry_backoff_ms)
+        self._calls = CallThreads(f"pykraft-call-{address}", CALLS_IN_FLIGHT_MAX)
 
     def _stub(
         self, method: str, request: Message, response_type: type[ResponseT]
@@ -72,25 +82,31 @@ class BrokerConnection:
         timeout_ms: int,
         on_done: Callable[[ResponseT | KafkaError], None],
     ) -> None:
-        """Sends `request`; `on_done` later gets the response or the KafkaError, exactly once."""
+        """Sends `request`; `on_done` later gets the response or the KafkaError, exactly once
+        (KafkaConnectionError when the connection was closed first), on a call thread."""
         stub = self._stub(method, request, response_type)
-        call = stub.future(request, timeout=max(timeout_ms, 1) / 1000)
+        deadline_s = time.monotonic() + max(timeout_ms, 1) / 1000
 
-        def done(finished: grpc.Future[ResponseT]) -> None:
+        def run() -> None:
             try:
-                response = finished.result()
+                response = stub(request, timeout=max(deadline_s - time.monotonic(), 0.001))
                 _raise_header_error(self.address, response.header)
             except grpc.RpcError as e:
                 on_done(rpc_error(self.address, e))
             except KafkaError as e:
                 on_done(e)
+            except ValueError:  # gRPC's "Cannot invoke RPC on closed channel!"
+                on_done(KafkaConnectionError(f"{self.address}: the connection was closed"))
             else:
                 on_done(response)
 
-        call.add_done_callback(done)
+        self._calls.submit(run)
 
     def close(self) -> None:
+        """Closes the channel (calls in flight end CANCELLED), then the call threads (calls
+        still queued fail on the closed channel: each is answered)."""
         self._channel.close()
+        self._calls.close()
 
 
 def _raise_header_error(address: str, header: common_pb2.ResponseHeader) -> None:
