@@ -39,6 +39,7 @@ from pykraft.metadata_log.image import (
 from pykraft.metadata_log.partition_index import (
     BrokerIndex,
     IndexChanges,
+    imbalanced_members,
     isr_members,
     leaderless_members,
     overlaid,
@@ -117,6 +118,7 @@ class _TopicsDelta:
         self.leader_loads: Counter[int] = Counter()
         self.isr_changes = IndexChanges()
         self.leaderless_changes = IndexChanges()
+        self.imbalanced_changes = IndexChanges()
 
     def _index(
         self,
@@ -126,6 +128,7 @@ class _TopicsDelta:
     ) -> None:
         self.isr_changes.move(key, isr_members(old), isr_members(new))
         self.leaderless_changes.move(key, leaderless_members(old), leaderless_members(new))
+        self.imbalanced_changes.move(key, imbalanced_members(old), imbalanced_members(new))
 
     def _set(self, change: _TopicChange, partition_id: int, new: PartitionRegistration) -> None:
         old = change.partition(partition_id)
@@ -200,6 +203,7 @@ class _TopicsDelta:
             _added(self.base.leader_counts, self.leader_loads),
             self.isr_changes.applied_to(self._base_index(self.base.isr_index)),
             self.leaderless_changes.applied_to(self._base_index(self.base.leaderless_index)),
+            self.imbalanced_changes.applied_to(self._base_index(self.base.imbalanced_index)),
         )
 
     @staticmethod

@@ -30,6 +30,7 @@ from pykraft.metadata_log.partition_index import (
     BrokerIndex,
     BrokerPartitions,
     IndexChanges,
+    imbalanced_members,
     isr_members,
     leaderless_members,
 )
@@ -265,8 +266,8 @@ def count_load(
 class TopicsImage:
     """The topics by id, with an index from name to id, how many partitions each broker
     holds a replica of and leads (what replica placement balances; brokers with none absent),
-    and per broker the partitions it must leave when fenced and may lead when unfenced
-    (`partition_index.py`).
+    and per broker the partitions it must leave when fenced, may lead when unfenced and should
+    lead as their preferred replica but does not (`partition_index.py`).
 
     `MetadataDelta.apply` keeps the counts and indexes in step with each change; an image built
     directly (counts or indexes left None) builds them once here."""
@@ -279,6 +280,7 @@ class TopicsImage:
     leader_counts: Mapping[int, int] | None = None
     isr_index: BrokerIndex | None = None
     leaderless_index: BrokerIndex | None = None
+    imbalanced_index: BrokerIndex | None = None
 
     def __post_init__(self) -> None:
         _freeze_field(self, "by_id")
@@ -294,18 +296,20 @@ class TopicsImage:
             object.__setattr__(self, "leader_counts", leaders)
         _freeze_field(self, "replica_counts")
         _freeze_field(self, "leader_counts")
-        if self.isr_index is None or self.leaderless_index is None:
+        if None in (self.isr_index, self.leaderless_index, self.imbalanced_index):
             self._index_partitions()
 
     def _index_partitions(self) -> None:
-        in_isr, leaderless = IndexChanges(), IndexChanges()
+        in_isr, leaderless, imbalanced = IndexChanges(), IndexChanges(), IndexChanges()
         for topic in self.by_id.values():
             for partition_id, partition in topic.partitions.items():
                 key = (topic.topic_id, partition_id)
                 in_isr.move(key, (), isr_members(partition))
                 leaderless.move(key, (), leaderless_members(partition))
+                imbalanced.move(key, (), imbalanced_members(partition))
         object.__setattr__(self, "isr_index", in_isr.applied_to(EMPTY_INDEX))
         object.__setattr__(self, "leaderless_index", leaderless.applied_to(EMPTY_INDEX))
+        object.__setattr__(self, "imbalanced_index", imbalanced.applied_to(EMPTY_INDEX))
 
     def partitions_in_isr(self, broker_id: int) -> BrokerPartitions:
         """The partitions with a leader whose ISR holds `broker_id`."""
@@ -316,6 +320,16 @@ class TopicsImage:
         """The partitions without a leader that `broker_id` is a replica of."""
         assert self.leaderless_index is not None
         return BrokerPartitions(self.leaderless_index.get(broker_id, EMPTY_TOPICS))
+
+    def imbalanced_partitions(self, broker_id: int) -> BrokerPartitions:
+        """The partitions whose preferred replica (first) is `broker_id` and does not lead."""
+        assert self.imbalanced_index is not None
+        return BrokerPartitions(self.imbalanced_index.get(broker_id, EMPTY_TOPICS))
+
+    def imbalanced_brokers(self) -> list[int]:
+        """The brokers preferred by some partition they do not lead, in id order."""
+        assert self.imbalanced_index is not None
+        return sorted(self.imbalanced_index)
 
     def get(self, topic_id: UUID) -> TopicImage | None:
         return self.by_id.get(topic_id)

@@ -1,7 +1,7 @@
 """Per-broker indexes of partitions, kept in the image so that fencing, controlled shutdown and
 unfencing a broker look only at its own partitions (Kafka's BrokersToIsrs), never at all of them.
 
-Two indexes, each a persistent map from broker id to topic id to a persistent set of partition
+Three indexes, each a persistent map from broker id to topic id to a persistent set of partition
 ids (a `Map` whose values are all True), as Kafka's broker -> topic -> partitions; per
 partition an index costs a slot of a small set, and a step over a broker's partitions takes
 them topic by topic:
@@ -10,6 +10,8 @@ them topic by topic:
   partition leaves the index as soon as its change replays, and work done is never looked at again.
 - `leaderless`: the partitions without a leader that the broker is a replica of: those it may lead
   again once unfenced.
+- `imbalanced`: the partitions whose preferred replica (the first) is the broker but does not lead
+  them: what the automatic leader rebalance looks at (Kafka's imbalancedPartitions).
 
 A delta gathers `IndexChanges` as partitions change and lays them over the base index in time
 proportional to the change (the rest of the image's rule); a broker left with no partition leaves
@@ -101,6 +103,14 @@ def leaderless_members(partition: IndexedPartition | None) -> tuple[int, ...]:
     if partition is None or partition.leader != NO_LEADER:
         return ()
     return partition.replicas
+
+
+def imbalanced_members(partition: IndexedPartition | None) -> tuple[int, ...]:
+    """The broker whose `imbalanced` index holds `partition`: its preferred replica, if that
+    one does not lead it."""
+    if partition is None or partition.leader in partition.replicas[:1]:
+        return ()
+    return partition.replicas[:1]  # () for a partition with no replicas
 
 
 class IndexChanges:

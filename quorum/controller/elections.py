@@ -117,15 +117,23 @@ def elect_leaders(
 def balance_partition_leaders(
     image: MetadataImage, elections_max: int = ELECTIONS_PER_BALANCE_MAX
 ) -> ControllerResult[None]:
-    """The automatic rebalance: preferred elections for the first `elections_max` partitions
-    (topic name, then partition order) whose preferred replica can lead but does not."""
+    """The automatic rebalance: preferred elections for up to `elections_max` partitions whose
+    preferred replica can lead but does not, by preferred replica id (then the image's index
+    order). It looks only at the partitions the image keeps as imbalanced, and skips whole
+    brokers that cannot lead, so a balanced million-partition cluster costs nothing."""
     assert elections_max > 0
     can_lead = leaders_allowed(image)
     records: list[PartitionChangeRecord] = []
-    for topic, partition_id, partition in partitions_in_order(image):
-        outcome = preferred_election(topic, partition_id, partition, can_lead)
-        if isinstance(outcome, PartitionChangeRecord):
-            records.append(outcome)
-            if len(records) == elections_max:
-                break
+    topics = image.topics
+    for broker_id in topics.imbalanced_brokers():
+        if not can_lead(broker_id):
+            continue
+        for topic_id, partition_id in topics.imbalanced_partitions(broker_id):
+            topic = topics.by_id[topic_id]
+            partition = topic.partitions[partition_id]
+            outcome = preferred_election(topic, partition_id, partition, can_lead)
+            if isinstance(outcome, PartitionChangeRecord):
+                records.append(outcome)
+                if len(records) == elections_max:
+                    return ControllerResult(tuple(records), None)
     return ControllerResult(tuple(records), None)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
+
+import pytest
 
 from pykraft.metadata_log.image import PartitionRegistration
 from pykraft.metadata_log.records import PartitionChangeRecord
 from pykraft.proto import admin_pb2, common_pb2
+from pykraft.quorum.controller import elections
 from pykraft.quorum.controller.elections import balance_partition_leaders, elect_leaders
 from tests.unit.quorum.controller.conftest import after, broker, brokers, image_with, topic
 
@@ -100,3 +104,25 @@ def test_the_rebalance_elects_every_imbalanced_partition_up_to_its_bound() -> No
     )
     balanced = after(BASE, balance_partition_leaders(BASE))
     assert balance_partition_leaders(balanced).records == ()
+
+
+def test_the_rebalance_looks_only_at_partitions_their_preferred_replica_does_not_lead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a million partitions a scan of every partition held the controller thread for seconds
+    every leader.imbalance.check.interval: the image keeps the imbalanced ones apart."""
+    balanced = [(1, 2, 3)] * 2000
+    image = image_with(
+        *brokers(1, 2, 3),
+        *topic("t", T, [*balanced, PartitionRegistration((2, 3, 1), (1, 2, 3), 1, 1, 1)]),
+    )
+    looked_at: list[int] = []
+    real = elections.preferred_election
+
+    def counted(*args: Any) -> Any:
+        looked_at.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(elections, "preferred_election", counted)
+    assert balance_partition_leaders(image).records == (PartitionChangeRecord(T, 2000, leader=2),)
+    assert looked_at == [2000]
