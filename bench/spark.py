@@ -9,6 +9,9 @@ Prints, for the same N rows in the same run:
 - records/s of the same query shape reading the same rows from Parquet files
   (`readStream.parquet`), written from the topic beforehand and not timed;
 - pykraft / parquet;
+- the same comparison as batch reads (`spark.read` of every row and column, written to the
+  noop sink), the median of `BATCH_READS` reads of each, taken in turn: no streaming query,
+  so not the planning process a Python streaming source starts per query (below);
 - Spark's own split of each query's time (durationMs summed over its batches), and records/s
   of one Consumer reading the topic with poll_arrow in this process, without Spark;
 - what any Python data source costs here, whatever it reads: the seconds of the same query
@@ -17,16 +20,22 @@ Prints, for the same N rows in the same run:
   as the pykraft source packs the topic into (the best ratio a Python source can reach).
 
 Spark's own start-up is excluded: the session is up and both queries have run once on a small
-warm-up topic before anything is timed. The timed pykraft query does include starting its
-planning process (one Python process per streaming query; see spark/source.py). Row counts are
-Spark's own (`numInputRows` of each query's progress), checked against N.
+warm-up topic before anything is timed, the pykraft one in as many tasks as the timed one, so
+each Python worker a timed task may run on has imported the source and holds its consumers.
+The timed pykraft stream does include starting its planning process: Spark starts a fresh
+Python process for every streaming query on a Python source (not from its daemon of forked
+workers), which imports pyspark and pyarrow, about 1 s here whatever the source (the empty
+source's figure). Row counts are Spark's own (`numInputRows` of each query's progress; a count
+before the batch reads), checked against N.
 
 `--code DIR` (bench/source_tree.py) runs the cluster and Spark (its JVM and Python workers) on
-that tree: the same bench before a change. It takes one tree a run: Spark's JVM is started once
-per process and keeps the environment it started with.
+that tree: the same bench before a change. Spark's JVM is started once per process and keeps
+the environment it started with, so with more than one tree each tree's measurement is a child
+process of its own (a cluster and a session each), trees in turn, reversed every other round;
+a summary of every tree's ratios ends the run.
 
-Run: `.venv/bin/python bench/spark.py [--records 500000] [--code DIR]` (PySpark needs Java 17
-or later).
+Run: `.venv/bin/python bench/spark.py [--records 500000] [--code DIR ...] [--rounds N]`
+(PySpark needs Java 17 or later).
 Figures depend on the machine (2 cores here, shared by the cluster and Spark): compare ratios
 of one run.
 """
@@ -35,6 +44,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +64,13 @@ from pyspark.sql.datasource import (  # noqa: E402
 )
 from pyspark.sql.types import StructType  # noqa: E402
 
-from bench.source_tree import add_code_argument, each_tree, trees_of  # noqa: E402
+from bench.source_tree import (  # noqa: E402
+    SourceTree,
+    add_code_argument,
+    each_tree,
+    in_round_order,
+    trees_of,
+)
 from pykraft.client import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from pykraft.spark import register  # noqa: E402
 from pykraft.spark.offsets import OffsetRange, pack  # noqa: E402
@@ -69,6 +86,10 @@ VALUE = b"v" * 100
 WARMUP_RECORDS = 6_000
 FLUSH_TIMEOUT_S = 600
 QUERY_TIMEOUT_S = 1_800
+# Batch reads of each source, taken in turn; the median is reported.
+BATCH_READS = 3
+# What starts the line each measurement ends with (the summary of several trees collects them).
+RATIO_LINE = "pykraft / parquet"
 
 
 def produce(bootstrap: str, topic: str, records: int) -> None:
@@ -188,12 +209,24 @@ def start_spark() -> SparkSession:
     return spark
 
 
-def pykraft_stream(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+def pykraft_stream(
+    spark: SparkSession, bootstrap: str, topic: str, min_partitions: int = 1
+) -> DataFrame:
     return (
         spark.readStream.format("pykraft")
         .option("bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
+        .option("minPartitions", str(min_partitions))
+        .load()
+    )
+
+
+def pykraft_batch(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    return (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
         .load()
     )
 
@@ -206,13 +239,7 @@ def parquet_stream(spark: SparkSession, path: Path) -> DataFrame:
 def to_parquet(spark: SparkSession, bootstrap: str, topic: str, path: Path) -> None:
     """Every record of `topic` (a batch read) as Parquet files under `path`; fails unless the
     files hold as many rows as the topic."""
-    (
-        spark.read.format("pykraft")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .load()
-        .write.parquet(str(path))
-    )
+    pykraft_batch(spark, bootstrap, topic).write.parquet(str(path))
     written, held = spark.read.parquet(str(path)).count(), records_in_topic(bootstrap, topic)
     if written != held:
         raise RuntimeError(f"{path} holds {written:,} rows, {topic} {held:,} records")
@@ -248,6 +275,35 @@ def drain(stream: DataFrame, checkpoint: Path, records: int) -> float:
     return seconds
 
 
+def batch_seconds(frame: DataFrame) -> float:
+    """Wall seconds of one batch read of every row and column of `frame` into the noop sink."""
+    started = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started
+
+
+def batch_reads(spark: SparkSession, bootstrap: str, parquet: Path, records: int) -> float:
+    """Median seconds of BATCH_READS batch reads of the topic and of the Parquet files, taken in
+    turn; prints both and returns their ratio. Fails unless both hold `records` rows."""
+    from_topic, from_parquet = (
+        pykraft_batch(spark, bootstrap, TOPIC),
+        spark.read.parquet(str(parquet)),
+    )
+    for name, frame in (("pykraft", from_topic), ("parquet", from_parquet)):
+        if (rows := frame.count()) != records:
+            raise RuntimeError(f"a batch read of {name} counted {rows:,} rows, not {records:,}")
+    topic_s, parquet_s = [], []
+    for _ in range(BATCH_READS):
+        topic_s.append(batch_seconds(from_topic))
+        parquet_s.append(batch_seconds(from_parquet))
+    topic, parquet_median = statistics.median(topic_s), statistics.median(parquet_s)
+    figures = (("pykraft", topic, topic_s), ("parquet", parquet_median, parquet_s))
+    for name, seconds, each in figures:
+        rounded = ", ".join(f"{s:.2f}" for s in each)
+        print(f"batch read, {name}: median {seconds:.2f} s ({rounded}), {records / seconds:,.0f}/s")
+    return parquet_median / topic
+
+
 def consumer_alone(bootstrap: str, topic: str, records: int) -> float:
     """records/s of one Consumer reading every partition with poll_arrow in this process (no
     Spark): what the executors' reads cost at most."""
@@ -273,13 +329,15 @@ def timed(name: str, stream: DataFrame, checkpoint: Path, records: int) -> float
     return seconds
 
 
-def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path) -> None:
+def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path, tasks: int) -> None:
     """Both timed query shapes once on a small topic: the JVM's code, the Python workers
-    (and their consumers) and Parquet's readers are warm before anything is timed."""
+    (and their consumers) and Parquet's readers are warm before anything is timed. The pykraft
+    query runs `tasks` tasks, as the timed one, so every worker a timed task may run on is warm
+    (one task would warm one worker, and the timed query would start the others)."""
     create_topic(quorum, bootstrap, WARMUP_TOPIC)
     produce(bootstrap, WARMUP_TOPIC, WARMUP_RECORDS)
     drain(
-        pykraft_stream(spark, bootstrap, WARMUP_TOPIC),
+        pykraft_stream(spark, bootstrap, WARMUP_TOPIC, min_partitions=tasks),
         tmp / "checkpoint-warmup-pykraft",
         WARMUP_RECORDS,
     )
@@ -302,8 +360,9 @@ def _measure(records: int) -> None:
         bootstrap = ",".join(b.address for b in brokers.values())
         produce(bootstrap, TOPIC, records)
         spark = start_spark()
+        tasks = pykraft_tasks(records)
         try:
-            warm_up(spark, quorum, bootstrap, tmp)
+            warm_up(spark, quorum, bootstrap, tmp, tasks)
             parquet = tmp / "bench.parquet"
             to_parquet(spark, bootstrap, TOPIC, parquet)
             from_topic = timed(
@@ -318,6 +377,7 @@ def _measure(records: int) -> None:
                 tmp / "checkpoint-parquet",
                 records,
             )
+            batch_ratio = batch_reads(spark, bootstrap, parquet, records)
             consumer_alone(bootstrap, TOPIC, records)
             nothing = timed(
                 "Python source yielding nothing (one empty task)",
@@ -325,7 +385,6 @@ def _measure(records: int) -> None:
                 tmp / "checkpoint-nothing",
                 0,
             )
-            tasks = pykraft_tasks(records)
             from_memory = timed(
                 f"Python source yielding the rows from memory ({tasks} tasks)",
                 memory_stream(spark, records, tasks),
@@ -335,25 +394,44 @@ def _measure(records: int) -> None:
         finally:
             spark.stop()
         print(
-            f"pykraft / parquet: {from_parquet / from_topic:.2f}; Python source from memory / "
+            f"{RATIO_LINE}: stream {from_parquet / from_topic:.2f}, batch {batch_ratio:.2f}; "
+            f"Python source from memory / "
             f"parquet: {from_parquet / from_memory:.2f}; a Python source yielding nothing takes "
             f"{nothing / from_parquet:.2f}x parquet's whole query "
             f"(local[2], availableNow to noop; cores: {os.cpu_count()})"
         )
 
 
+def _measure_in_child(tree: SourceTree, records: int) -> str:
+    """One tree's measurement in a process of its own (its own JVM); echoes its output and
+    returns its ratio line."""
+    command = [sys.executable, "-u", __file__, "--records", str(records), "--code", tree.name]
+    print(f"-- {tree.label}", flush=True)
+    child = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
+    print(child.stdout, end="", flush=True)
+    return next(line for line in child.stdout.splitlines() if line.startswith(RATIO_LINE))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--rounds", type=int, default=1, help="with several trees: rounds")
     add_code_argument(parser)
     args = parser.parse_args()
     trees = trees_of(args)
-    if len(trees) > 1:
-        parser.error("one --code a run: Spark's JVM keeps the environment it started with")
-    for tree in each_tree(trees):
-        if not tree.is_this_tree:
-            print(f"Spark workers' and the cluster's code: {tree.label}")
-        _measure(args.records)
+    if len(trees) == 1:
+        for tree in each_tree(trees):
+            if not tree.is_this_tree:
+                print(f"Spark workers' and the cluster's code: {tree.label}")
+            _measure(args.records)
+        return 0
+    ratios: list[tuple[str, str]] = []
+    for round_index in range(args.rounds):
+        for tree in in_round_order(trees, round_index):
+            ratios.append((tree.label, _measure_in_child(tree, args.records)))
+    print(f"Summary, {args.records:,} records:")
+    for label, line in ratios:
+        print(f"  {label}: {line}")
     return 0
 
 
