@@ -17,7 +17,8 @@ Prints, for the same N rows in the same run:
 - what any Python data source costs here, whatever it reads: the seconds of the same query
   shape on a Python source that yields nothing (one empty task), and on one that yields the
   same number of rows of the same schema from Arrow batches held in memory, in as many tasks
-  as the pykraft source packs the topic into (the best ratio a Python source can reach).
+  as the pykraft source packs the topic into (the best ratio a Python source can reach), as a
+  stream and as batch reads.
 
 Spark's own start-up is excluded: the session is up and both queries have run once on a small
 warm-up topic before anything is timed, the pykraft one in as many tasks as the timed one, so
@@ -59,6 +60,7 @@ import pyarrow as pa  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
+    DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
 )
@@ -87,7 +89,7 @@ WARMUP_RECORDS = 6_000
 FLUSH_TIMEOUT_S = 600
 QUERY_TIMEOUT_S = 1_800
 # Batch reads of each source, taken in turn; the median is reported.
-BATCH_READS = 3
+BATCH_READS = 5
 # What starts the line each measurement ends with (the summary of several trees collects them).
 RATIO_LINE = "pykraft / parquet"
 
@@ -143,28 +145,47 @@ class MemoryStreamReader(DataSourceStreamReader):
         return [InputPartition(i) for i in range(self.tasks)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        rows = self.rows // self.tasks + (partition.value < self.rows % self.tasks)
-        size = min(rows, ARROW_ROWS_MAX)
-        if not size:
-            return
-        whole = pa.RecordBatch.from_arrays(
-            [
-                pa.array([b"key-%09d" % i for i in range(size)], pa.binary()),
-                pa.array([VALUE] * size, pa.binary()),
-                pa.array([TOPIC] * size, pa.string()),
-                pa.array([partition.value] * size, pa.int32()),
-                pa.array(range(size), pa.int64()),
-                pa.array([0] * size, pa.timestamp("us", tz="UTC")),
-                pa.array([0] * size, pa.int32()),
-            ],
-            names=schema(False).fieldNames(),
-        )
-        for start in range(0, rows, size):
-            yield whole.slice(0, min(size, rows - start))
+        return memory_rows(self.rows, self.tasks, partition.value)
+
+
+class MemoryBatchReader(DataSourceReader):
+    """`MemoryStreamReader`'s rows in its tasks, as a batch read."""
+
+    def __init__(self, rows: int, tasks: int) -> None:
+        self.rows, self.tasks = rows, tasks
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return memory_rows(self.rows, self.tasks, partition.value)
+
+
+def memory_rows(rows: int, tasks: int, task: int) -> Iterator[pa.RecordBatch]:
+    """Task `task`'s share of `rows` rows split over `tasks` tasks (see MemoryStreamReader)."""
+    share = rows // tasks + (task < rows % tasks)
+    size = min(share, ARROW_ROWS_MAX)
+    if not size:
+        return
+    whole = pa.RecordBatch.from_arrays(
+        [
+            pa.array([b"key-%09d" % i for i in range(size)], pa.binary()),
+            pa.array([VALUE] * size, pa.binary()),
+            pa.array([TOPIC] * size, pa.string()),
+            pa.array([task] * size, pa.int32()),
+            pa.array(range(size), pa.int64()),
+            pa.array([0] * size, pa.timestamp("us", tz="UTC")),
+            pa.array([0] * size, pa.int32()),
+        ],
+        names=schema(False).fieldNames(),
+    )
+    for start in range(0, share, size):
+        yield whole.slice(0, min(size, share - start))
 
 
 class MemorySource(DataSource):
-    """`format("bench_memory")`, options `rows` and `tasks`: `MemoryStreamReader`."""
+    """`format("bench_memory")`, options `rows` and `tasks`: `MemoryStreamReader`, or
+    `MemoryBatchReader` for a batch read."""
 
     @classmethod
     def name(cls) -> str:
@@ -176,10 +197,22 @@ class MemorySource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return MemoryStreamReader(int(self.options["rows"]), int(self.options["tasks"]))
 
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MemoryBatchReader(int(self.options["rows"]), int(self.options["tasks"]))
+
 
 def memory_stream(spark: SparkSession, rows: int, tasks: int) -> DataFrame:
     return (
         spark.readStream.format("bench_memory")
+        .option("rows", str(rows))
+        .option("tasks", str(tasks))
+        .load()
+    )
+
+
+def memory_batch(spark: SparkSession, rows: int, tasks: int) -> DataFrame:
+    return (
+        spark.read.format("bench_memory")
         .option("rows", str(rows))
         .option("tasks", str(tasks))
         .load()
@@ -282,26 +315,24 @@ def batch_seconds(frame: DataFrame) -> float:
     return time.perf_counter() - started
 
 
-def batch_reads(spark: SparkSession, bootstrap: str, parquet: Path, records: int) -> float:
-    """Median seconds of BATCH_READS batch reads of the topic and of the Parquet files, taken in
-    turn; prints both and returns their ratio. Fails unless both hold `records` rows."""
-    from_topic, from_parquet = (
-        pykraft_batch(spark, bootstrap, TOPIC),
-        spark.read.parquet(str(parquet)),
-    )
-    for name, frame in (("pykraft", from_topic), ("parquet", from_parquet)):
+def batch_reads(
+    spark: SparkSession, frames: dict[str, DataFrame], records: int
+) -> dict[str, float]:
+    """Median seconds of BATCH_READS batch reads of each of `frames`, taken in turn; prints
+    them. Fails unless each holds `records` rows."""
+    for name, frame in frames.items():
         if (rows := frame.count()) != records:
             raise RuntimeError(f"a batch read of {name} counted {rows:,} rows, not {records:,}")
-    topic_s, parquet_s = [], []
+    seconds: dict[str, list[float]] = {name: [] for name in frames}
     for _ in range(BATCH_READS):
-        topic_s.append(batch_seconds(from_topic))
-        parquet_s.append(batch_seconds(from_parquet))
-    topic, parquet_median = statistics.median(topic_s), statistics.median(parquet_s)
-    figures = (("pykraft", topic, topic_s), ("parquet", parquet_median, parquet_s))
-    for name, seconds, each in figures:
+        for name, frame in frames.items():
+            seconds[name].append(batch_seconds(frame))
+    medians = {name: statistics.median(each) for name, each in seconds.items()}
+    for name, each in seconds.items():
         rounded = ", ".join(f"{s:.2f}" for s in each)
-        print(f"batch read, {name}: median {seconds:.2f} s ({rounded}), {records / seconds:,.0f}/s")
-    return parquet_median / topic
+        median = medians[name]
+        print(f"batch read, {name}: median {median:.2f} s ({rounded}), {records / median:,.0f}/s")
+    return medians
 
 
 def consumer_alone(bootstrap: str, topic: str, records: int) -> float:
@@ -377,7 +408,18 @@ def _measure(records: int) -> None:
                 tmp / "checkpoint-parquet",
                 records,
             )
-            batch_ratio = batch_reads(spark, bootstrap, parquet, records)
+            batch = batch_reads(
+                spark,
+                {
+                    "pykraft": pykraft_batch(spark, bootstrap, TOPIC),
+                    "parquet": spark.read.parquet(str(parquet)),
+                    f"Python source from memory ({tasks} tasks)": memory_batch(
+                        spark, records, tasks
+                    ),
+                },
+                records,
+            )
+            memory_batch_s = batch[f"Python source from memory ({tasks} tasks)"]
             consumer_alone(bootstrap, TOPIC, records)
             nothing = timed(
                 "Python source yielding nothing (one empty task)",
@@ -394,9 +436,10 @@ def _measure(records: int) -> None:
         finally:
             spark.stop()
         print(
-            f"{RATIO_LINE}: stream {from_parquet / from_topic:.2f}, batch {batch_ratio:.2f}; "
-            f"Python source from memory / "
-            f"parquet: {from_parquet / from_memory:.2f}; a Python source yielding nothing takes "
+            f"{RATIO_LINE}: stream {from_parquet / from_topic:.2f}, batch "
+            f"{batch['parquet'] / batch['pykraft']:.2f}; Python source from memory / parquet: "
+            f"batch {batch['parquet'] / memory_batch_s:.2f}, stream "
+            f"{from_parquet / from_memory:.2f}; a Python source yielding nothing takes "
             f"{nothing / from_parquet:.2f}x parquet's whole query "
             f"(local[2], availableNow to noop; cores: {os.cpu_count()})"
         )
