@@ -57,13 +57,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession  # noqa: E402
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.streaming.readwriter import DataStreamReader  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
 from bench.source_tree import (  # noqa: E402
@@ -201,21 +202,10 @@ class MemorySource(DataSource):
         return MemoryBatchReader(int(self.options["rows"]), int(self.options["tasks"]))
 
 
-def memory_stream(spark: SparkSession, rows: int, tasks: int) -> DataFrame:
+def memory_frame(reader: DataFrameReader | DataStreamReader, rows: int, tasks: int) -> DataFrame:
+    """`reader` (`spark.read` or `spark.readStream`) on the memory source."""
     return (
-        spark.readStream.format("bench_memory")
-        .option("rows", str(rows))
-        .option("tasks", str(tasks))
-        .load()
-    )
-
-
-def memory_batch(spark: SparkSession, rows: int, tasks: int) -> DataFrame:
-    return (
-        spark.read.format("bench_memory")
-        .option("rows", str(rows))
-        .option("tasks", str(tasks))
-        .load()
+        reader.format("bench_memory").option("rows", str(rows)).option("tasks", str(tasks)).load()
     )
 
 
@@ -378,7 +368,11 @@ def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path, task
         tmp / "checkpoint-warmup-parquet",
         WARMUP_RECORDS,
     )
-    drain(memory_stream(spark, WARMUP_RECORDS, 2), tmp / "checkpoint-warmup-memory", WARMUP_RECORDS)
+    drain(
+        memory_frame(spark.readStream, WARMUP_RECORDS, 2),
+        tmp / "checkpoint-warmup-memory",
+        WARMUP_RECORDS,
+    )
 
 
 def _measure(records: int) -> None:
@@ -413,8 +407,8 @@ def _measure(records: int) -> None:
                 {
                     "pykraft": pykraft_batch(spark, bootstrap, TOPIC),
                     "parquet": spark.read.parquet(str(parquet)),
-                    f"Python source from memory ({tasks} tasks)": memory_batch(
-                        spark, records, tasks
+                    f"Python source from memory ({tasks} tasks)": memory_frame(
+                        spark.read, records, tasks
                     ),
                 },
                 records,
@@ -423,13 +417,13 @@ def _measure(records: int) -> None:
             consumer_alone(bootstrap, TOPIC, records)
             nothing = timed(
                 "Python source yielding nothing (one empty task)",
-                memory_stream(spark, 0, 1),
+                memory_frame(spark.readStream, 0, 1),
                 tmp / "checkpoint-nothing",
                 0,
             )
             from_memory = timed(
                 f"Python source yielding the rows from memory ({tasks} tasks)",
-                memory_stream(spark, records, tasks),
+                memory_frame(spark.readStream, records, tasks),
                 tmp / "checkpoint-memory",
                 records,
             )
