@@ -9,24 +9,34 @@ Prints, for the same N rows in the same run:
 - records/s of the same query shape reading the same rows from Parquet files
   (`readStream.parquet`), written from the topic beforehand and not timed;
 - pykraft / parquet;
+- the same comparison as batch reads (`spark.read` of every row and column, written to the
+  noop sink), the median of `BATCH_READS` reads of each, taken in turn: no streaming query,
+  so not the planning process a Python streaming source starts per query (below);
 - Spark's own split of each query's time (durationMs summed over its batches), and records/s
   of one Consumer reading the topic with poll_arrow in this process, without Spark;
 - what any Python data source costs here, whatever it reads: the seconds of the same query
   shape on a Python source that yields nothing (one empty task), and on one that yields the
   same number of rows of the same schema from Arrow batches held in memory, in as many tasks
-  as the pykraft source packs the topic into (the best ratio a Python source can reach).
+  as the pykraft source packs the topic into (the best ratio a Python source can reach), as a
+  stream and as batch reads.
 
 Spark's own start-up is excluded: the session is up and both queries have run once on a small
-warm-up topic before anything is timed. The timed pykraft query does include starting its
-planning process (one Python process per streaming query; see spark/source.py). Row counts are
-Spark's own (`numInputRows` of each query's progress), checked against N.
+warm-up topic before anything is timed, the pykraft one in as many tasks as the timed one, so
+each Python worker a timed task may run on has imported the source and holds its consumers.
+The timed pykraft stream does include starting its planning process: Spark starts a fresh
+Python process for every streaming query on a Python source (not from its daemon of forked
+workers), which imports pyspark and pyarrow, about 1 s here whatever the source (the empty
+source's figure). Row counts are Spark's own (`numInputRows` of each query's progress; a count
+before the batch reads), checked against N.
 
 `--code DIR` (bench/source_tree.py) runs the cluster and Spark (its JVM and Python workers) on
-that tree: the same bench before a change. It takes one tree a run: Spark's JVM is started once
-per process and keeps the environment it started with.
+that tree: the same bench before a change. Spark's JVM is started once per process and keeps
+the environment it started with, so with more than one tree each tree's measurement is a child
+process of its own (a cluster and a session each), trees in turn, reversed every other round;
+a summary of every tree's ratios ends the run.
 
-Run: `.venv/bin/python bench/spark.py [--records 500000] [--code DIR]` (PySpark needs Java 17
-or later).
+Run: `.venv/bin/python bench/spark.py [--records 500000] [--code DIR ...] [--rounds N]`
+(PySpark needs Java 17 or later).
 Figures depend on the machine (2 cores here, shared by the cluster and Spark): compare ratios
 of one run.
 """
@@ -35,6 +45,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,15 +57,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession  # noqa: E402
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
+    DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.streaming.readwriter import DataStreamReader  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
-from bench.source_tree import add_code_argument, each_tree, trees_of  # noqa: E402
+from bench.source_tree import (  # noqa: E402
+    SourceTree,
+    add_code_argument,
+    each_tree,
+    in_round_order,
+    trees_of,
+)
 from pykraft.client import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from pykraft.spark import register  # noqa: E402
 from pykraft.spark.offsets import OffsetRange, pack  # noqa: E402
@@ -69,6 +89,10 @@ VALUE = b"v" * 100
 WARMUP_RECORDS = 6_000
 FLUSH_TIMEOUT_S = 600
 QUERY_TIMEOUT_S = 1_800
+# Batch reads of each source, taken in turn; the median is reported.
+BATCH_READS = 5
+# What starts the line each measurement ends with (the summary of several trees collects them).
+RATIO_LINE = "pykraft / parquet"
 
 
 def produce(bootstrap: str, topic: str, records: int) -> None:
@@ -122,28 +146,47 @@ class MemoryStreamReader(DataSourceStreamReader):
         return [InputPartition(i) for i in range(self.tasks)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        rows = self.rows // self.tasks + (partition.value < self.rows % self.tasks)
-        size = min(rows, ARROW_ROWS_MAX)
-        if not size:
-            return
-        whole = pa.RecordBatch.from_arrays(
-            [
-                pa.array([b"key-%09d" % i for i in range(size)], pa.binary()),
-                pa.array([VALUE] * size, pa.binary()),
-                pa.array([TOPIC] * size, pa.string()),
-                pa.array([partition.value] * size, pa.int32()),
-                pa.array(range(size), pa.int64()),
-                pa.array([0] * size, pa.timestamp("us", tz="UTC")),
-                pa.array([0] * size, pa.int32()),
-            ],
-            names=schema(False).fieldNames(),
-        )
-        for start in range(0, rows, size):
-            yield whole.slice(0, min(size, rows - start))
+        return memory_rows(self.rows, self.tasks, partition.value)
+
+
+class MemoryBatchReader(DataSourceReader):
+    """`MemoryStreamReader`'s rows in its tasks, as a batch read."""
+
+    def __init__(self, rows: int, tasks: int) -> None:
+        self.rows, self.tasks = rows, tasks
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return memory_rows(self.rows, self.tasks, partition.value)
+
+
+def memory_rows(rows: int, tasks: int, task: int) -> Iterator[pa.RecordBatch]:
+    """Task `task`'s share of `rows` rows split over `tasks` tasks (see MemoryStreamReader)."""
+    share = rows // tasks + (task < rows % tasks)
+    size = min(share, ARROW_ROWS_MAX)
+    if not size:
+        return
+    whole = pa.RecordBatch.from_arrays(
+        [
+            pa.array([b"key-%09d" % i for i in range(size)], pa.binary()),
+            pa.array([VALUE] * size, pa.binary()),
+            pa.array([TOPIC] * size, pa.string()),
+            pa.array([task] * size, pa.int32()),
+            pa.array(range(size), pa.int64()),
+            pa.array([0] * size, pa.timestamp("us", tz="UTC")),
+            pa.array([0] * size, pa.int32()),
+        ],
+        names=schema(False).fieldNames(),
+    )
+    for start in range(0, share, size):
+        yield whole.slice(0, min(size, share - start))
 
 
 class MemorySource(DataSource):
-    """`format("bench_memory")`, options `rows` and `tasks`: `MemoryStreamReader`."""
+    """`format("bench_memory")`, options `rows` and `tasks`: `MemoryStreamReader`, or
+    `MemoryBatchReader` for a batch read."""
 
     @classmethod
     def name(cls) -> str:
@@ -155,13 +198,14 @@ class MemorySource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return MemoryStreamReader(int(self.options["rows"]), int(self.options["tasks"]))
 
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MemoryBatchReader(int(self.options["rows"]), int(self.options["tasks"]))
 
-def memory_stream(spark: SparkSession, rows: int, tasks: int) -> DataFrame:
+
+def memory_frame(reader: DataFrameReader | DataStreamReader, rows: int, tasks: int) -> DataFrame:
+    """`reader` (`spark.read` or `spark.readStream`) on the memory source."""
     return (
-        spark.readStream.format("bench_memory")
-        .option("rows", str(rows))
-        .option("tasks", str(tasks))
-        .load()
+        reader.format("bench_memory").option("rows", str(rows)).option("tasks", str(tasks)).load()
     )
 
 
@@ -188,12 +232,24 @@ def start_spark() -> SparkSession:
     return spark
 
 
-def pykraft_stream(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+def pykraft_stream(
+    spark: SparkSession, bootstrap: str, topic: str, min_partitions: int = 1
+) -> DataFrame:
     return (
         spark.readStream.format("pykraft")
         .option("bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
+        .option("minPartitions", str(min_partitions))
+        .load()
+    )
+
+
+def pykraft_batch(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    return (
+        spark.read.format("pykraft")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
         .load()
     )
 
@@ -206,13 +262,7 @@ def parquet_stream(spark: SparkSession, path: Path) -> DataFrame:
 def to_parquet(spark: SparkSession, bootstrap: str, topic: str, path: Path) -> None:
     """Every record of `topic` (a batch read) as Parquet files under `path`; fails unless the
     files hold as many rows as the topic."""
-    (
-        spark.read.format("pykraft")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .load()
-        .write.parquet(str(path))
-    )
+    pykraft_batch(spark, bootstrap, topic).write.parquet(str(path))
     written, held = spark.read.parquet(str(path)).count(), records_in_topic(bootstrap, topic)
     if written != held:
         raise RuntimeError(f"{path} holds {written:,} rows, {topic} {held:,} records")
@@ -248,6 +298,33 @@ def drain(stream: DataFrame, checkpoint: Path, records: int) -> float:
     return seconds
 
 
+def batch_seconds(frame: DataFrame) -> float:
+    """Wall seconds of one batch read of every row and column of `frame` into the noop sink."""
+    started = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started
+
+
+def batch_reads(
+    spark: SparkSession, frames: dict[str, DataFrame], records: int
+) -> dict[str, float]:
+    """Median seconds of BATCH_READS batch reads of each of `frames`, taken in turn; prints
+    them. Fails unless each holds `records` rows."""
+    for name, frame in frames.items():
+        if (rows := frame.count()) != records:
+            raise RuntimeError(f"a batch read of {name} counted {rows:,} rows, not {records:,}")
+    seconds: dict[str, list[float]] = {name: [] for name in frames}
+    for _ in range(BATCH_READS):
+        for name, frame in frames.items():
+            seconds[name].append(batch_seconds(frame))
+    medians = {name: statistics.median(each) for name, each in seconds.items()}
+    for name, each in seconds.items():
+        rounded = ", ".join(f"{s:.2f}" for s in each)
+        median = medians[name]
+        print(f"batch read, {name}: median {median:.2f} s ({rounded}), {records / median:,.0f}/s")
+    return medians
+
+
 def consumer_alone(bootstrap: str, topic: str, records: int) -> float:
     """records/s of one Consumer reading every partition with poll_arrow in this process (no
     Spark): what the executors' reads cost at most."""
@@ -273,13 +350,15 @@ def timed(name: str, stream: DataFrame, checkpoint: Path, records: int) -> float
     return seconds
 
 
-def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path) -> None:
+def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path, tasks: int) -> None:
     """Both timed query shapes once on a small topic: the JVM's code, the Python workers
-    (and their consumers) and Parquet's readers are warm before anything is timed."""
+    (and their consumers) and Parquet's readers are warm before anything is timed. The pykraft
+    query runs `tasks` tasks, as the timed one, so every worker a timed task may run on is warm
+    (one task would warm one worker, and the timed query would start the others)."""
     create_topic(quorum, bootstrap, WARMUP_TOPIC)
     produce(bootstrap, WARMUP_TOPIC, WARMUP_RECORDS)
     drain(
-        pykraft_stream(spark, bootstrap, WARMUP_TOPIC),
+        pykraft_stream(spark, bootstrap, WARMUP_TOPIC, min_partitions=tasks),
         tmp / "checkpoint-warmup-pykraft",
         WARMUP_RECORDS,
     )
@@ -289,7 +368,11 @@ def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path) -> N
         tmp / "checkpoint-warmup-parquet",
         WARMUP_RECORDS,
     )
-    drain(memory_stream(spark, WARMUP_RECORDS, 2), tmp / "checkpoint-warmup-memory", WARMUP_RECORDS)
+    drain(
+        memory_frame(spark.readStream, WARMUP_RECORDS, 2),
+        tmp / "checkpoint-warmup-memory",
+        WARMUP_RECORDS,
+    )
 
 
 def _measure(records: int) -> None:
@@ -302,8 +385,9 @@ def _measure(records: int) -> None:
         bootstrap = ",".join(b.address for b in brokers.values())
         produce(bootstrap, TOPIC, records)
         spark = start_spark()
+        tasks = pykraft_tasks(records)
         try:
-            warm_up(spark, quorum, bootstrap, tmp)
+            warm_up(spark, quorum, bootstrap, tmp, tasks)
             parquet = tmp / "bench.parquet"
             to_parquet(spark, bootstrap, TOPIC, parquet)
             from_topic = timed(
@@ -318,42 +402,73 @@ def _measure(records: int) -> None:
                 tmp / "checkpoint-parquet",
                 records,
             )
+            batch = batch_reads(
+                spark,
+                {
+                    "pykraft": pykraft_batch(spark, bootstrap, TOPIC),
+                    "parquet": spark.read.parquet(str(parquet)),
+                    f"Python source from memory ({tasks} tasks)": memory_frame(
+                        spark.read, records, tasks
+                    ),
+                },
+                records,
+            )
+            memory_batch_s = batch[f"Python source from memory ({tasks} tasks)"]
             consumer_alone(bootstrap, TOPIC, records)
             nothing = timed(
                 "Python source yielding nothing (one empty task)",
-                memory_stream(spark, 0, 1),
+                memory_frame(spark.readStream, 0, 1),
                 tmp / "checkpoint-nothing",
                 0,
             )
-            tasks = pykraft_tasks(records)
             from_memory = timed(
                 f"Python source yielding the rows from memory ({tasks} tasks)",
-                memory_stream(spark, records, tasks),
+                memory_frame(spark.readStream, records, tasks),
                 tmp / "checkpoint-memory",
                 records,
             )
         finally:
             spark.stop()
         print(
-            f"pykraft / parquet: {from_parquet / from_topic:.2f}; Python source from memory / "
-            f"parquet: {from_parquet / from_memory:.2f}; a Python source yielding nothing takes "
+            f"{RATIO_LINE}: stream {from_parquet / from_topic:.2f}, batch "
+            f"{batch['parquet'] / batch['pykraft']:.2f}; Python source from memory / parquet: "
+            f"batch {batch['parquet'] / memory_batch_s:.2f}, stream "
+            f"{from_parquet / from_memory:.2f}; a Python source yielding nothing takes "
             f"{nothing / from_parquet:.2f}x parquet's whole query "
             f"(local[2], availableNow to noop; cores: {os.cpu_count()})"
         )
 
 
+def _measure_in_child(tree: SourceTree, records: int) -> str:
+    """One tree's measurement in a process of its own (its own JVM); echoes its output and
+    returns its ratio line."""
+    command = [sys.executable, "-u", __file__, "--records", str(records), "--code", tree.name]
+    print(f"-- {tree.label}", flush=True)
+    child = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
+    print(child.stdout, end="", flush=True)
+    return next(line for line in child.stdout.splitlines() if line.startswith(RATIO_LINE))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--rounds", type=int, default=1, help="with several trees: rounds")
     add_code_argument(parser)
     args = parser.parse_args()
     trees = trees_of(args)
-    if len(trees) > 1:
-        parser.error("one --code a run: Spark's JVM keeps the environment it started with")
-    for tree in each_tree(trees):
-        if not tree.is_this_tree:
-            print(f"Spark workers' and the cluster's code: {tree.label}")
-        _measure(args.records)
+    if len(trees) == 1:
+        for tree in each_tree(trees):
+            if not tree.is_this_tree:
+                print(f"Spark workers' and the cluster's code: {tree.label}")
+            _measure(args.records)
+        return 0
+    ratios: list[tuple[str, str]] = []
+    for round_index in range(args.rounds):
+        for tree in in_round_order(trees, round_index):
+            ratios.append((tree.label, _measure_in_child(tree, args.records)))
+    print(f"Summary, {args.records:,} records:")
+    for label, line in ratios:
+        print(f"  {label}: {line}")
     return 0
 
 

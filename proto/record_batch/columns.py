@@ -54,9 +54,17 @@ class BinaryColumn:
         return self.chunks[0] if self.chunks else b""
 
     def truncate(self, rows: int) -> None:
-        """Keeps the first `rows` elements."""
-        self.size = self.offsets[rows]
-        self.chunks = [self.data()[: self.size]]
+        """Keeps the first `rows` elements. Chunks past the cut are dropped and only the one it
+        falls in is copied (a poll_arrow that stops inside a batch cuts its columns: joining
+        them here would copy all of its keys and values twice)."""
+        size = self.offsets[rows]
+        kept = self.size
+        while self.chunks and kept - len(self.chunks[-1]) >= size:
+            kept -= len(self.chunks.pop())
+        if kept > size:
+            last = self.chunks[-1]
+            self.chunks[-1] = last[: len(last) - (kept - size)]
+        self.size = size
         del self.offsets[rows + 1 :]
         del self.valid[rows:]
 

@@ -29,7 +29,7 @@ from pykraft.proto.record_batch import (
     decode_batch,
 )
 from pykraft.proto.record_batch import columns as columns_module
-from pykraft.proto.record_batch.columns import RecordColumns, decode_batch_columns
+from pykraft.proto.record_batch.columns import BinaryColumn, RecordColumns, decode_batch_columns
 
 Row = tuple[int, bytes | None, bytes | None, list[RecordHeader]]
 _SETTINGS = settings(max_examples=80, deadline=None)
@@ -183,6 +183,44 @@ def test_truncate_keeps_the_first_rows_and_their_headers() -> None:
         columns.truncate(6)
     columns.truncate(3)
     assert as_records(columns) == decode_batch(build(Compression.NONE, records))[:3]
+
+
+@decoders
+@_SETTINGS
+@given(batches=st.lists(rows, min_size=1, max_size=4), data=st.data())
+def test_truncate_across_batches_keeps_the_first_rows(
+    decoder: str, batches: list[list[Row]], data: st.DataObject
+) -> None:
+    """A cut anywhere in columns appended batch by batch keeps exactly the records before it,
+    and the columns stay appendable: the next batch lands after them."""
+    with decoding_with(decoder):
+        columns, expected = RecordColumns(), list[Record]()
+        for batch in batches:
+            encoded = build(Compression.NONE, batch, base_offset=len(expected))
+            decode_batch_columns(encoded, 0, columns, 0)
+            expected += decode_batch(encoded)
+        cut = data.draw(st.integers(0, len(expected)))
+        columns.truncate(cut)
+        assert as_records(columns) == expected[:cut]
+        after = build(Compression.NONE, batches[0], base_offset=len(expected))
+        decode_batch_columns(after, 0, columns, 0)
+        assert as_records(columns) == expected[:cut] + decode_batch(after)
+
+
+def test_truncate_copies_only_the_chunk_it_cuts() -> None:
+    """The chunks before the cut are kept as they are (not joined and sliced: a poll_arrow that
+    stops inside a batch would copy all of its keys and values twice)."""
+    column = BinaryColumn()
+    for chunk in (b"v00v01v02", b"v03v04v05", b"v06v07v08"):  # as a decoder appends batches
+        column.chunks.append(chunk)
+        column.offsets.extend(column.size + 3 * (i + 1) for i in range(3))
+        column.size += len(chunk)
+        column.valid += b"\x01" * 3
+    first = column.chunks[0]
+    column.truncate(5)
+    assert column.chunks[0] is first
+    assert column.chunks[1:] == [b"v03v04"]
+    assert (column.size, len(column), column.data()) == (15, 5, b"v00v01v02v03v04")
 
 
 def test_the_compiled_decoder_is_used_unless_pykraft_no_extensions() -> None:
