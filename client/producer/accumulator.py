@@ -136,6 +136,12 @@ class RecordAccumulator:
         # ours around it (see OpenBatches.append).
         self.append = self._batches.append
 
+    @property
+    def open_batches(self) -> open_batches.OpenBatches:
+        """The per-record path's batches (what `append` is bound to): the producer's
+        SendPath appends to them."""
+        return self._batches
+
     def _register(self, builder: OpenBatch) -> None:
         """Holding the lock: queues a new open batch around `builder`."""
         tp = builder.tp
