@@ -38,9 +38,10 @@ class BufferExhaustedError(RequestTimedOutError):
     BufferExhaustedException, a TimeoutException): the cluster is slower than the producer."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ProducerBatch:
-    """One batch under construction or in flight; its records' futures share `result`."""
+    """One batch under construction or in flight; its records' futures share `result`. Slotted:
+    no dict for the garbage collector to track per batch in flight (see future.BatchResult)."""
 
     tp: TopicPartition
     # Its records, encoded as they were appended (compiled unless disabled, like OpenBatches).
