@@ -252,7 +252,7 @@ cdef class SendPath:
 
     cdef public bint closed
     cdef object _metadata
-    cdef object _known_partition_count
+    cdef dict _known_partition_counts
     cdef object _partitioner
     cdef dict _sticky  # the default partitioner's sticky partitions; None for another partitioner
     cdef OpenBatches _batches  # None when the batches are the Python twin's
@@ -263,7 +263,7 @@ cdef class SendPath:
 
     def __init__(self, metadata, partitioner, batches, *, max_block_ms, wait_for_partition):
         self._metadata = metadata
-        self._known_partition_count = metadata.known_partition_count
+        self._known_partition_counts = metadata.known_partition_counts
         self._partitioner = partitioner
         self._sticky = partitioner.sticky if type(partitioner) is DefaultPartitioner else None
         self._batches = batches if type(batches) is OpenBatches else None
@@ -291,8 +291,10 @@ cdef class SendPath:
         ):
             check_bytes(key=key, value=value)
         record_headers = list(headers) if headers else NO_HEADERS
-        count = self._known_partition_count(topic)
-        if count is None:
+        cdef PyObject* known = PyDict_GetItem(self._known_partition_counts, topic)
+        if known is not NULL:
+            count = <object>known
+        else:
             count = self._metadata.wait_for_topic(topic, self._max_block_ms)
         if partition is not None and not 0 <= partition < count:
             count = self._wait_for_partition(topic, partition, count)

@@ -208,6 +208,7 @@ class SendPath:
         wait_for_partition: Callable[[str, int, int], int],
     ) -> None:
         self._metadata = metadata
+        self._known_partition_counts = metadata.known_partition_counts
         self._partitioner = partitioner
         self._append = batches.append
         self._max_block_ms = max_block_ms
@@ -234,7 +235,7 @@ class SendPath:
         ):
             check_bytes(key=key, value=value)
         record_headers = list(headers) if headers else NO_HEADERS
-        count = self._metadata.known_partition_count(topic)
+        count = self._known_partition_counts.get(topic)
         if count is None:
             count = self._metadata.wait_for_topic(topic, self._max_block_ms)
         if partition is not None and not 0 <= partition < count:

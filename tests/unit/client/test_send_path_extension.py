@@ -51,19 +51,16 @@ Outcome = tuple[object, ...]
 
 
 class StubMetadata:
-    """ClusterMetadata's two calls SendPath makes: counts of followed topics, and a wait that
+    """What SendPath reads of ClusterMetadata: the counts of followed topics, and a wait that
     follows a topic the cluster has or raises as the real one does after max_block_ms."""
 
     def __init__(self) -> None:
-        self._followed = {"a", "b"}
-
-    def known_partition_count(self, topic: str) -> int | None:
-        return TOPICS[topic] if topic in self._followed else None
+        self.known_partition_counts = {topic: TOPICS[topic] for topic in ("a", "b")}
 
     def wait_for_topic(self, topic: str, timeout_ms: int) -> int:
         if topic not in TOPICS:
             raise UnknownTopicOrPartitionError(f"{topic} not known after {timeout_ms} ms")
-        self._followed.add(topic)
+        self.known_partition_counts[topic] = TOPICS[topic]
         return TOPICS[topic]
 
 
