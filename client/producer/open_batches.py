@@ -227,7 +227,13 @@ class SendPath:
         timestamp_ms: int | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> FutureRecordMetadata:
-        """Producer.send."""
+        """Queues one record; the future resolves to where it landed, or to its KafkaError.
+
+        Blocks up to `max_block_ms` for the topic's metadata (a partition beyond the count the
+        producer knows included) and for buffer space. Raises ValueError for a partition the
+        topic does not have after that; `on_delivery(metadata, error)` runs on the sender
+        thread once the record is delivered or has failed.
+        """
         if self.closed:
             raise RuntimeError("the producer is closed")
         if (key is not None and type(key) is not bytes) or (

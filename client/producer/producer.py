@@ -31,8 +31,6 @@ from pykraft.client.errors import KafkaError, RequestTimedOutError
 from pykraft.client.producer import open_batches
 from pykraft.client.producer.accumulator import DeliveryCounts, RecordAccumulator
 from pykraft.client.producer.config import INT32_MAX, ProducerConfig
-from pykraft.client.producer.future import FutureRecordMetadata
-from pykraft.client.producer.open_batches import DeliveryCallback, Headers
 from pykraft.client.producer.partitioner import DefaultPartitioner
 from pykraft.client.producer.sender import Sender
 from pykraft.client.routing import parse_bootstrap
@@ -49,7 +47,12 @@ if _compiled is not None:
 
 
 class Producer:
-    """Thread-safe: many threads may `send` at once; one background thread talks to brokers."""
+    """Thread-safe: many threads may `send` at once; one background thread talks to brokers.
+
+    `send(topic, value=None, key=None, partition=None, headers=None, timestamp_ms=None,
+    on_delivery=None)` queues one record and returns its future (`open_batches.SendPath.send`
+    says what it promises): an attribute of each producer, its send path's own method, compiled
+    unless disabled, so no frame of ours runs around the per-record path."""
 
     def __init__(
         self,
@@ -117,31 +120,8 @@ class Producer:
             max_block_ms=config.max_block_ms,
             wait_for_partition=self._wait_for_partition,
         )
-        # Each call goes straight to the send path (compiled unless disabled), with no frame of
-        # ours around it: the method below documents it and serves calls through the class.
-        self.send = self._send_path.send  # type: ignore[method-assign]
+        self.send = self._send_path.send  # see the class docstring
         self._close_lock = threading.Lock()
-
-    def send(
-        self,
-        topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
-        partition: int | None = None,
-        headers: Headers | None = None,
-        timestamp_ms: int | None = None,
-        on_delivery: DeliveryCallback | None = None,
-    ) -> FutureRecordMetadata:
-        """Queues one record; the future resolves to where it landed, or to its KafkaError.
-
-        Blocks up to `max_block_ms` for the topic's metadata (a partition beyond the count the
-        producer knows included) and for buffer space. Raises ValueError for a partition the
-        topic does not have after that; `on_delivery(metadata, error)` runs
-        on the sender thread once the record is delivered or has failed.
-        """
-        return self._send_path.send(
-            topic, value, key, partition, headers, timestamp_ms, on_delivery
-        )
 
     def _wait_for_partition(self, topic: str, partition: int, count: int) -> int:
         """The topic's partition count once it covers `partition` (Kafka's waitOnMetadata: the

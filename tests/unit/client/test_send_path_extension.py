@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from unittest import mock
 
 from hypothesis import given, settings
@@ -133,21 +134,14 @@ def _sides(seed: int, batch_size: int) -> list[Side]:
 
 def _send(side: Side, step: tuple[object, ...]) -> Outcome:
     """Where the record went (topic, partition, index in its batch), or the error."""
-    _, topic, value, key, partition, headers, timestamp, callback = step
+    key, partition, callback = step[3], step[4], step[7]
 
     def on_delivery(metadata: RecordMetadata | None, error: BaseException | None) -> None:
         side.delivered.append((metadata, None if error is None else str(error)))
 
+    arguments: list[Any] = [*step[1:7], on_delivery if callback else None]  # drawn: any type
     try:
-        future = side.path.send(
-            topic,  # type: ignore[arg-type]
-            value,  # type: ignore[arg-type]
-            key,  # type: ignore[arg-type]
-            partition,  # type: ignore[arg-type]
-            headers,  # type: ignore[arg-type]
-            timestamp,  # type: ignore[arg-type]
-            on_delivery if callback else None,
-        )
+        future = side.path.send(*arguments)
     except Exception as error:
         return type(error).__name__, str(error)
     where = future._tp, future._index, future._timestamp_ms
