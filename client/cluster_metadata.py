@@ -58,6 +58,10 @@ class ClusterMetadata:
         self._brokers: dict[int, str] = {}
         self._leaders: dict[TopicPartition, PartitionLeader | None] = {}
         self._partition_counts: dict[str, int] = {}
+        # The partition counts of the followed topics (added with `add_topics`) the cluster
+        # named: read without locking (one dict read, atomic in CPython) by the producer's
+        # per-record path, changed only under the lock. A topic missing: use wait_for_topic.
+        self.known_partition_counts: dict[str, int] = {}
         self._topic_errors: dict[str, KafkaError] = {}
         self._update_requested = False
         self._any_broker_turn = -1
@@ -158,11 +162,14 @@ class ClusterMetadata:
         if topic.error_code != common_pb2.NONE:
             self._topic_errors[name] = error_for(topic.error_code, topic.error_message or name)
             self._partition_counts.pop(name, None)
+            self.known_partition_counts.pop(name, None)
             for tp in [tp for tp in self._leaders if tp.topic == name]:
                 del self._leaders[tp]
             return
         self._topic_errors.pop(name, None)
         self._partition_counts[name] = len(topic.partitions)
+        if name in self._topics:
+            self.known_partition_counts[name] = len(topic.partitions)
         for p in topic.partitions:
             tp = TopicPartition(name, p.partition)
             address = brokers.get(p.leader_id)
@@ -174,11 +181,6 @@ class ClusterMetadata:
                 if has_leader and address is not None
                 else None
             )
-
-    def known_partition_count(self, topic: str) -> int | None:
-        """The partition count of a topic already followed, without locking (one dict read,
-        atomic in CPython): the producer's per-record fast path. None: use wait_for_topic."""
-        return self._partition_counts.get(topic) if topic in self._topics else None
 
     def wait_for_topic(self, topic: str, timeout_ms: int) -> int:
         """The topic's partition count, refreshing until it is known or `timeout_ms` passes.

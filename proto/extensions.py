@@ -51,6 +51,7 @@ COMPILED_MODULES: Final[dict[str, tuple[Twin, ...]]] = {
     "pykraft.client.producer._open_batches": (
         Twin("pykraft.client.producer.accumulator", "OpenBatches", "open_batches_python",
              "OpenBatches"),
+        Twin("pykraft.client.producer.producer", "SendPath", "send_path_python", "SendPath"),
     ),
 }  # fmt: skip
 

@@ -1,6 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The compiled twin of open_batches.py: the producer's per-record path, `OpenBatches.append`,
-with each open batch's buffer, record count, timestamps and byte counts in C fields.
+"""The compiled twin of open_batches.py: the producer's per-record path, `SendPath.send` and
+`OpenBatches.append`, with each open batch's buffer, record count, timestamps and byte counts in
+C fields.
+
+`SendPath.send` runs the common record with no Python frame: the partition count and the sticky
+partition are single dict reads, a key's murmur2 is computed in C (`murmur2.pxi`) and the
+compiled `OpenBatches` is called directly. Whatever is rare (a topic or partition not known yet, a
+full sticky batch, a custom partitioner, a delivery callback) goes through the same Python calls
+as the twin's.
 
 A record is sized, checked and encoded straight into its batch's bytearray (the codec's own
 encoder, `record_encoding.pxi`) under the accumulator's lock, with no Python frame per record
@@ -16,18 +23,29 @@ batch's callback list, is emptied when the batch's result is set, and closing th
 every batch's result.
 """
 
+from cpython.bytes cimport PyBytes_CheckExact
 from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from pykraft.client.producer.future import BatchResult, FutureRecordMetadata
-from pykraft.client.producer.open_batches import RECORD_OVERHEAD_BYTES, record_size_bytes, too_large
+from pykraft.client.producer.open_batches import (
+    NO_HEADERS,
+    RECORD_OVERHEAD_BYTES,
+    check_bytes,
+    delivery_reporter,
+    record_size_bytes,
+    too_large,
+)
+from pykraft.client.producer.partitioner import DefaultPartitioner
+from pykraft.client.types import TopicPartition
 from pykraft.proto.record_batch.build import BatchBuilder
 from pykraft.proto.record_batch.compression import compressed_size_bound
 from pykraft.proto.record_batch.header import HEADER_SIZE, Compression
 
 include "record_encoding.pxi"
 include "slots.pxi"
+include "murmur2.pxi"
 
 cdef extern from *:
     bint sub_overflows "__builtin_sub_overflow" (int64_t a, int64_t b, int64_t* out) nogil
@@ -186,6 +204,12 @@ cdef class OpenBatches:
         self, tp, timestamp_ms, key, value, headers, max_block_ms, bint abort_on_new_batch=False
     ):
         """open_batches.OpenBatches.append."""
+        return self.add(tp, timestamp_ms, key, value, headers, max_block_ms, abort_on_new_batch)
+
+    cdef object add(
+        self, tp, timestamp_ms, key, value, headers, max_block_ms, bint abort_on_new_batch
+    ):
+        """`append`, for SendPath."""
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
         cdef Py_ssize_t size = _RECORD_OVERHEAD + _length(key) + _length(value)
@@ -221,3 +245,104 @@ cdef class OpenBatches:
         if wake:
             self._wake()
         return _future(batch.result, tp, index, timestamp_ms)
+
+
+cdef class SendPath:
+    """open_batches.SendPath, with the common record's work in C."""
+
+    cdef public bint closed
+    cdef object _metadata
+    cdef dict _known_partition_counts
+    cdef object _partitioner
+    cdef dict _sticky  # the default partitioner's sticky partitions; None for another partitioner
+    cdef OpenBatches _batches  # None when the batches are the Python twin's
+    cdef object _append
+    cdef object _max_block_ms
+    cdef object _wait_for_partition
+    cdef dict _topic_partitions
+
+    def __init__(self, metadata, partitioner, batches, *, max_block_ms, wait_for_partition):
+        self._metadata = metadata
+        self._known_partition_counts = metadata.known_partition_counts
+        self._partitioner = partitioner
+        self._sticky = partitioner.sticky if type(partitioner) is DefaultPartitioner else None
+        self._batches = batches if type(batches) is OpenBatches else None
+        self._append = batches.append
+        self._max_block_ms = max_block_ms
+        self._wait_for_partition = wait_for_partition
+        self._topic_partitions = {}
+        self.closed = False
+
+    def send(
+        self,
+        topic,
+        value=None,
+        key=None,
+        partition=None,
+        headers=None,
+        timestamp_ms=None,
+        on_delivery=None,
+    ):
+        """open_batches.SendPath.send."""
+        if self.closed:
+            raise RuntimeError("the producer is closed")
+        if (key is not None and not PyBytes_CheckExact(key)) or (
+            value is not None and not PyBytes_CheckExact(value)
+        ):
+            check_bytes(key=key, value=value)
+        record_headers = list(headers) if headers else NO_HEADERS
+        cdef PyObject* known = PyDict_GetItem(self._known_partition_counts, topic)
+        if known is not NULL:
+            count = <object>known
+        else:
+            count = self._metadata.wait_for_topic(topic, self._max_block_ms)
+        if partition is not None and not 0 <= partition < count:
+            count = self._wait_for_partition(topic, partition, count)
+        tps = self._partitions_of(topic, count)
+        cdef bint sticky = partition is None and key is None
+        if partition is None:
+            partition = self._choose(topic, key, count)
+        future = self._add(tps[partition], timestamp_ms, key, value, record_headers, sticky)
+        if future is None:  # the sticky partition's batch is full: move on, as Kafka does
+            future = self._append_elsewhere(tps, partition, timestamp_ms, value, record_headers)
+        if on_delivery is not None:
+            future.add_done_callback(delivery_reporter(on_delivery))
+        return future
+
+    cdef tuple _partitions_of(self, topic, count):
+        """The topic's partitions, built again only when the count changed."""
+        cdef PyObject* found = PyDict_GetItem(self._topic_partitions, topic)
+        if found is not NULL and len(<tuple>found) == count:
+            return <tuple>found
+        tps = tuple([TopicPartition(topic, p) for p in range(count)])
+        self._topic_partitions[topic] = tps
+        return tps
+
+    cdef object _choose(self, topic, key, count):
+        """partitioner.partition(topic, key, count), the default partitioner's in C."""
+        cdef PyObject* current
+        if self._sticky is None or count <= 0:
+            return self._partitioner.partition(topic, key, count)
+        if key is not None:  # to_positive(murmur2(key)) % count
+            hashed = murmur2_of(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+            return (<Py_ssize_t>(<uint32_t>hashed & 0x7FFFFFFF)) % <Py_ssize_t>count
+        current = PyDict_GetItem(self._sticky, topic)
+        if current is not NULL and <object>current < count:
+            return <object>current
+        return self._partitioner.partition(topic, None, count)
+
+    cdef object _add(self, tp, timestamp_ms, key, value, headers, bint sticky):
+        if self._batches is not None:
+            return self._batches.add(
+                tp, timestamp_ms, key, value, headers, self._max_block_ms, sticky
+            )
+        return self._append(tp, timestamp_ms, key, value, headers, self._max_block_ms, sticky)
+
+    cdef object _append_elsewhere(self, tuple tps, full, timestamp_ms, value, headers):
+        """open_batches.SendPath._append_elsewhere."""
+        topic, count = tps[0].topic, len(tps)
+        self._partitioner.on_new_batch(topic, full, count)
+        chosen = self._partitioner.partition(topic, None, count)
+        future = self._add(tps[chosen], timestamp_ms, None, value, headers, False)
+        assert future is not None
+        return future

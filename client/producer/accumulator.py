@@ -38,9 +38,10 @@ class BufferExhaustedError(RequestTimedOutError):
     BufferExhaustedException, a TimeoutException): the cluster is slower than the producer."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ProducerBatch:
-    """One batch under construction or in flight; its records' futures share `result`."""
+    """One batch under construction or in flight; its records' futures share `result`. Slotted:
+    no dict for the garbage collector to track per batch in flight (see future.BatchResult)."""
 
     tp: TopicPartition
     # Its records, encoded as they were appended (compiled unless disabled, like OpenBatches).
@@ -135,6 +136,12 @@ class RecordAccumulator:
         # Adds one record: the compiled per-record path itself when built, with no frame of
         # ours around it (see OpenBatches.append).
         self.append = self._batches.append
+
+    @property
+    def open_batches(self) -> open_batches.OpenBatches:
+        """The per-record path's batches (what `append` is bound to): the producer's
+        SendPath appends to them."""
+        return self._batches
 
     def _register(self, builder: OpenBatch) -> None:
         """Holding the lock: queues a new open batch around `builder`."""

@@ -24,14 +24,26 @@ RecordCallback = Callable[["FutureRecordMetadata"], None]
 
 class BatchResult:
     """The outcome of one batch: its base offset and append time, or the error that failed it.
-    Set exactly once."""
+    Set exactly once.
 
-    __slots__ = ("_callbacks", "_done", "_lock", "base_offset", "error", "log_append_time_ms")
+    At most three objects for the garbage collector (itself and two locks; its callback list
+    exists only once a callback is added): a producer keeps one per batch in flight, and each
+    tracked object that outlives two young collections counts toward the next full one, which
+    walks every future a caller keeps. With an Event it was nine (the Event, its Condition,
+    their dicts, the waiters' deque, the callback list)."""
+
+    __slots__ = (
+        "_callbacks", "_done", "_lock", "_unset", "base_offset", "error", "log_append_time_ms"
+    )  # fmt: skip
 
     def __init__(self) -> None:
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._callbacks: list[tuple[FutureRecordMetadata, RecordCallback]] = []
+        self._done = False
+        self._lock = threading.Lock()  # guards _done and _callbacks
+        # Held until the result is set: a waiter takes it and hands it straight back, so every
+        # waiter passes once it is released.
+        self._unset = threading.Lock()
+        self._unset.acquire()
+        self._callbacks: list[tuple[FutureRecordMetadata, RecordCallback]] | None = None
         self.base_offset = -1
         self.log_append_time_ms = -1
         self.error: BaseException | None = None
@@ -39,25 +51,35 @@ class BatchResult:
     def set(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> None:
         """Records the outcome, wakes every waiter, then runs the callbacks in record order."""
         with self._lock:
-            assert not self._done.is_set(), "a batch's result is set once"
+            assert not self._done, "a batch's result is set once"
             self.base_offset = base_offset
             self.log_append_time_ms = log_append_time_ms
             self.error = error
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for future, callback in callbacks:
+            self._done = True
+            callbacks, self._callbacks = self._callbacks, None
+        self._unset.release()
+        for future, callback in callbacks or ():
             _run(callback, future)
 
     def is_done(self) -> bool:
-        return self._done.is_set()
+        return self._done
 
     def wait(self, timeout: float | None) -> bool:
-        return self._done.wait(timeout)
+        """Whether the result is set within `timeout` seconds (None: however long it takes),
+        as Event.wait."""
+        if self._done:
+            return True
+        if not self._unset.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+            return False
+        self._unset.release()
+        return True
 
     def on_done(self, future: FutureRecordMetadata, callback: RecordCallback) -> None:
         """Runs `callback(future)` when the result is set, or now if it is."""
         with self._lock:
-            if not self._done.is_set():
+            if not self._done:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append((future, callback))
                 return
         _run(callback, future)

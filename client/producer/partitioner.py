@@ -67,7 +67,9 @@ class DefaultPartitioner:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
-        self._sticky: dict[str, int] = {}
+        # Each topic's sticky partition: changed under the lock, read without it (one dict read,
+        # atomic in CPython) by `partition` and by the compiled send path.
+        self.sticky: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
@@ -75,20 +77,20 @@ class DefaultPartitioner:
             return partition_for_key(key, num_partitions)
         # One dict read, atomic in CPython, without the lock: the per-record fast path. A
         # concurrent on_new_batch may make it the previous choice, as it would a moment earlier.
-        current = self._sticky.get(topic)
+        current = self.sticky.get(topic)
         if current is not None and current < num_partitions:
             return current
         with self._lock:
-            current = self._sticky.get(topic)
+            current = self.sticky.get(topic)
             if current is None or current >= num_partitions:
                 current = self._rng.randrange(num_partitions)
-                self._sticky[topic] = current
+                self.sticky[topic] = current
             return current
 
     def on_new_batch(self, topic: str, previous: int, num_partitions: int) -> None:
         """A batch for `previous` just started: move the topic's sticky partition elsewhere."""
         with self._lock:
-            if self._sticky.get(topic, previous) != previous or num_partitions < 2:
+            if self.sticky.get(topic, previous) != previous or num_partitions < 2:
                 return
             choice = self._rng.randrange(num_partitions - 1)
-            self._sticky[topic] = choice if choice < previous else choice + 1
+            self.sticky[topic] = choice if choice < previous else choice + 1

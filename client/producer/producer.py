@@ -21,37 +21,38 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Self
 
 from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.errors import KafkaError, RequestTimedOutError
+from pykraft.client.producer import open_batches
 from pykraft.client.producer.accumulator import DeliveryCounts, RecordAccumulator
 from pykraft.client.producer.config import INT32_MAX, ProducerConfig
-from pykraft.client.producer.future import FutureRecordMetadata
 from pykraft.client.producer.partitioner import DefaultPartitioner
 from pykraft.client.producer.sender import Sender
 from pykraft.client.routing import parse_bootstrap
 from pykraft.client.transport import Backoff
-from pykraft.client.types import RecordMetadata, TopicPartition
+from pykraft.proto import extensions
 
-Headers = Sequence[tuple[str, bytes | None]]
-DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
-
-_NO_HEADERS: Headers = ()
-
-
-def _check_bytes(**fields: object) -> None:
-    """TypeError naming the first field that is neither bytes nor None."""
-    for name, data in fields.items():
-        if data is not None and not isinstance(data, bytes):
-            raise TypeError(f"{name} must be bytes or None, not {type(data).__name__}")
+# `send`'s work, compiled unless disabled or not built (pykraft.proto.extensions). Read when a
+# producer is made.
+send_path_python = open_batches.SendPath
+SendPath: type[open_batches.SendPath] = send_path_python
+_compiled = extensions.load("pykraft.client.producer._open_batches")
+if _compiled is not None:
+    SendPath = _compiled.SendPath
 
 
 class Producer:
-    """Thread-safe: many threads may `send` at once; one background thread talks to brokers."""
+    """Thread-safe: many threads may `send` at once; one background thread talks to brokers.
+
+    `send(topic, value=None, key=None, partition=None, headers=None, timestamp_ms=None,
+    on_delivery=None)` queues one record and returns its future (`open_batches.SendPath.send`
+    says what it promises): an attribute of each producer, its send path's own method, compiled
+    unless disabled, so no frame of ours runs around the per-record path."""
 
     def __init__(
         self,
@@ -112,64 +113,15 @@ class Producer:
         )
         self._sender = Sender(self._accumulator, self._metadata, self._pool, config, wakeup)
         self._sender.start()
-        self._topic_partitions: dict[str, tuple[TopicPartition, ...]] = {}
-        self._max_block_ms = config.max_block_ms  # read per record
-        self._closed = False
-        self._close_lock = threading.Lock()
-
-    def send(
-        self,
-        topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
-        partition: int | None = None,
-        headers: Headers | None = None,
-        timestamp_ms: int | None = None,
-        on_delivery: DeliveryCallback | None = None,
-    ) -> FutureRecordMetadata:
-        """Queues one record; the future resolves to where it landed, or to its KafkaError.
-
-        Blocks up to `max_block_ms` for the topic's metadata (a partition beyond the count the
-        producer knows included) and for buffer space. Raises ValueError for a partition the
-        topic does not have after that; `on_delivery(metadata, error)` runs
-        on the sender thread once the record is delivered or has failed.
-        """
-        if self._closed:
-            raise RuntimeError("the producer is closed")
-        if (key is not None and type(key) is not bytes) or (
-            value is not None and type(value) is not bytes
-        ):
-            _check_bytes(key=key, value=value)
-        record_headers = list(headers) if headers else _NO_HEADERS
-        count = self._metadata.known_partition_count(topic)
-        if count is None:
-            count = self._metadata.wait_for_topic(topic, self._config.max_block_ms)
-        if partition is not None and not 0 <= partition < count:
-            count = self._wait_for_partition(topic, partition, count)
-        tps = self._topic_partitions.get(topic)
-        if tps is None or len(tps) != count:  # first use, or partitions were added
-            tps = self._topic_partitions[topic] = tuple(
-                TopicPartition(topic, p) for p in range(count)
-            )
-        sticky = partition is None and key is None
-        if partition is None:
-            partition = self._partitioner.partition(topic, key, count)
-        # Without timestamp_ms the accumulator stamps the record now, as Kafka does after the
-        # metadata wait.
-        future = self._accumulator.append(
-            tps[partition], timestamp_ms, key, value, record_headers, self._max_block_ms, sticky
+        self._send_path = SendPath(
+            self._metadata,
+            self._partitioner,
+            self._accumulator.open_batches,
+            max_block_ms=config.max_block_ms,
+            wait_for_partition=self._wait_for_partition,
         )
-        if future is None:  # the sticky partition's batch is full: move on, as Kafka does
-            future = self._append_elsewhere(tps, partition, timestamp_ms, value, record_headers)
-        if on_delivery is not None:
-            callback = on_delivery
-
-            def report(done: FutureRecordMetadata) -> None:
-                error = done.exception()
-                callback(None if error else done.result(), error)
-
-            future.add_done_callback(report)
-        return future
+        self.send = self._send_path.send  # see the class docstring
+        self._close_lock = threading.Lock()
 
     def _wait_for_partition(self, topic: str, partition: int, count: int) -> int:
         """The topic's partition count once it covers `partition` (Kafka's waitOnMetadata: the
@@ -188,26 +140,6 @@ class Producer:
         if not 0 <= partition < count:
             raise ValueError(f"partition {partition} is not in [0, {count}) for topic {topic!r}")
         return count
-
-    def _append_elsewhere(
-        self,
-        tps: tuple[TopicPartition, ...],
-        full: int,
-        timestamp: int | None,
-        value: bytes | None,
-        headers: Headers,
-    ) -> FutureRecordMetadata:
-        """Appends a keyless record after the sticky partition `full` of `tps` (the topic's
-        partitions, reused so no TopicPartition is built per record) would have needed a new
-        batch: the partitioner moves on first, so a new batch starts elsewhere."""
-        topic, count = tps[0].topic, len(tps)
-        self._partitioner.on_new_batch(topic, full, count)
-        chosen = self._partitioner.partition(topic, None, count)
-        future = self._accumulator.append(
-            tps[chosen], timestamp, None, value, headers, self._max_block_ms
-        )
-        assert future is not None
-        return future
 
     def delivery_counts(self) -> DeliveryCounts:
         """How many records were delivered and failed so far, and the last error; every record
@@ -231,9 +163,9 @@ class Producer:
         """Delivers what is queued (waiting up to `timeout` seconds, forever if None), then
         fails whatever is left and closes the connections. Idempotent."""
         with self._close_lock:
-            if self._closed:
+            if self._send_path.closed:
                 return
-            self._closed = True
+            self._send_path.closed = True
         self._sender.close(timeout)
         self._pool.close()
 
