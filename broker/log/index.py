@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import ClassVar, Final, NamedTuple, Self
 
-from pykraft.broker.log.files import write_all
+from pykraft.broker.log.files import read_whole, write_all
 from pykraft.proto.record_batch import NO_TIMESTAMP
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class _SparseIndex:
             return self._keys, self._values
         with self._loading:
             if not self._loaded:
-                data = self.path.read_bytes()[: self._stored_count * self.ENTRY.size]
+                data = read_whole(self.path)[: self._stored_count * self.ENTRY.size]
                 for count, stored in enumerate(self.ENTRY.iter_unpack(data)):
                     key, value = self._from_stored(*stored)
                     if self._keys and not self._follows(key, value):
