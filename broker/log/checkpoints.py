@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from pykraft.broker.log.errors import storage_error
+from pykraft.broker.log.files import read_whole
 from pykraft.server_common.durable_files import replace_durably
 
 CHECKPOINT_VERSION: Final = 0
@@ -97,7 +98,7 @@ def decode_checkpoint(path: Path, data: bytes, field_count: int) -> list[list[st
 
 def _read_entries(path: Path, field_count: int) -> list[list[str]]:
     try:
-        data = path.read_bytes()
+        data = read_whole(path)
     except FileNotFoundError:
         return []
     except OSError as error:

@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import ClassVar, Final, NamedTuple, Self
 
-from pykraft.broker.log.files import write_all
+from pykraft.broker.log.files import read_whole, write_all
 from pykraft.proto.record_batch import NO_TIMESTAMP
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class _SparseIndex:
         self._values = array("q")
         self._unwritten = bytearray()  # packed entries not yet in the file
         self._synced = False  # whether the file is durable as it is (set by load and flush)
+        self._stale_file = False  # whether the file is to be emptied at the next write-out
         # Until the entries are read (`_loaded`): how many the file holds, and the last one.
         self._loaded = True
         self._stored_count = 0
@@ -86,6 +87,16 @@ class _SparseIndex:
         """A new, empty index; an existing file at `path` is emptied."""
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, 0o644))
         return cls(path, base_offset, entries_max)
+
+    @classmethod
+    def replacing(cls, path: Path, base_offset: int, entries_max: int) -> Self:
+        """A new, empty index for one rebuilt from the log: the file at `path` (stale, or
+        missing) is emptied (or created) when the index is first written out, not now. A
+        crash before that leaves the stale file beside a segment that recovery rebuilds
+        again, since nothing made it durable."""
+        index = cls(path, base_offset, entries_max)
+        index._stale_file = True
+        return index
 
     @classmethod
     def load(cls, path: Path, base_offset: int, entries_max: int) -> Self:
@@ -119,7 +130,7 @@ class _SparseIndex:
             return self._keys, self._values
         with self._loading:
             if not self._loaded:
-                data = self.path.read_bytes()[: self._stored_count * self.ENTRY.size]
+                data = read_whole(self.path)[: self._stored_count * self.ENTRY.size]
                 for count, stored in enumerate(self.ENTRY.iter_unpack(data)):
                     key, value = self._from_stored(*stored)
                     if self._keys and not self._follows(key, value):
@@ -162,9 +173,13 @@ class _SparseIndex:
         """Appends the entries added since the last call to the file (the file then holds
         exactly the entries). On OSError the file may hold part of them: `truncate_entries`
         cuts it back."""
-        if self._unwritten:
+        if self._unwritten or self._stale_file:
             self._synced = False
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
+            flags = os.O_WRONLY | os.O_APPEND | _CLOEXEC
+            if self._stale_file:
+                flags |= os.O_CREAT | os.O_TRUNC
+            fd = os.open(self.path, flags, 0o644)
+            self._stale_file = False
             try:
                 write_all(fd, self._unwritten)
             finally:
@@ -180,10 +195,12 @@ class _SparseIndex:
         self._synced = False
         if count <= written:
             self._unwritten.clear()
-            os.truncate(self.path, count * self.ENTRY.size)
+            kept = count
         else:
             del self._unwritten[(count - written) * self.ENTRY.size :]
-            os.truncate(self.path, written * self.ENTRY.size)
+            kept = written
+        if not self._stale_file:  # else nothing of the file counts: emptied on write-out
+            os.truncate(self.path, kept * self.ENTRY.size)
         del self._keys[count:]
         del self._values[count:]
 

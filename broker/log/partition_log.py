@@ -91,10 +91,11 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
             # Nothing else changes the segments while the constructor runs.
             self._producers = PartitionProducers(
                 directory,
-                self._local.view,
+                lambda: self._local.view,
                 log_start_offset=loaded.log_start_offset,
                 log_end_offset=self._log_end_offset,
                 names=loaded.names,
+                clean=loaded.had_clean_shutdown,
             )
         except BaseException:
             for segment in loaded.segments:
@@ -274,7 +275,7 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads, PartitionLogTruncatio
                         self._local.active.on_become_inactive()
                     self._flush(fsync=fsync)
                     with self._local.failing_on_error(f"close of {self.directory}"):
-                        self._producers.write_snapshot(self._log_end_offset, fsync=fsync)
+                        self._producers.close_snapshot(self._log_end_offset, fsync=fsync)
                         if self._own_checkpoints:
                             self._checkpoints.write_all()
                             self._checkpoints.mark_clean_shutdown()

@@ -125,13 +125,14 @@ class PartitionLogAppends(PartitionLogBase):
                 self._roll(self._log_end_offset)
 
     def _roll(self, base_offset: int) -> LogSegment:
-        """Finishes the active segment (last time index entry, fsync), snapshots the producer
-        state at `base_offset` (no batch lies between the log end and it) and publishes a new
-        segment there. Holds the lock."""
+        """Finishes the active segment (last time index entry), fsyncs it and every segment
+        above the recovery point (after a crash, recovered ones may lie there: Kafka's
+        flushUptoOffsetExclusive), snapshots the producer state at `base_offset` (no batch lies
+        between the log end and it) and publishes a new segment there. Holds the lock."""
         old = self._local.active
         try:
             old.on_become_inactive()  # an entry that stays valid if the roll fails below
-            old.flush()
+            self._local.flush(self._recovery_point)
             self._producers.write_snapshot(base_offset)
         except OSError as error:
             raise storage_error(f"roll of {self.directory} at {base_offset}: {error}") from error

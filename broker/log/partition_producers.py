@@ -9,6 +9,10 @@ module ties them to the log's segments:
 - Truncation and restarts: `reload` deletes the snapshots above the new log end and loads the
   newest usable one at or below it, then replays the batch headers after it from the segments.
 - Segment deletion: producers stay; `delete_obsolete` removes the snapshots no load can use.
+- Clean restarts (issue 18 §1.2, thousands of logs): a clean close leaves a snapshot at the log
+  end, or none at all when the log has no producers and no snapshot (`close_snapshot`; Kafka's
+  LogLoader too takes a cleanly closed log without snapshots as one without producers). So a
+  clean open reads no file: the state is read on first use (`state`), from that snapshot.
 
 What a caller may rely on: after every method, `state` is the state after every batch below
 the log end the caller passed or appended; no snapshot above that end survives a reload.
@@ -21,10 +25,11 @@ or sole ownership while opening).
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
+from pykraft.broker.log.errors import storage_error
 from pykraft.broker.log.producer_snapshots import (
     delete_obsolete_snapshots,
     delete_snapshots,
@@ -47,24 +52,41 @@ class PartitionProducers:
     def __init__(
         self,
         directory: Path,
-        view: SegmentView,
+        views: Callable[[], SegmentView],
         *,
         log_start_offset: int,
         log_end_offset: int,
         names: Iterable[str],
+        clean: bool,
     ) -> None:
-        """Loads the state after every batch below `log_end_offset` (see `reload`), then
-        deletes the snapshots no later load can use. `names` are the directory's files (its
-        one listing at open); from here on this object knows which snapshots exist, since it
-        alone writes and deletes them. Raises OSError."""
+        """The state after every batch below `log_end_offset` (see `reload`), then deletes the
+        snapshots no later load can use. `views` gives the log's current segments; `names` are
+        the directory's files (its one listing at open); from here on this object knows which
+        snapshots exist, since it alone writes and deletes them. After a `clean` shutdown
+        whose close left its snapshot (or none, see `close_snapshot`) the state is read on
+        first use. Raises OSError."""
         self.directory = directory
+        self._views = views
         self._offsets = snapshot_offsets(names)
-        self._state = self._reloaded(view, log_end_offset)
-        self.delete_obsolete(view, log_start_offset)
+        self._state: ProducerStateManager | None = None
+        self._deferred_end = log_end_offset  # where the state is read from on first use
+        if not (clean and self._offsets[-1:] in ([], [log_end_offset])):
+            self._state = self._reloaded(views(), log_end_offset)
+        self.delete_obsolete(views(), log_start_offset)
 
     @property
     def state(self) -> ProducerStateManager:
-        """The current state. `reload` replaces it, so take it afresh for every use."""
+        """The current state. `reload` replaces it, so take it afresh for every use. Its first
+        use after a clean open reads it (LogError(KAFKA_STORAGE_ERROR) if that fails); the
+        caller holds its log lock, which keeps the segments from changing meanwhile."""
+        if self._state is None:
+            if not self._offsets:
+                self._state = ProducerStateManager(self._deferred_end)
+                return self._state
+            try:
+                self._state = self._reloaded(self._views(), self._deferred_end)
+            except OSError as error:
+                raise storage_error(f"{self.directory}: producer state: {error}") from error
         return self._state
 
     def snapshot_offsets(self) -> list[int]:
@@ -79,9 +101,18 @@ class PartitionProducers:
         `fsync` as for `replace_durably`. Raises OSError."""
         if offset in self._offsets:
             return
-        write_snapshot(self.directory, self._state, offset, fsync=fsync)
+        write_snapshot(self.directory, self.state, offset, fsync=fsync)
         if offset not in self._offsets:
             insort(self._offsets, offset)
+
+    def close_snapshot(self, offset: int, *, fsync: bool = True) -> None:
+        """`write_snapshot` at a clean close (`offset`: the log end), except that a log with
+        no producers and no snapshot writes none: a clean open then starts from an empty
+        state (see the constructor). At 20,000 replicas one new file per log was most of a
+        shutdown. A roll still snapshots, so a crash replays at most the active segment."""
+        if not self._offsets and (self._state is None or not self._state.entries()):
+            return
+        self.write_snapshot(offset, fsync=fsync)
 
     def reload(self, view: SegmentView, log_end_offset: int) -> None:
         """After the log was cut to `log_end_offset` (a batch boundary): the snapshots above it

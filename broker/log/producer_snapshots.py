@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from pykraft.broker.log.files import read_whole
 from pykraft.broker.log.producer_state import ProducerStateManager, SnapshotCorruptError
 from pykraft.broker.log.segment_names import base_offset_of, file_name
 from pykraft.server_common.durable_files import replace_durably, unlink_durably
@@ -91,7 +92,7 @@ def load_newest_snapshot(
             continue
         path = snapshot_path(directory, offset)
         try:
-            return ProducerStateManager.from_snapshot(path.read_bytes(), offset)
+            return ProducerStateManager.from_snapshot(read_whole(path), offset)
         except SnapshotCorruptError as error:
             log.warning("%s: ignoring producer snapshot %s: %s", directory, path.name, error)
             delete_snapshots(directory, [offset])

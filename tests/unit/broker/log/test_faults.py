@@ -95,10 +95,11 @@ def test_a_failed_index_write_fails_the_flush_and_reopening_rebuilds_the_index(
     reopened = PartitionLog.open(tmp_path / "t-0", config, now_ms=NOW_MS)
     assert read_all(reopened) == [(0, b"a"), (1, b"b")]
     rebuilt = _active(reopened).offset_index
-    assert rebuilt.entry_count >= 1 and rebuilt.path.stat().st_size == 8 * rebuilt.entry_count
+    assert rebuilt.entry_count >= 1
     _append(reopened, b"c")
     assert read_all(reopened)[-1] == (2, b"c")
-    reopened.close()
+    reopened.close()  # the rebuilt entries reach the file with the others
+    assert rebuilt.path.stat().st_size == 8 * rebuilt.entry_count
 
 
 def test_a_failed_epoch_checkpoint_undoes_the_append(

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pykraft.broker.log import files
+from pykraft.broker.log import index as index_module
 from pykraft.broker.log.index import IndexCorruptError, OffsetIndex, TimeIndex
 
 
@@ -107,13 +109,12 @@ def test_load_reads_only_the_last_entry_and_the_rest_on_first_lookup(
     index = _offset_index(tmp_path, [(110, 4096), (125, 8200), (130, 9000)])
     index.close()
     reads: list[Path] = []
-    real_read_bytes = Path.read_bytes
 
-    def read_bytes(path: Path) -> bytes:
+    def read_whole(path: Path) -> bytes:
         reads.append(path)
-        return real_read_bytes(path)
+        return files.read_whole(path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(index_module, "read_whole", read_whole)
     loaded = OffsetIndex.load(tmp_path / "a.index", 100, entries_max=10)
     assert (loaded.entry_count, loaded.last_entry(), loaded.is_full) == (3, (130, 9000), False)
     assert reads == []

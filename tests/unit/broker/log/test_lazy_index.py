@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.broker.log import LogConfig, PartitionLog
+from pykraft.broker.log import LogConfig, PartitionLog, files
+from pykraft.broker.log import index as index_module
 from pykraft.proto.record_batch import BatchHeader, iter_batches
 
 from .support import NOW_MS, batch, open_log
@@ -39,14 +40,12 @@ def test_a_clean_restart_reads_no_index_and_lookups_find_every_batch(
     where = _filled(tmp_path / "t-0")
     assert len({base for base, _ in where.values()}) > 3, "several segments"
     index_reads: list[str] = []
-    real_read_bytes = Path.read_bytes
 
-    def read_bytes(path: Path) -> bytes:
-        if path.suffix in (".index", ".timeindex"):
-            index_reads.append(path.name)
-        return real_read_bytes(path)
+    def read_whole(path: Path) -> bytes:
+        index_reads.append(path.name)
+        return files.read_whole(path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(index_module, "read_whole", read_whole)
     log: PartitionLog = open_log(tmp_path / "t-0", CONFIG)
     assert index_reads == []
     segments = {segment.base_offset: segment for segment in log._local.view.segments}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pykraft.broker.log import PartitionLog
-from pykraft.broker.log.files import read_at, write_all
+from pykraft.broker.log.files import READ_CHUNK_BYTES, read_at, read_whole, write_all
 from pykraft.broker.log.open_files import OPEN_FILES, CachedFile, OpenFileCache
 
 from .support import fill, open_log, read_all
@@ -87,3 +87,13 @@ def test_many_partition_logs_hold_descriptors_only_up_to_the_limit(
         assert log.had_clean_shutdown and read_all(log) == expected
         log.close()
     assert _open_descriptors() <= before  # other tests' idle files may have been evicted too
+
+
+def test_read_whole_reads_a_file_of_several_chunks_and_an_empty_one(tmp_path: Path) -> None:
+    content = bytes(range(256)) * (READ_CHUNK_BYTES // 128 + 1)
+    (tmp_path / "big").write_bytes(content)
+    (tmp_path / "empty").write_bytes(b"")
+    assert len(content) > 2 * READ_CHUNK_BYTES
+    assert read_whole(tmp_path / "big") == content and read_whole(tmp_path / "empty") == b""
+    with pytest.raises(FileNotFoundError):
+        read_whole(tmp_path / "missing")

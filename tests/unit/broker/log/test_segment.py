@@ -80,8 +80,9 @@ def test_find_position_and_read_return_whole_batches(tmp_path: Path) -> None:
 
 def test_recover_cuts_a_torn_tail_and_rebuilds_the_indexes(tmp_path: Path) -> None:
     segment, batches = _filled(tmp_path)
-    index_bytes = segment.index_path.read_bytes()
     segment.close_files()
+    index_bytes = segment.index_path.read_bytes()
+    assert index_bytes
     cut = batches[-1][0] + 30
     with open(tmp_path / file_name(50, ".log"), "r+b") as file:
         file.truncate(cut)
@@ -93,8 +94,27 @@ def test_recover_cuts_a_torn_tail_and_rebuilds_the_indexes(tmp_path: Path) -> No
     assert cut_bytes == 30
     assert recovered.size == batches[-1][0] and recovered.next_offset == batches[-1][1].base_offset
     assert seen == [header.base_offset for _, header in batches[:-1]]
-    assert index_bytes.startswith(recovered.index_path.read_bytes())
+    recovered.close_files()  # writes the rebuilt indexes out
+    rebuilt = recovered.index_path.read_bytes()
+    assert rebuilt and index_bytes.startswith(rebuilt)
+
+
+def test_recovery_leaves_the_stale_index_files_until_it_writes_the_rebuilt_ones(
+    tmp_path: Path,
+) -> None:
+    """Emptying them at once cost two truncations per log recovered at start-up; a crash
+    before the write-out finds the segment unflushed and rebuilds them again."""
+    segment, _ = _filled(tmp_path)
+    segment.close_files()
+    rebuilt = {path: path.read_bytes() for path in (segment.index_path, segment.time_index_path)}
+    assert all(rebuilt.values())
+    for path in rebuilt:
+        path.write_bytes(b"\x7f" * 24)  # stale: what recovery must not trust
+    recovered, _ = LogSegment.recovered(tmp_path, 50, CONFIG, lambda header: None)
+    assert all(path.read_bytes() == b"\x7f" * 24 for path in rebuilt)
+    assert recovered.offset_index.entry_count == len(rebuilt[segment.index_path]) // 8
     recovered.close_files()
+    assert {path: path.read_bytes() for path in rebuilt} == rebuilt
 
 
 def test_truncate_drops_whole_batches_from_the_one_holding_the_offset(tmp_path: Path) -> None:
