@@ -315,7 +315,9 @@ class ControllerCore:
             self._answer(out, request_id, response)
             return
         self._pending_image = _replayed(self._pending_image, result.records, self._role.epoch)
-        if self._open_entry is not None and (own_entry or not self._open_entry.fits(len(frames))):
+        if self._open_entry is not None and (
+            own_entry or not self._open_entry.fits(len(frames), len(result.records))
+        ):
             self._append_open_entry(out)
         if self._open_entry is None:
             self._open_entry = OpenEntry(now_ms, self._entry_limits)

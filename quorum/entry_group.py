@@ -11,9 +11,10 @@ What a caller may rely on:
 - An entry holds whole writes in the order they were decided, each write's records together and
   in order, so applying the entry is applying the writes one after the other; the entry commits
   or fails whole, and with it every write in it.
-- An entry holds at most `EntryLimits.operations_max` writes and stays under
-  `EntryLimits.bytes_max` (RaftConfig's `entry_bytes_max`), unless one write alone does not: the
-  controller refuses such a write before it changes anything (`too_large`).
+- An entry holds at most `EntryLimits.operations_max` writes and `ENTRY_RECORDS_MAX` records
+  (unless one write alone holds more) and stays under `EntryLimits.bytes_max` (RaftConfig's
+  `entry_bytes_max`); a write that alone does not fit that is refused before it changes anything
+  (`too_large`).
 - A write that wrote nothing but decided on records not yet committed is answered with the last
   entry holding them (Kafka's controller waits for the last written offset the same way).
 - `due` says when the entry leaves: at once when none of this controller's entries is in flight
@@ -23,12 +24,18 @@ What a caller may rely on:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from google.protobuf.message import Message
 
 from pykraft.metadata_log.codec import batch_of_frames
 from pykraft.metadata_log.records import Record
 from pykraft.quorum.batch import PAYLOAD_OVERHEAD_BYTES_MAX, BatchKind, QuorumBatch, encode_payload
+
+# Records an entry holds at most, unless one write alone holds more (Kafka's controller: 10,000
+# records per batch). A follower applies an entry on the thread that also answers Raft: several
+# CreateTopics of 9,000 partitions each in one entry held it past the election timeout.
+ENTRY_RECORDS_MAX: Final = 10_000
 
 
 @dataclass(frozen=True)
@@ -63,9 +70,14 @@ class OpenEntry:
         self._records: list[Record] = []
         self._frames = bytearray()
 
-    def fits(self, frames_bytes: int) -> bool:
-        """Whether a write whose records encode to `frames_bytes` may still join."""
+    def fits(self, frames_bytes: int, record_count: int) -> bool:
+        """Whether a write of `record_count` records encoded to `frames_bytes` may still join;
+        always, into an entry with none yet."""
+        if not self._records:
+            return True
         if self._operations >= self._limits.operations_max:
+            return False
+        if len(self._records) + record_count > ENTRY_RECORDS_MAX:
             return False
         size = PAYLOAD_OVERHEAD_BYTES_MAX + len(self._frames) + frames_bytes
         return size < self._limits.bytes_max
@@ -73,7 +85,7 @@ class OpenEntry:
     def add(self, records: tuple[Record, ...], frames: bytes, write: PendingWrite) -> None:
         """Adds a write: its `records`, encoded as `frames` (`encode_record_frames`)."""
         assert records, "a write without records needs no entry"
-        assert self.fits(len(frames)), "add() past the entry's limits"
+        assert self.fits(len(frames), len(records)), "add() past the entry's limits"
         self._records.extend(records)
         self._frames += frames
         self._operations += 1
@@ -86,6 +98,8 @@ class OpenEntry:
 
     def due(self, now_ms: int, *, entries_in_flight: int) -> bool:
         if entries_in_flight == 0 or self._operations >= self._limits.operations_max:
+            return True
+        if len(self._records) >= ENTRY_RECORDS_MAX:
             return True
         return now_ms >= self.wake_at_ms
 

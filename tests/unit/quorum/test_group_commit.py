@@ -13,6 +13,7 @@ from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType, Recor
 from pykraft.proto import admin_pb2, common_pb2
 from pykraft.quorum.batch import QuorumBatch
 from pykraft.quorum.controller.result import ControllerResult
+from pykraft.quorum.entry_group import ENTRY_RECORDS_MAX
 from pykraft.quorum.events import Answer, AppendDone, Output, RaftPolled, Stop, Tick, WriteRequest
 from pykraft.quorum.raft import AppendError
 from pykraft.quorum.replies import header_of
@@ -133,3 +134,28 @@ def test_losing_leadership_or_stopping_answers_the_writes_waiting_for_an_entry()
         core.step(_create_topic(11, "b"), 2)
         out: Output = core.step(event, 3)
         assert (11, common_pb2.NOT_CONTROLLER) in _codes(out.answers)
+
+
+def _many_records_write(request_id: int, count: int) -> WriteRequest:
+    """A write of `count` small topic config records."""
+    records: tuple[Record, ...] = tuple(
+        ConfigRecord(ConfigResourceType.TOPIC, f"t{request_id}", f"k{i}", "v") for i in range(count)
+    )
+    return WriteRequest(
+        request_id,
+        common_pb2.ResponseHeader,
+        10_000,
+        lambda ctx: ControllerResult(records, common_pb2.ResponseHeader()),
+    )
+
+
+def test_an_entry_holds_at_most_entry_records_max_records() -> None:
+    """Kafka's 10,000 records per batch: a follower applies an entry in one go on the thread
+    that also answers Raft, so an entry of several large CreateTopics (36,000 partitions at a
+    million) outlasted the election timeout on a loaded machine."""
+    core = _active()
+    core.step(_config_write(10, 10), 1)  # in flight: what follows gathers
+    half = ENTRY_RECORDS_MAX // 2 + 1
+    assert core.step(_many_records_write(11, half), 1).appends == []
+    (sealed,) = core.step(_many_records_write(12, half), 1).appends  # both would not fit
+    assert sealed.request_ids == (11,) and len(sealed.batch.records) == half
