@@ -87,10 +87,11 @@ class ReplicaPlacer:
         )
         start = self._positions[leader.broker_id]
         chosen = [leader]
+        chosen_ids = {leader.broker_id}  # an id set: `in` on the list compared dataclasses
         racks = {leader.rack}
         while len(chosen) < replication_factor:
             follower = min(
-                (b for b in self._brokers if b not in chosen),
+                (b for b in self._brokers if b.broker_id not in chosen_ids),
                 key=lambda b: (
                     b.rack in racks,
                     self._replicas[b.broker_id],
@@ -98,6 +99,7 @@ class ReplicaPlacer:
                 ),
             )
             chosen.append(follower)
+            chosen_ids.add(follower.broker_id)
             racks.add(follower.rack)
         self._leaders[leader.broker_id] += 1
         for broker in chosen:
