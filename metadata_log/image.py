@@ -25,14 +25,10 @@ from uuid import UUID
 from immutables import Map
 
 from pykraft.metadata_log.partition_index import (
-    EMPTY_INDEX,
     EMPTY_TOPICS,
     BrokerIndex,
     BrokerPartitions,
-    IndexChanges,
-    imbalanced_members,
-    isr_members,
-    leaderless_members,
+    IndexBuilder,
 )
 from pykraft.metadata_log.records import (
     METADATA_VERSION_FEATURE,
@@ -300,16 +296,13 @@ class TopicsImage:
             self._index_partitions()
 
     def _index_partitions(self) -> None:
-        in_isr, leaderless, imbalanced = IndexChanges(), IndexChanges(), IndexChanges()
+        builder = IndexBuilder()
         for topic in self.by_id.values():
-            for partition_id, partition in topic.partitions.items():
-                key = (topic.topic_id, partition_id)
-                in_isr.move(key, (), isr_members(partition))
-                leaderless.move(key, (), leaderless_members(partition))
-                imbalanced.move(key, (), imbalanced_members(partition))
-        object.__setattr__(self, "isr_index", in_isr.applied_to(EMPTY_INDEX))
-        object.__setattr__(self, "leaderless_index", leaderless.applied_to(EMPTY_INDEX))
-        object.__setattr__(self, "imbalanced_index", imbalanced.applied_to(EMPTY_INDEX))
+            builder.add_topic(topic.topic_id, topic.partitions)
+        isr, leaderless, imbalanced = builder.indexes()
+        object.__setattr__(self, "isr_index", isr)
+        object.__setattr__(self, "leaderless_index", leaderless)
+        object.__setattr__(self, "imbalanced_index", imbalanced)
 
     def partitions_in_isr(self, broker_id: int) -> BrokerPartitions:
         """The partitions with a leader whose ISR holds `broker_id`."""

@@ -34,12 +34,7 @@ from pykraft.metadata_log.image import (
     TopicsImage,
     count_load,
 )
-from pykraft.metadata_log.partition_index import (
-    BrokerIndex,
-    imbalanced_members,
-    isr_members,
-    leaderless_members,
-)
+from pykraft.metadata_log.partition_index import IndexBuilder
 from pykraft.metadata_log.records import PartitionRecord, Record, TopicRecord
 
 _BrokerTopics = dict[int, dict[UUID, Map[int, bool]]]
@@ -54,9 +49,7 @@ class _TopicsBuilder:
         self.by_name: dict[str, UUID] = {}
         self.replicas: Counter[int] = Counter()
         self.leaders: Counter[int] = Counter()
-        self.isr: _BrokerTopics = {}
-        self.leaderless: _BrokerTopics = {}
-        self.imbalanced: _BrokerTopics = {}
+        self.indexes = IndexBuilder()
         self._topic: TopicRecord | None = None
         self._partitions: dict[int, PartitionRegistration] = {}
 
@@ -85,20 +78,9 @@ class _TopicsBuilder:
             return
         self.by_id[topic.topic_id] = TopicImage(topic.name, topic.topic_id, Map(partitions))
         self.by_name[topic.name] = topic.topic_id
-        isr: dict[int, list[int]] = {}
-        leaderless: dict[int, list[int]] = {}
-        imbalanced: dict[int, list[int]] = {}
-        for partition_id, partition in partitions.items():
+        for partition in partitions.values():
             count_load(partition, self.replicas, self.leaders, 1)
-            for broker_id in isr_members(partition):
-                isr.setdefault(broker_id, []).append(partition_id)
-            for broker_id in leaderless_members(partition):
-                leaderless.setdefault(broker_id, []).append(partition_id)
-            for broker_id in imbalanced_members(partition):
-                imbalanced.setdefault(broker_id, []).append(partition_id)
-        _add_topic(self.isr, topic.topic_id, isr)
-        _add_topic(self.leaderless, topic.topic_id, leaderless)
-        _add_topic(self.imbalanced, topic.topic_id, imbalanced)
+        self.indexes.add_topic(topic.topic_id, partitions)
         self._topic, self._partitions = None, {}
 
     def image(self) -> TopicsImage:
@@ -108,19 +90,8 @@ class _TopicsBuilder:
             Map(self.by_name),
             Map(self.replicas),
             Map(self.leaders),
-            _persistent(self.isr),
-            _persistent(self.leaderless),
-            _persistent(self.imbalanced),
+            *self.indexes.indexes(),
         )
-
-
-def _persistent(index: _BrokerTopics) -> BrokerIndex:
-    return Map({broker_id: Map(topics) for broker_id, topics in index.items()})
-
-
-def _add_topic(index: _BrokerTopics, topic_id: UUID, by_broker: dict[int, list[int]]) -> None:
-    for broker_id, partition_ids in by_broker.items():
-        index.setdefault(broker_id, {})[topic_id] = Map(dict.fromkeys(partition_ids, True))
 
 
 class SnapshotLoader:

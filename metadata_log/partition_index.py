@@ -148,3 +148,33 @@ class IndexChanges:
             merged_topics = overlaid(base_topics, changed)
             brokers[broker_id] = merged_topics if merged_topics else None
         return overlaid(base, brokers)
+
+
+# Who each index files a partition under, in the order of `IndexBuilder.indexes`.
+_MEMBERS: Final = (isr_members, leaderless_members, imbalanced_members)
+
+
+class IndexBuilder:
+    """The three indexes built from scratch, a whole topic at a time (a snapshot's restore, an
+    image built directly): each topic's partition ids go straight into one persistent set per
+    broker, with none of `IndexChanges`' per-partition bookkeeping."""
+
+    def __init__(self) -> None:
+        self._indexes: tuple[dict[int, dict[UUID, PartitionIds]], ...] = ({}, {}, {})
+
+    def add_topic(self, topic_id: UUID, partitions: Mapping[int, IndexedPartition]) -> None:
+        for index, members in zip(self._indexes, _MEMBERS, strict=True):
+            by_broker: dict[int, list[int]] = {}
+            for partition_id, partition in partitions.items():
+                for broker_id in members(partition):
+                    by_broker.setdefault(broker_id, []).append(partition_id)
+            for broker_id, partition_ids in by_broker.items():
+                index.setdefault(broker_id, {})[topic_id] = Map(dict.fromkeys(partition_ids, True))
+
+    def indexes(self) -> tuple[BrokerIndex, BrokerIndex, BrokerIndex]:
+        """(isr, leaderless, imbalanced), of the topics added so far."""
+        isr, leaderless, imbalanced = (
+            Map({broker_id: Map(topics) for broker_id, topics in index.items()})
+            for index in self._indexes
+        )
+        return isr, leaderless, imbalanced
