@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import pickle
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pysyncobj.syncobj as pysyncobj_syncobj
 from pysyncobj import FAIL_REASON, SERIALIZER_STATE
+from pysyncobj.monotonic import monotonic as pysyncobj_clock
 from pysyncobj.serializer import Serializer
 from pysyncobj.transport import TCPTransport
 
@@ -252,7 +252,8 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
             return
         standing = sorted(_node_id(n) for n in {self._selfNode, *self._nodes} if n != node)
         rank = standing.index(_node_id(self._selfNode))
-        deadline_s = time.monotonic() + rank * LOST_LEADER_STAGGER_MS / 1000
+        # pysyncobj's clock: CLOCK_MONOTONIC_RAW, not time.monotonic's CLOCK_MONOTONIC.
+        deadline_s = pysyncobj_clock() + rank * LOST_LEADER_STAGGER_MS / 1000
         current_s = sync_obj._SyncObj__raftElectionDeadline
         sync_obj._SyncObj__raftElectionDeadline = min(current_s, deadline_s)
 
