@@ -19,6 +19,7 @@ import json
 import logging
 import resource
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -62,7 +63,8 @@ def configure_logging(log_format: str = "text") -> None:
     crash in a C extension) prints every thread's stack to stderr too (faulthandler), so a node
     that dies that way leaves more than an empty log."""
     assert log_format in LOG_FORMATS, log_format
-    faulthandler.enable(all_threads=True)
+    if sys.__stderr__ is not None:  # the process's own stderr: a test's capture has no fd
+        faulthandler.enable(sys.__stderr__, all_threads=True)
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(LOG_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
