@@ -5,8 +5,10 @@ Three controllers and three brokers on 127.0.0.1, a topic of 6 partitions with r
 factor 3 (min.insync.replicas=2) per produce profile, 100-byte records from bench/client.py's
 producer settings (Kafka's defaults and the tuned ones; acks=all, idempotent), each run in a
 process of its own (bench/client_process.py), then one consumer reading the defaults' topic
-back. Per run it prints records/s and the CPU the three brokers spent per record (user +
-system, from /proc: replication is in it, as every record is written by three brokers).
+back. Per run it prints records/s, the CPU the three brokers spent per record (user +
+system, from /proc: replication is in it, as every record is written by three brokers) and
+their threads' voluntary switches per 1,000 records (each a thread that blocked: a hand-off
+between gRPC's threads, a wait woken, the GIL; steadier than CPU on a shared machine).
 
 `--profile DIR` then repeats each run with py-spy sampling every broker's thread that holds the
 GIL (`py-spy record --gil --format raw`, one file per broker and run in DIR: the brokers' Python
@@ -67,6 +69,22 @@ def broker_cpu_s(broker: BrokerProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S  # utime, stime
 
 
+def broker_switches(broker: BrokerProcess) -> int:
+    """The voluntary context switches of every thread of the broker so far
+    (/proc/PID/task/*/status); a thread that ended meanwhile is not counted."""
+    assert broker.process is not None
+    switches = 0
+    for task in Path(f"/proc/{broker.process.pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue  # the thread ended
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                switches += int(line.split()[1])
+    return switches
+
+
 @contextmanager
 def sampled(brokers: dict[int, BrokerProcess], out: Path | None, run: str) -> Iterator[None]:
     """py-spy records every broker while the block runs (nothing when `out` is None)."""
@@ -113,8 +131,9 @@ def top_frames(files: list[Path]) -> tuple[int, list[tuple[str, int]], list[tupl
 
 def _one_cluster(
     tree: SourceTree, records: int, profile: Path | None
-) -> list[tuple[str, float, float]]:
-    """Each run on a fresh cluster of `tree`: (run, records/s, broker CPU us/record)."""
+) -> list[tuple[str, float, float, float]]:
+    """Each run on a fresh cluster of `tree`: (run, records/s, broker CPU us/record, broker
+    thread switches per 1,000 records)."""
     figures = []
     with tempfile.TemporaryDirectory() as tmp, three_broker_cluster(Path(tmp)) as cluster:
         quorum, brokers = cluster
@@ -127,13 +146,18 @@ def _one_cluster(
             wait_until_brokers_know(brokers, f"bench-{name}", PARTITIONS)
         for run, kind, topic, settings in runs:
             before = sum(broker_cpu_s(b) for b in brokers.values())
+            switches_before = sum(broker_switches(b) for b in brokers.values())
             done = run_in_process(
                 kind, address, topic, records, settings, extensions=True, tree=tree
             )
             cpu_s = sum(broker_cpu_s(b) for b in brokers.values()) - before
-            figures.append((run, done.rate, cpu_s / done.records * 1e6))
+            switches = sum(broker_switches(b) for b in brokers.values()) - switches_before
+            figures.append(
+                (run, done.rate, cpu_s / done.records * 1e6, switches / done.records * 1000)
+            )
             print(f"{tree.label}: {run}: {done.rate:,.0f} records/s, brokers' CPU "
-                  f"{figures[-1][2]:.2f} us/record", flush=True)  # fmt: skip
+                  f"{figures[-1][2]:.2f} us/record, {figures[-1][3]:.1f} thread switches "
+                  "per 1,000 records", flush=True)  # fmt: skip
         if profile is not None:
             for run, kind, topic, settings in runs:
                 with sampled(brokers, profile, run.replace(" ", "-")):
@@ -163,18 +187,21 @@ def main() -> int:
     trees = trees_of(args)
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
-    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for number in range(args.rounds):
         for tree in each_tree(trees, number):
             last = number == args.rounds - 1 and tree == trees[-1]
-            for run, rate, cpu in _one_cluster(tree, args.records, args.profile if last else None):
-                results.setdefault((tree.label, run), []).append((rate, cpu))
-    print("\n| tree | run | records/s (median) | brokers' CPU us/record (median) |")
-    print("| --- | --- | --- | --- |")
+            for run, rate, cpu, switches in _one_cluster(
+                tree, args.records, args.profile if last else None
+            ):
+                results.setdefault((tree.label, run), []).append((rate, cpu, switches))
+    print("\n| tree | run | records/s (median) | brokers' CPU us/record (median) |"
+          " thread switches per 1,000 records (median) |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- |")
     for (name, run), values in results.items():
-        rates, cpus = zip(*values, strict=True)
-        print(f"| {name} | {run} | {statistics.median(rates):,.0f} | "
-              f"{statistics.median(cpus):.2f} |")  # fmt: skip
+        columns = zip(*values, strict=True)
+        rate, cpu, switches = (statistics.median(column) for column in columns)
+        print(f"| {name} | {run} | {rate:,.0f} | {cpu:.2f} | {switches:.0f} |")
     if args.profile is not None:
         _print_profile(args.profile)
     return 0
