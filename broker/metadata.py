@@ -80,7 +80,7 @@ def read_fetch_stream(
                     building.enter_context(long_lived_build())
                 elif snapshot != (chunk.offset, chunk.epoch) or loader is None:  # or after batches
                     raise MetadataFetchError(f"a chunk of snapshot {chunk.offset} out of place")
-                records += loader.take(decode_records(chunk.records))
+                records += loader.take_chunk(chunk.records)
                 if chunk.last_chunk:
                     delta, loader = MetadataDelta(loader.image()), None
                     building.close()

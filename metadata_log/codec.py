@@ -345,6 +345,19 @@ def batch_of_frames(record_count: int, frames: bytes) -> bytes:
 def decode_records(data: bytes) -> list[Record]:
     """The records of a batch written by `encode_records`, in order; CorruptRecordError if the
     bytes are anything else (including extra bytes after the last record)."""
+    count, pos = batch_record_count(data)
+    records: list[Record] = []
+    for index in range(count):
+        record, pos = decode_frame(data, pos, index)
+        records.append(record)
+    check_batch_end(data, pos)
+    return records
+
+
+def batch_record_count(data: bytes) -> tuple[int, int]:
+    """The record count of the batch `data` and the position of its first frame; a reader then
+    takes `decode_frame` (or a faster reader of the same frames) that many times and ends with
+    `check_batch_end`, as `decode_records` does."""
     count, pos = _read_uvarint(data, 0)
     # Every record takes at least one byte (its length): a larger count is corrupt, and checking
     # it first keeps a hostile count from costing time.
@@ -352,18 +365,24 @@ def decode_records(data: bytes) -> list[Record]:
         raise CorruptRecordError(
             f"batch claims {count} records but only {len(data) - pos} bytes follow"
         )
-    records: list[Record] = []
-    for index in range(count):
-        size, pos = _read_uvarint(data, pos)
-        end = _end_of(data, pos, size)
-        try:
-            records.append(decode_record(data[pos:end]))
-        except CorruptRecordError as err:
-            raise CorruptRecordError(f"record {index} of the batch: {err}") from None
-        pos = end
+    return count, pos
+
+
+def decode_frame(data: bytes, pos: int, index: int) -> tuple[Record, int]:
+    """The record framed at `pos` of a batch (its `index`th, for the error message) and the
+    position after it."""
+    size, pos = _read_uvarint(data, pos)
+    end = _end_of(data, pos, size)
+    try:
+        return decode_record(data[pos:end]), end
+    except CorruptRecordError as err:
+        raise CorruptRecordError(f"record {index} of the batch: {err}") from None
+
+
+def check_batch_end(data: bytes, pos: int) -> None:
+    """CorruptRecordError unless the batch's last frame ended at `pos`, the end of `data`."""
     if pos != len(data):
         raise CorruptRecordError(f"{len(data) - pos} bytes of trailing garbage after the batch")
-    return records
 
 
 def _uvarint_bytes(value: int) -> int:

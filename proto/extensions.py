@@ -53,6 +53,10 @@ COMPILED_MODULES: Final[dict[str, tuple[Twin, ...]]] = {
              "OpenBatches"),
         Twin("pykraft.client.producer.producer", "SendPath", "send_path_python", "SendPath"),
     ),
+    "pykraft.metadata_log._partition_runs": (
+        Twin("pykraft.metadata_log.image_loader", "read_partition_run",
+             "read_partition_run_python", "read_partition_run"),
+    ),
 }  # fmt: skip
 
 

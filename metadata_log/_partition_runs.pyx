@@ -1,0 +1,137 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The compiled `read_partition_run` of partition_runs.py (see its module doc); the snapshot
+loader picks it unless PYKRAFT_NO_EXTENSIONS is set (`pykraft.proto.extensions`).
+
+A frame is its body's length (uvarint), then the type id and version (uvarints) and
+PartitionRecord's fields in order: the topic id (16 bytes), the partition id, replicas and isr
+(a uvarint count, then zig-zag varints), leader, leader epoch and partition epoch (zig-zag
+varints), and from version 1 adding and removing replicas (as replicas). Anything this reader
+refuses as the codec does (a varint not canonical or beyond 64 bits, a field running past the
+frame, bytes left in it) or does not read (another type, a later version) ends the run before
+that frame."""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcmp
+
+from pykraft.metadata_log.image import PartitionRegistration
+from pykraft.metadata_log.records import PartitionRecord
+
+# A 64-bit value spreads over at most ten 7-bit groups, the tenth holding only bit 63.
+DEF VARINT_BYTES_MAX = 10
+DEF LAST_GROUP_MAX = 1
+DEF UUID_BYTES = 16
+
+cdef uint64_t PARTITION_TYPE_ID = PartitionRecord.TYPE_ID
+cdef uint64_t PARTITION_VERSION = PartitionRecord.VERSION
+
+
+cdef inline bint read_uvarint(const unsigned char* buf, Py_ssize_t end, Py_ssize_t* pos,
+                              uint64_t* value) noexcept:
+    """A canonical uvarint of at most 64 bits at pos[0] (before `end`) into value[0], pos[0]
+    moved past it; False, moving nothing, for anything else (the codec's refusals)."""
+    cdef Py_ssize_t p = pos[0]
+    cdef Py_ssize_t stop = min(end, p + VARINT_BYTES_MAX)
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef unsigned char byte
+    while p < stop:
+        byte = buf[p]
+        result |= (<uint64_t>(byte & 0x7F)) << shift
+        p += 1
+        if byte < 0x80:
+            if byte == 0 and p - 1 > pos[0]:
+                return False  # non-canonical
+            if p - pos[0] == VARINT_BYTES_MAX and byte > LAST_GROUP_MAX:
+                return False  # beyond 64 bits
+            pos[0], value[0] = p, result
+            return True
+        shift += 7
+    return False
+
+
+cdef inline bint read_int(const unsigned char* buf, Py_ssize_t end, Py_ssize_t* pos,
+                          int64_t* value) noexcept:
+    """A zig-zag varint (see read_uvarint)."""
+    cdef uint64_t raw
+    if not read_uvarint(buf, end, pos, &raw):
+        return False
+    value[0] = (<int64_t>(raw >> 1)) ^ (-<int64_t>(raw & 1))
+    return True
+
+
+cdef object read_ints(const unsigned char* buf, Py_ssize_t end, Py_ssize_t* pos):
+    """A tuple of zig-zag varints (a uvarint count first); None if it does not read whole."""
+    cdef uint64_t count
+    cdef int64_t item
+    cdef Py_ssize_t index
+    cdef object value
+    if not read_uvarint(buf, end, pos, &count) or count > <uint64_t>(end - pos[0]):
+        return None
+    items = PyTuple_New(<Py_ssize_t>count)
+    for index in range(<Py_ssize_t>count):
+        if not read_int(buf, end, pos, &item):
+            return None
+        value = item
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(items, index, value)
+    return items
+
+
+def read_partition_run(bytes data, Py_ssize_t pos, Py_ssize_t count, bytes topic_id,
+                       dict partitions):
+    """As partition_runs.read_partition_run_python."""
+    cdef const unsigned char* buf = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef const unsigned char* topic = <const unsigned char*>PyBytes_AS_STRING(topic_id)
+    cdef Py_ssize_t taken = 0, p, end
+    cdef uint64_t size, type_id, version
+    cdef int64_t partition_id, leader, leader_epoch, partition_epoch
+    cdef object key
+    if PyBytes_GET_SIZE(topic_id) != UUID_BYTES:
+        raise ValueError("a topic id is 16 bytes")
+    if pos < 0 or pos > n:
+        raise ValueError(f"position {pos} outside the {n} bytes")
+    while taken < count:
+        p = pos
+        if not read_uvarint(buf, n, &p, &size) or size > <uint64_t>(n - p):
+            break
+        end = p + <Py_ssize_t>size
+        if not read_uvarint(buf, end, &p, &type_id) or type_id != PARTITION_TYPE_ID:
+            break
+        if not read_uvarint(buf, end, &p, &version) or version > PARTITION_VERSION:
+            break
+        if end - p < UUID_BYTES or memcmp(buf + p, topic, UUID_BYTES) != 0:
+            break
+        p += UUID_BYTES
+        if not read_int(buf, end, &p, &partition_id):
+            break
+        key = partition_id
+        if key in partitions:
+            break
+        replicas = read_ints(buf, end, &p)
+        if replicas is None:
+            break
+        isr = read_ints(buf, end, &p)
+        if isr is None:
+            break
+        if not (read_int(buf, end, &p, &leader) and read_int(buf, end, &p, &leader_epoch)
+                and read_int(buf, end, &p, &partition_epoch)):
+            break
+        adding = removing = ()
+        if version >= 1:
+            adding = read_ints(buf, end, &p)
+            if adding is None:
+                break
+            removing = read_ints(buf, end, &p)
+            if removing is None:
+                break
+        if p != end:
+            break
+        partitions[key] = PartitionRegistration(
+            replicas, isr, leader, leader_epoch, partition_epoch, adding, removing
+        )
+        pos, taken = end, taken + 1
+    return pos, taken
