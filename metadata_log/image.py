@@ -16,8 +16,9 @@ when `o` and `e` are the image's own.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import ClassVar, Final, TypeVar
 from uuid import UUID
@@ -258,6 +259,16 @@ def count_load(
         leaders[partition.leader] += sign
 
 
+def count_topic_load(
+    partitions: Iterable[PartitionRegistration], replicas: Counter[int], leaders: Counter[int]
+) -> None:
+    """Adds every one of `partitions` to the counts, as `count_load` with `sign` 1 does for
+    each, in bulk (Counter.update counts in C: a whole topic of a snapshot at once)."""
+    partitions = tuple(partitions)
+    replicas.update(itertools.chain.from_iterable(p.replicas for p in partitions))
+    leaders.update(p.leader for p in partitions if p.leader != NO_LEADER)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicsImage:
     """The topics by id, with an index from name to id, how many partitions each broker
@@ -286,8 +297,7 @@ class TopicsImage:
             replicas: Counter[int] = Counter()
             leaders: Counter[int] = Counter()
             for topic in self.by_id.values():
-                for partition in topic.partitions.values():
-                    count_load(partition, replicas, leaders, 1)
+                count_topic_load(topic.partitions.values(), replicas, leaders)
             object.__setattr__(self, "replica_counts", replicas)
             object.__setattr__(self, "leader_counts", leaders)
         _freeze_field(self, "replica_counts")

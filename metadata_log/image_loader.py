@@ -36,7 +36,7 @@ from pykraft.metadata_log.image import (
     PartitionRegistration,
     TopicImage,
     TopicsImage,
-    count_load,
+    count_topic_load,
 )
 from pykraft.metadata_log.partition_index import IndexBuilder
 from pykraft.metadata_log.partition_runs import read_partition_run_python
@@ -96,8 +96,7 @@ class _TopicsBuilder:
             return
         self.by_id[topic.topic_id] = TopicImage(topic.name, topic.topic_id, Map(partitions))
         self.by_name[topic.name] = topic.topic_id
-        for partition in partitions.values():
-            count_load(partition, self.replicas, self.leaders, 1)
+        count_topic_load(partitions.values(), self.replicas, self.leaders)
         self.indexes.add_topic(topic.topic_id, partitions)
         self._topic, self._partitions = None, {}
 
