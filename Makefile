@@ -39,7 +39,7 @@ CODEC_TESTS := tests/unit/proto tests/unit/client/test_partitioner.py \
 	tests/unit/client/test_consumer_arrow.py tests/unit/spark/test_read_range.py \
 	tests/unit/client/test_open_batches_extension.py tests/unit/client/test_producer_in_flight.py \
 	tests/unit/client/test_send_path_extension.py tests/unit/metadata_log/test_image_loader.py \
-	tests/unit/metadata_log/test_partition_runs.py
+	tests/unit/metadata_log/test_partition_records.py
 codec-python: $(STAMP)
 	PYKRAFT_NO_EXTENSIONS=1 $(BIN)/python -m pytest -q $(CODEC_TESTS)
 

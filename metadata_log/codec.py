@@ -38,7 +38,8 @@ from pykraft.metadata_log.decoder_source import (
     tuple_item,
 )
 from pykraft.metadata_log.errors import CorruptRecordError
-from pykraft.metadata_log.records import RECORD_CLASSES, Record
+from pykraft.metadata_log.records import RECORD_CLASSES, PartitionRecord, Record
+from pykraft.proto.extensions import load as load_extension
 
 INT64_MIN: Final = -(1 << 63)
 INT64_MAX: Final = (1 << 63) - 1
@@ -261,6 +262,8 @@ def _record_codec(record_class: type[Record]) -> _RecordCodec:
     _write_uvarint(header, record_class.TYPE_ID)
     _write_uvarint(header, record_class.VERSION)
     encode_body, _ = _struct_codec(record_class)
+    if record_class is PartitionRecord:
+        encode_body = encode_partition_body
     names, hints = _struct_fields(record_class)
     fields_since: dict[str, int] = getattr(record_class, "FIELDS_SINCE", {})
     since = [fields_since.get(name, 0) for name in names]
@@ -272,6 +275,14 @@ def _record_codec(record_class: type[Record]) -> _RecordCodec:
     return _RecordCodec(record_class, bytes(header), encode_body, by_version)
 
 
+# A PartitionRecord's fields: the codec's own encoder, or its compiled twin
+# (`_partition_records.pyx`), which writes the same bytes; a million-partition image's snapshot,
+# stored image and whole-image MetadataFetch are nearly all PartitionRecords.
+encode_partition_body_python: Final = _struct_codec(PartitionRecord)[0]
+_compiled = load_extension("pykraft.metadata_log._partition_records")
+encode_partition_body: _Encoder = (
+    encode_partition_body_python if _compiled is None else _compiled.encode_partition_body
+)
 _CODEC_BY_CLASS: Final[dict[type[Record], _RecordCodec]] = {
     cls: _record_codec(cls) for cls in RECORD_CLASSES
 }

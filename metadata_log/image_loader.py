@@ -43,7 +43,7 @@ from pykraft.metadata_log.partition_runs import read_partition_run_python
 from pykraft.metadata_log.records import PartitionRecord, Record, TopicRecord
 from pykraft.proto.extensions import load as load_extension
 
-_compiled = load_extension("pykraft.metadata_log._partition_runs")
+_compiled = load_extension("pykraft.metadata_log._partition_records")
 read_partition_run = (
     read_partition_run_python if _compiled is None else _compiled.read_partition_run
 )

@@ -2,7 +2,7 @@
 loop of a million-partition restore (a broker's stored image, a whole-image MetadataFetch, the
 controller's snapshot), where decoding cost about 3.8 us and building about 2 us per partition.
 
-`read_partition_run` is compiled (`_partition_runs.pyx`, chosen by `pykraft.proto.extensions`
+`read_partition_run` is compiled (`_partition_records.pyx`, chosen by `pykraft.proto.extensions`
 unless PYKRAFT_NO_EXTENSIONS is set) with `read_partition_run_python` as its twin. Both take the
 frames of a batch (`codec.batch_record_count`) from `pos`, at most `count` of them, while each is
 a PartitionRecord of the topic whose 16 id bytes are `topic_id` and of a partition id not yet in
@@ -11,7 +11,7 @@ the last frame taken and how many they took. They stop at the first frame that i
 including one that does not decode: the caller reads that frame the general way
 (`codec.decode_frame`), which takes it or raises the codec's own error. The compiled one checks
 the bytes as the codec does, so both take the same frames into the same registrations
-(`test_partition_runs.py`).
+(`test_partition_records.py`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The compiled `read_partition_run` of partition_runs.py (see its module doc); the snapshot
-loader picks it unless PYKRAFT_NO_EXTENSIONS is set (`pykraft.proto.extensions`).
+"""PartitionRecords, a million of which make a large image, in and out of the codec's bytes:
+the compiled `read_partition_run` of partition_runs.py (see its module doc), which the snapshot
+loader picks, and `encode_partition_body`, the codec's encoder of a PartitionRecord's fields
+(`codec.encode_partition_body_python`), unless PYKRAFT_NO_EXTENSIONS is set
+(`pykraft.proto.extensions`).
 
 A frame is its body's length (uvarint), then the type id and version (uvarints) and
 PartitionRecord's fields in order: the topic id (16 bytes), the partition id, replicas and isr
@@ -12,12 +15,13 @@ that frame."""
 
 import dataclasses
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject_GenericSetAttr
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint64_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from pykraft.metadata_log.image import PartitionRegistration
 from pykraft.metadata_log.records import PartitionRecord
@@ -165,3 +169,62 @@ def read_partition_run(bytes data, Py_ssize_t pos, Py_ssize_t count, bytes topic
         )
         pos, taken = end, taken + 1
     return pos, taken
+
+
+# What one int or count takes at most, and the fields of a PartitionRecord past its topic id
+# (partition id, four counts, leader and two epochs).
+DEF ZIGZAG_BYTES_MAX = 10
+DEF SCALARS = 8
+
+
+cdef inline Py_ssize_t write_uvarint(unsigned char* out, uint64_t value) noexcept:
+    cdef Py_ssize_t written = 0
+    while value >= 0x80:
+        out[written] = (value & 0x7F) | 0x80
+        value >>= 7
+        written += 1
+    out[written] = <unsigned char>value
+    return written + 1
+
+
+cdef inline Py_ssize_t write_int(unsigned char* out, object value) except -1:
+    """A zig-zag varint of `value`; ValueError, as the codec's, beyond 64 bits."""
+    cdef int64_t number
+    try:
+        number = value
+    except OverflowError:
+        raise ValueError(f"integer {value} does not fit in 64 bits") from None
+    return write_uvarint(out, (<uint64_t>number << 1) ^ <uint64_t>(number >> 63))
+
+
+cdef inline Py_ssize_t write_ints(unsigned char* out, object values) except -1:
+    cdef Py_ssize_t written = write_uvarint(out, len(values))
+    for value in values:
+        written += write_int(out + written, value)
+    return written
+
+
+def encode_partition_body(bytearray buf, record) -> None:
+    """Appends `record`'s fields to `buf`, as the codec's generic encoder of PartitionRecord
+    does (the same bytes, the same ValueError for an int beyond 64 bits)."""
+    topic_id = record.topic_id.bytes
+    tuples = (record.replicas, record.isr, record.adding_replicas, record.removing_replicas)
+    cdef Py_ssize_t items = sum(len(t) for t in tuples)
+    cdef Py_ssize_t start = PyByteArray_GET_SIZE(buf)
+    PyByteArray_Resize(buf, start + UUID_BYTES + ZIGZAG_BYTES_MAX * (SCALARS + items))
+    cdef unsigned char* out = <unsigned char*>PyByteArray_AS_STRING(buf) + start
+    cdef Py_ssize_t n = UUID_BYTES
+    try:
+        memcpy(out, PyBytes_AS_STRING(topic_id), UUID_BYTES)
+        n += write_int(out + n, record.partition_id)
+        n += write_ints(out + n, tuples[0])
+        n += write_ints(out + n, tuples[1])
+        n += write_int(out + n, record.leader)
+        n += write_int(out + n, record.leader_epoch)
+        n += write_int(out + n, record.partition_epoch)
+        n += write_ints(out + n, tuples[2])
+        n += write_ints(out + n, tuples[3])
+    except BaseException:
+        PyByteArray_Resize(buf, start)
+        raise
+    PyByteArray_Resize(buf, start + n)

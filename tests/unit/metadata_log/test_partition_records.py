@@ -1,6 +1,8 @@
-"""`read_partition_run`, the snapshot loader's reader of a topic's PartitionRecords: the compiled
-one and its Python twin take the same frames of any bytes into the same registrations, and a
-snapshot loads as the same image whichever reads it (hypothesis)."""
+"""PartitionRecords in and out of the codec's bytes, compiled and in Python (hypothesis):
+`read_partition_run`, the snapshot loader's reader of a topic's PartitionRecords, takes the same
+frames of any bytes into the same registrations either way, and a snapshot loads as the same
+image whichever reads it; `encode_partition_body` writes the same bytes either way, or refuses
+an int beyond 64 bits with the same error."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pykraft.metadata_log import (
+    codec,
     encode_chunks,
     encode_record,
     image_loader,
@@ -26,9 +29,16 @@ from pykraft.proto import extensions
 
 from .strategies import valid_histories
 
+Encoder = Callable[[bytearray, PartitionRecord], None]
 Reader = Callable[[bytes, int, int, bytes, dict[int, PartitionRegistration]], tuple[int, int]]
-COMPILED: Reader = extensions.compiled("pykraft.metadata_log._partition_runs").read_partition_run
+COMPILED: Reader = extensions.compiled("pykraft.metadata_log._partition_records").read_partition_run
 READERS = {"compiled": COMPILED, "python": read_partition_run_python}
+ENCODERS: dict[str, Encoder] = {
+    "compiled": extensions.compiled(
+        "pykraft.metadata_log._partition_records"
+    ).encode_partition_body,
+    "python": codec.encode_partition_body_python,
+}
 
 TOPIC, OTHER = uuid.UUID(int=7), uuid.UUID(int=8)
 OFFSET, EPOCH = 41, 3
@@ -116,3 +126,49 @@ def test_a_snapshot_loads_as_the_same_image_with_either_reader(
             monkeypatch.setattr(image_loader, "read_partition_run", reader)
             chunks = encode_chunks(image.write(), bytes_max)
             assert image_of_chunks(chunks, offset=OFFSET, epoch=EPOCH) == image
+
+
+wide_ints = ints | st.integers(-(2**70), 2**70)
+wide_tuples = st.lists(wide_ints, max_size=4).map(tuple)
+
+
+@settings(max_examples=400)
+@given(
+    st.uuids(),
+    wide_ints,
+    wide_tuples,
+    wide_tuples,
+    wide_ints,
+    wide_ints,
+    wide_ints,
+    wide_tuples,
+    wide_tuples,
+    st.binary(max_size=5),
+)
+def test_both_encoders_write_the_same_bytes_or_refuse_alike(
+    topic_id: uuid.UUID,
+    partition_id: int,
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    leader: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    adding: tuple[int, ...],
+    removing: tuple[int, ...],
+    prefix: bytes,
+) -> None:
+    record = PartitionRecord(
+        topic_id, partition_id, replicas, isr, leader, leader_epoch, partition_epoch, adding,
+        removing,
+    )  # fmt: skip
+    outcomes: dict[str, bytes | str] = {}
+    for name, encode in ENCODERS.items():
+        buf = bytearray(prefix)
+        try:
+            encode(buf, record)
+            outcomes[name] = bytes(buf)
+        except ValueError as error:
+            outcomes[name] = str(error)
+            if name == "compiled":
+                assert buf == prefix  # nothing half written
+    assert outcomes["compiled"] == outcomes["python"]
