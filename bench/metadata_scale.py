@@ -357,6 +357,8 @@ def real_broker_restarts(quorum: Quorum, tmp: Path, created: int, broker_id: int
             if remove_image:
                 broker.image_path.unlink()
             elapsed, fetched = broker_start_ms(broker, metrics_address)
+            # A fetched image is written after the broker acted on it (and is unfenced).
+            wait_for(broker.image_path.exists, timeout_s=300, what="the stored image written")
             image_bytes = broker.image_path.stat().st_size
             print(
                 f"[{created} partitions] real broker (no replicas), {how}: RUNNING after "
