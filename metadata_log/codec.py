@@ -401,10 +401,17 @@ def _uvarint_bytes(value: int) -> int:
     return max(1, (value.bit_length() + 6) // 7)
 
 
-def _chunk(frames: list[bytes]) -> bytes:
+def _chunk(count: int, frames: list[bytes]) -> bytes:
+    """The batch of `count` records whose frames (each a length prefix and its record, or the
+    two apart) are `frames`, joined in order."""
     buf = bytearray()
-    _write_uvarint(buf, len(frames))
+    _write_uvarint(buf, count)
     return bytes(buf) + b"".join(frames)
+
+
+# The length prefix of every record shorter than a one-byte varint's limit: the common case,
+# looked up instead of written once per record of a snapshot.
+_SHORT_LENGTH_PREFIXES: Final = tuple(bytes((length,)) for length in range(0x80))
 
 
 def encode_chunks(records: Iterable[Record], bytes_max: int) -> Iterator[bytes]:
@@ -412,19 +419,25 @@ def encode_chunks(records: Iterable[Record], bytes_max: int) -> Iterator[bytes]:
     they are drawn from `records` (one chunk's bytes in memory at a time). Every chunk holds at
     least one record: a record whose own frame is larger than `bytes_max` travels alone, over
     the limit. No records give one empty batch, so a reader always gets a chunk."""
-    frames: list[bytes] = []
-    size = 0  # bytes of `frames`
+    parts: list[bytes] = []  # each record's length prefix and body
+    count = size = 0  # records in `parts`, and their bytes
     for record in records:
         body = encode_record(record)
-        frame = bytearray()
-        _write_uvarint(frame, len(body))
-        frame += body
-        if frames and _uvarint_bytes(len(frames) + 1) + size + len(frame) > bytes_max:
-            yield _chunk(frames)
-            frames, size = [], 0
-        frames.append(bytes(frame))
-        size += len(frame)
-    yield _chunk(frames)
+        length = len(body)
+        if length < 0x80:
+            prefix = _SHORT_LENGTH_PREFIXES[length]
+        else:
+            prefix_buf = bytearray()
+            _write_uvarint(prefix_buf, length)
+            prefix = bytes(prefix_buf)
+        frame_size = len(prefix) + length
+        if count and _uvarint_bytes(count + 1) + size + frame_size > bytes_max:
+            yield _chunk(count, parts)
+            parts, count, size = [], 0, 0
+        parts += (prefix, body)
+        count += 1
+        size += frame_size
+    yield _chunk(count, parts)
 
 
 def split_batch(data: bytes, bytes_max: int) -> Iterator[tuple[int, bytes]]:
@@ -445,10 +458,10 @@ def split_batch(data: bytes, bytes_max: int) -> Iterator[tuple[int, bytes]]:
         pos = _end_of(data, pos, length)
         frame = data[start:pos]
         if frames and _uvarint_bytes(len(frames) + 1) + size + len(frame) > bytes_max:
-            yield first, _chunk(frames)
+            yield first, _chunk(len(frames), frames)
             first, frames, size = index, [], 0
         frames.append(frame)
         size += len(frame)
     if pos != len(data):
         raise CorruptRecordError(f"{len(data) - pos} bytes of trailing garbage after the batch")
-    yield first, _chunk(frames)
+    yield first, _chunk(len(frames), frames)
