@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """PartitionRecords, a million of which make a large image, in and out of the codec's bytes:
 the compiled `read_partition_run` of partition_runs.py (see its module doc), which the snapshot
-loader picks, and `encode_partition_body`, the codec's encoder of a PartitionRecord's fields
-(`codec.encode_partition_body_python`), unless PYKRAFT_NO_EXTENSIONS is set
+loader picks, `encode_partition_body`, the codec's encoder of a PartitionRecord's fields
+(`codec.encode_partition_body_python`), and `partition_record`, a registration's record as
+an image writes it (`image.partition_record_python`), unless PYKRAFT_NO_EXTENSIONS is set
 (`pykraft.proto.extensions`).
 
 A frame is its body's length (uvarint), then the type id and version (uvarints) and
@@ -23,7 +24,6 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from pykraft.metadata_log.image import PartitionRegistration
 from pykraft.metadata_log.records import PartitionRecord
 
 # A 64-bit value spreads over at most ten 7-bit groups, the tenth holding only bit 63.
@@ -34,24 +34,40 @@ DEF UUID_BYTES = 16
 cdef uint64_t PARTITION_TYPE_ID = PartitionRecord.TYPE_ID
 cdef uint64_t PARTITION_VERSION = PartitionRecord.VERSION
 
-# A registration is made as object.__setattr__ would fill it, field by field, without the frozen
-# dataclass's generated __init__ (a Python frame and a call per field: about half of what this
-# reader spent per partition). It has no __post_init__; a field added or reordered stops the
-# import here rather than build registrations without it.
-REGISTRATION_FIELDS = ("replicas", "isr", "leader", "leader_epoch", "partition_epoch",
-                       "adding_replicas", "removing_replicas")
-assert tuple(f.name for f in dataclasses.fields(PartitionRegistration)) == REGISTRATION_FIELDS
-assert not hasattr(PartitionRegistration, "__post_init__")
-cdef object new_registration = object.__new__
+# Registrations and records are made as object.__setattr__ would fill them, field by field,
+# without the frozen dataclasses' generated __init__ (a Python frame and a call per field: about
+# half of what reading or writing a partition cost). Neither has a __post_init__; a field added
+# or reordered stops the import (the record) or the first read (the registration, whose module,
+# image.py, imports this one) rather than make objects without it.
+RECORD_FIELDS = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch",
+                 "partition_epoch", "adding_replicas", "removing_replicas")
+REGISTRATION_FIELDS = RECORD_FIELDS[2:]
+assert tuple(f.name for f in dataclasses.fields(PartitionRecord)) == RECORD_FIELDS
+assert not hasattr(PartitionRecord, "__post_init__")
+cdef object new_object = object.__new__
+cdef str TOPIC_ID = "topic_id", PARTITION_ID = "partition_id"
 cdef str REPLICAS = "replicas", ISR = "isr", LEADER = "leader", LEADER_EPOCH = "leader_epoch"
 cdef str PARTITION_EPOCH = "partition_epoch", ADDING = "adding_replicas"
 cdef str REMOVING = "removing_replicas"
+cdef object Registration = None  # PartitionRegistration, once checked
 
 
-cdef object registration(object replicas, object isr, object leader, object leader_epoch,
-                         object partition_epoch, object adding, object removing):
-    """PartitionRegistration(replicas, isr, ...), made field by field (see above)."""
-    made = new_registration(PartitionRegistration)
+cdef object registration_type():
+    global Registration
+    if Registration is None:
+        from pykraft.metadata_log.image import PartitionRegistration
+        fields = tuple(f.name for f in dataclasses.fields(PartitionRegistration))
+        assert fields == REGISTRATION_FIELDS, fields
+        assert not hasattr(PartitionRegistration, "__post_init__")
+        Registration = PartitionRegistration
+    return Registration
+
+
+cdef object registration(object cls, object replicas, object isr, object leader,
+                         object leader_epoch, object partition_epoch, object adding,
+                         object removing):
+    """PartitionRegistration(replicas, isr, ...) (its class `cls`), made field by field."""
+    made = new_object(cls)
     PyObject_GenericSetAttr(made, REPLICAS, replicas)
     PyObject_GenericSetAttr(made, ISR, isr)
     PyObject_GenericSetAttr(made, LEADER, leader)
@@ -128,6 +144,7 @@ def read_partition_run(bytes data, Py_ssize_t pos, Py_ssize_t count, bytes topic
         raise ValueError("a topic id is 16 bytes")
     if pos < 0 or pos > n:
         raise ValueError(f"position {pos} outside the {n} bytes")
+    cls = registration_type()
     while taken < count:
         p = pos
         if not read_uvarint(buf, n, &p, &size) or size > <uint64_t>(n - p):
@@ -165,7 +182,7 @@ def read_partition_run(bytes data, Py_ssize_t pos, Py_ssize_t count, bytes topic
         if p != end:
             break
         partitions[key] = registration(
-            replicas, isr, leader, leader_epoch, partition_epoch, adding, removing
+            cls, replicas, isr, leader, leader_epoch, partition_epoch, adding, removing
         )
         pos, taken = end, taken + 1
     return pos, taken
@@ -228,3 +245,18 @@ def encode_partition_body(bytearray buf, record) -> None:
         PyByteArray_Resize(buf, start)
         raise
     PyByteArray_Resize(buf, start + n)
+
+
+def partition_record(topic_id, partition_id, registration):
+    """`registration.to_record(topic_id, partition_id)` (image.py), made field by field."""
+    made = new_object(PartitionRecord)
+    PyObject_GenericSetAttr(made, TOPIC_ID, topic_id)
+    PyObject_GenericSetAttr(made, PARTITION_ID, partition_id)
+    PyObject_GenericSetAttr(made, REPLICAS, registration.replicas)
+    PyObject_GenericSetAttr(made, ISR, registration.isr)
+    PyObject_GenericSetAttr(made, LEADER, registration.leader)
+    PyObject_GenericSetAttr(made, LEADER_EPOCH, registration.leader_epoch)
+    PyObject_GenericSetAttr(made, PARTITION_EPOCH, registration.partition_epoch)
+    PyObject_GenericSetAttr(made, ADDING, registration.adding_replicas)
+    PyObject_GenericSetAttr(made, REMOVING, registration.removing_replicas)
+    return made

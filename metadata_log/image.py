@@ -45,6 +45,7 @@ from pykraft.metadata_log.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
+from pykraft.proto.extensions import load as load_extension
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -245,8 +246,23 @@ class TopicImage:
     def write(self) -> list[Record]:
         records: list[Record] = [TopicRecord(self.name, self.topic_id)]
         for partition_id in sorted(self.partitions):
-            records.append(self.partitions[partition_id].to_record(self.topic_id, partition_id))
+            records.append(
+                partition_record(self.topic_id, partition_id, self.partitions[partition_id])
+            )
         return records
+
+
+def partition_record_python(
+    topic_id: UUID, partition_id: int, registration: PartitionRegistration
+) -> PartitionRecord:
+    """`registration`'s record, as an image writes it; compiled in `_partition_records.pyx`
+    (the same record, made without the frozen dataclass's __init__: a million-partition image
+    is written for every snapshot, stored image and whole-image MetadataFetch)."""
+    return registration.to_record(topic_id, partition_id)
+
+
+_compiled = load_extension("pykraft.metadata_log._partition_records")
+partition_record = partition_record_python if _compiled is None else _compiled.partition_record
 
 
 def count_load(

@@ -58,6 +58,8 @@ COMPILED_MODULES: Final[dict[str, tuple[Twin, ...]]] = {
              "read_partition_run_python", "read_partition_run"),
         Twin("pykraft.metadata_log.codec", "encode_partition_body",
              "encode_partition_body_python", "encode_partition_body"),
+        Twin("pykraft.metadata_log.image", "partition_record", "partition_record_python",
+             "partition_record"),
     ),
 }  # fmt: skip
 

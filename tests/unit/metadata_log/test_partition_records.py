@@ -2,7 +2,8 @@
 `read_partition_run`, the snapshot loader's reader of a topic's PartitionRecords, takes the same
 frames of any bytes into the same registrations either way, and a snapshot loads as the same
 image whichever reads it; `encode_partition_body` writes the same bytes either way, or refuses
-an int beyond 64 bits with the same error."""
+an int beyond 64 bits with the same error; `partition_record` makes the same record of a
+registration either way."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ from pykraft.metadata_log import (
     replay_all,
 )
 from pykraft.metadata_log.codec import INT64_MAX, INT64_MIN
-from pykraft.metadata_log.image import MetadataImage, PartitionRegistration
+from pykraft.metadata_log.image import (
+    MetadataImage,
+    PartitionRegistration,
+    partition_record_python,
+)
 from pykraft.metadata_log.partition_runs import read_partition_run_python
 from pykraft.metadata_log.records import PartitionRecord, Record, TopicRecord
 from pykraft.proto import extensions
@@ -172,3 +177,20 @@ def test_both_encoders_write_the_same_bytes_or_refuse_alike(
             if name == "compiled":
                 assert buf == prefix  # nothing half written
     assert outcomes["compiled"] == outcomes["python"]
+
+
+@given(
+    st.uuids(),
+    ints,
+    st.builds(
+        PartitionRegistration, int_tuples, int_tuples, ints, ints, ints, int_tuples, int_tuples
+    ),
+)
+def test_both_make_the_same_record_of_a_registration(
+    topic_id: uuid.UUID, partition_id: int, registration: PartitionRegistration
+) -> None:
+    compiled = extensions.compiled("pykraft.metadata_log._partition_records").partition_record
+    made = compiled(topic_id, partition_id, registration)
+    expected = partition_record_python(topic_id, partition_id, registration)
+    assert type(made) is PartitionRecord and made == expected
+    assert hash(made) == hash(expected)
