@@ -35,6 +35,7 @@ EXTENSIONS = (
     ("pykraft.client.consumer._consumer_records", "client/consumer/_consumer_records.pyx"),
     ("pykraft.proto.record_batch._columns_ext", "proto/record_batch/_columns_ext.pyx"),
     ("pykraft.client.producer._open_batches", "client/producer/_open_batches.pyx"),
+    ("pykraft.metadata_log._partition_records", "metadata_log/_partition_records.pyx"),
 )
 INCLUDE_PATH = ["proto/record_batch"]
 

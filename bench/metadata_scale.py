@@ -334,14 +334,34 @@ def _running(address: str) -> bool:
         return False
 
 
-def broker_start_ms(broker: BrokerProcess, metrics_address: str) -> tuple[float, int]:
-    """Starts `broker`: ms until RUNNING, and the metadata records it fetched meanwhile."""
-    started = time.perf_counter()
+# Log lines of a broker's start, in order: its stored image loaded, registered, unfenced.
+START_STEPS = (
+    ("image loaded", "metadata image on disk as of offset"),
+    ("registered", "registered with broker epoch"),
+    ("snapshot applied", "metadata snapshot as of offset"),
+    ("unfenced", "unfenced: RUNNING"),
+)
+
+
+def broker_start_ms(broker: BrokerProcess, metrics_address: str) -> tuple[float, int, str]:
+    """Starts `broker`: ms until RUNNING, the metadata records it fetched meanwhile, and when
+    (ms after the start) its log says each of START_STEPS happened (where the time went)."""
+    log_start = broker.log_path.stat().st_size if broker.log_path.exists() else 0
+    started, started_wall_s = time.perf_counter(), time.time()
     broker.start()
     wait_for(lambda: _running(metrics_address), timeout_s=300, what="the broker RUNNING")
     elapsed = (time.perf_counter() - started) * 1000
     fetched = scrape(metrics_address)[("pykraft_broker_metadata_records_fetched_total", ())]
-    return elapsed, int(fetched)
+    with open(broker.log_path, "rb") as log_file:
+        log_file.seek(log_start)
+        lines = log_file.read().decode(errors="replace").splitlines()
+    steps = []
+    for name, text in START_STEPS:
+        line = next((line for line in lines if text in line), None)
+        if line is not None:  # "2026-11-26 11:12:38,542 INFO ...": local time, milliseconds
+            moment = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+            steps.append(f"{name} {(moment + int(line[20:23]) / 1000 - started_wall_s) * 1000:.0f}")
+    return elapsed, int(fetched), ", ".join(steps)
 
 
 def real_broker_restarts(quorum: Quorum, tmp: Path, created: int, broker_id: int) -> None:
@@ -356,12 +376,14 @@ def real_broker_restarts(quorum: Quorum, tmp: Path, created: int, broker_id: int
         for how, remove_image in steps:
             if remove_image:
                 broker.image_path.unlink()
-            elapsed, fetched = broker_start_ms(broker, metrics_address)
+            elapsed, fetched, log_steps = broker_start_ms(broker, metrics_address)
+            # A fetched image is written after the broker acted on it (and is unfenced).
+            wait_for(broker.image_path.exists, timeout_s=300, what="the stored image written")
             image_bytes = broker.image_path.stat().st_size
             print(
                 f"[{created} partitions] real broker (no replicas), {how}: RUNNING after "
                 f"{elapsed:.0f} ms, {fetched} metadata records fetched (stored image "
-                f"{image_bytes / 2**20:.1f} MiB)"
+                f"{image_bytes / 2**20:.1f} MiB); its log, ms after the start: {log_steps}"
             )
             assert broker.stop(timeout_s=120) == 0
     finally:

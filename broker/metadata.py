@@ -3,8 +3,8 @@
 
 `MetadataFollower` runs one thread that long-polls `MetadataFetch` after the offset of its image,
 applies the stream it gets (a snapshot, when the controller no longer holds the records asked
-for, or the batches), stores the new image, then hands `(delta, image)` to its listener in log
-order (`delta` is None after a snapshot: the listener must compare the whole images). The
+for, or the batches), hands `(delta, image)` to its listener in log order (`delta` is None after
+a snapshot: the listener must compare the whole images), then stores what it applied. The
 stream's messages are replayed as they arrive (`read_fetch_stream`), and published only once
 the stream ended whole. On disk (`<first log dir>/__cluster_metadata`), as Kafka's brokers keep
 a snapshot and their metadata log replica: `ImageFile` (`metadata_image_file.py`), the image as
@@ -80,7 +80,7 @@ def read_fetch_stream(
                     building.enter_context(long_lived_build())
                 elif snapshot != (chunk.offset, chunk.epoch) or loader is None:  # or after batches
                     raise MetadataFetchError(f"a chunk of snapshot {chunk.offset} out of place")
-                records += loader.take(decode_records(chunk.records))
+                records += loader.take_chunk(chunk.records)
                 if chunk.last_chunk:
                     delta, loader = MetadataDelta(loader.image()), None
                     building.close()
@@ -125,6 +125,10 @@ class MetadataFollower:
         self._request_timeout_ms = request_timeout_ms
         self._image = MetadataImage.EMPTY  # until `load` reads what is on disk
         self._stop = threading.Event()
+        # Held while the image or log is written: `stop` waits for a write under way, so a clean
+        # stop leaves on disk what the broker applied.
+        self._storing = threading.Lock()
+        self._stored_for_good = False  # set by `stop`, under `_storing`
         self._thread: threading.Thread | None = None
         self.failure: BaseException | None = None
         # Records the fetches brought since start (a restart from a stored image fetches only
@@ -189,22 +193,32 @@ class MetadataFollower:
                 fetched.records,
             )
         if fetched.image is not self._image:
-            self._store(fetched)
             self._listener(fetched.delta, fetched.image)
             self._image = fetched.image  # heartbeats report it only once the broker acted on it
+            self._store(fetched)
         return True
 
     def _store(self, fetched: Fetched) -> None:
         """Appends what was fetched to the log; after a snapshot, or once the log is long,
         rewrites the image and empties the log (in that order: a crash between the two leaves
-        a log whose records the image already holds, which loading skips)."""
-        if fetched.delta is not None and self._log_file.size_bytes() < METADATA_LOG_BYTES_MAX:
-            self._log_file.append(fetched.batches)
-            return
-        self._image_file.write(fetched.image)
-        self._log_file.clear()
+        a log whose records the image already holds, which loading skips). Called after the
+        broker acted on the image and heartbeats report it: a million-partition image takes
+        seconds to write, and what is on disk is only where a restart starts fetching from (a
+        crash before it is written fetches those records again)."""
+        with self._storing:
+            if self._stored_for_good:
+                return  # stopped: the next start fetches these records again
+            if fetched.delta is not None and self._log_file.size_bytes() < METADATA_LOG_BYTES_MAX:
+                self._log_file.append(fetched.batches)
+                return
+            self._image_file.write(fetched.image)
+            self._log_file.clear()
 
     def stop(self) -> None:
+        """Ends the fetches (waiting at most one long poll for the thread) and waits for a
+        write of the image or log under way to finish; none starts afterwards."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=(self._fetch_wait_ms + self._request_timeout_ms) / 1000)
+        with self._storing:
+            self._stored_for_good = True

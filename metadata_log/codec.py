@@ -38,7 +38,8 @@ from pykraft.metadata_log.decoder_source import (
     tuple_item,
 )
 from pykraft.metadata_log.errors import CorruptRecordError
-from pykraft.metadata_log.records import RECORD_CLASSES, Record
+from pykraft.metadata_log.records import RECORD_CLASSES, PartitionRecord, Record
+from pykraft.proto.extensions import load as load_extension
 
 INT64_MIN: Final = -(1 << 63)
 INT64_MAX: Final = (1 << 63) - 1
@@ -261,6 +262,8 @@ def _record_codec(record_class: type[Record]) -> _RecordCodec:
     _write_uvarint(header, record_class.TYPE_ID)
     _write_uvarint(header, record_class.VERSION)
     encode_body, _ = _struct_codec(record_class)
+    if record_class is PartitionRecord:
+        encode_body = encode_partition_body
     names, hints = _struct_fields(record_class)
     fields_since: dict[str, int] = getattr(record_class, "FIELDS_SINCE", {})
     since = [fields_since.get(name, 0) for name in names]
@@ -272,6 +275,14 @@ def _record_codec(record_class: type[Record]) -> _RecordCodec:
     return _RecordCodec(record_class, bytes(header), encode_body, by_version)
 
 
+# A PartitionRecord's fields: the codec's own encoder, or its compiled twin
+# (`_partition_records.pyx`), which writes the same bytes; a million-partition image's snapshot,
+# stored image and whole-image MetadataFetch are nearly all PartitionRecords.
+encode_partition_body_python: Final = _struct_codec(PartitionRecord)[0]
+_compiled = load_extension("pykraft.metadata_log._partition_records")
+encode_partition_body: _Encoder = (
+    encode_partition_body_python if _compiled is None else _compiled.encode_partition_body
+)
 _CODEC_BY_CLASS: Final[dict[type[Record], _RecordCodec]] = {
     cls: _record_codec(cls) for cls in RECORD_CLASSES
 }
@@ -345,6 +356,19 @@ def batch_of_frames(record_count: int, frames: bytes) -> bytes:
 def decode_records(data: bytes) -> list[Record]:
     """The records of a batch written by `encode_records`, in order; CorruptRecordError if the
     bytes are anything else (including extra bytes after the last record)."""
+    count, pos = batch_record_count(data)
+    records: list[Record] = []
+    for index in range(count):
+        record, pos = decode_frame(data, pos, index)
+        records.append(record)
+    check_batch_end(data, pos)
+    return records
+
+
+def batch_record_count(data: bytes) -> tuple[int, int]:
+    """The record count of the batch `data` and the position of its first frame; a reader then
+    takes `decode_frame` (or a faster reader of the same frames) that many times and ends with
+    `check_batch_end`, as `decode_records` does."""
     count, pos = _read_uvarint(data, 0)
     # Every record takes at least one byte (its length): a larger count is corrupt, and checking
     # it first keeps a hostile count from costing time.
@@ -352,18 +376,24 @@ def decode_records(data: bytes) -> list[Record]:
         raise CorruptRecordError(
             f"batch claims {count} records but only {len(data) - pos} bytes follow"
         )
-    records: list[Record] = []
-    for index in range(count):
-        size, pos = _read_uvarint(data, pos)
-        end = _end_of(data, pos, size)
-        try:
-            records.append(decode_record(data[pos:end]))
-        except CorruptRecordError as err:
-            raise CorruptRecordError(f"record {index} of the batch: {err}") from None
-        pos = end
+    return count, pos
+
+
+def decode_frame(data: bytes, pos: int, index: int) -> tuple[Record, int]:
+    """The record framed at `pos` of a batch (its `index`th, for the error message) and the
+    position after it."""
+    size, pos = _read_uvarint(data, pos)
+    end = _end_of(data, pos, size)
+    try:
+        return decode_record(data[pos:end]), end
+    except CorruptRecordError as err:
+        raise CorruptRecordError(f"record {index} of the batch: {err}") from None
+
+
+def check_batch_end(data: bytes, pos: int) -> None:
+    """CorruptRecordError unless the batch's last frame ended at `pos`, the end of `data`."""
     if pos != len(data):
         raise CorruptRecordError(f"{len(data) - pos} bytes of trailing garbage after the batch")
-    return records
 
 
 def _uvarint_bytes(value: int) -> int:
@@ -371,10 +401,17 @@ def _uvarint_bytes(value: int) -> int:
     return max(1, (value.bit_length() + 6) // 7)
 
 
-def _chunk(frames: list[bytes]) -> bytes:
+def _chunk(count: int, frames: list[bytes]) -> bytes:
+    """The batch of `count` records whose frames (each a length prefix and its record, or the
+    two apart) are `frames`, joined in order."""
     buf = bytearray()
-    _write_uvarint(buf, len(frames))
+    _write_uvarint(buf, count)
     return bytes(buf) + b"".join(frames)
+
+
+# The length prefix of every record shorter than a one-byte varint's limit: the common case,
+# looked up instead of written once per record of a snapshot.
+_SHORT_LENGTH_PREFIXES: Final = tuple(bytes((length,)) for length in range(0x80))
 
 
 def encode_chunks(records: Iterable[Record], bytes_max: int) -> Iterator[bytes]:
@@ -382,19 +419,25 @@ def encode_chunks(records: Iterable[Record], bytes_max: int) -> Iterator[bytes]:
     they are drawn from `records` (one chunk's bytes in memory at a time). Every chunk holds at
     least one record: a record whose own frame is larger than `bytes_max` travels alone, over
     the limit. No records give one empty batch, so a reader always gets a chunk."""
-    frames: list[bytes] = []
-    size = 0  # bytes of `frames`
+    parts: list[bytes] = []  # each record's length prefix and body
+    count = size = 0  # records in `parts`, and their bytes
     for record in records:
         body = encode_record(record)
-        frame = bytearray()
-        _write_uvarint(frame, len(body))
-        frame += body
-        if frames and _uvarint_bytes(len(frames) + 1) + size + len(frame) > bytes_max:
-            yield _chunk(frames)
-            frames, size = [], 0
-        frames.append(bytes(frame))
-        size += len(frame)
-    yield _chunk(frames)
+        length = len(body)
+        if length < 0x80:
+            prefix = _SHORT_LENGTH_PREFIXES[length]
+        else:
+            prefix_buf = bytearray()
+            _write_uvarint(prefix_buf, length)
+            prefix = bytes(prefix_buf)
+        frame_size = len(prefix) + length
+        if count and _uvarint_bytes(count + 1) + size + frame_size > bytes_max:
+            yield _chunk(count, parts)
+            parts, count, size = [], 0, 0
+        parts += (prefix, body)
+        count += 1
+        size += frame_size
+    yield _chunk(count, parts)
 
 
 def split_batch(data: bytes, bytes_max: int) -> Iterator[tuple[int, bytes]]:
@@ -415,10 +458,10 @@ def split_batch(data: bytes, bytes_max: int) -> Iterator[tuple[int, bytes]]:
         pos = _end_of(data, pos, length)
         frame = data[start:pos]
         if frames and _uvarint_bytes(len(frames) + 1) + size + len(frame) > bytes_max:
-            yield first, _chunk(frames)
+            yield first, _chunk(len(frames), frames)
             first, frames, size = index, [], 0
         frames.append(frame)
         size += len(frame)
     if pos != len(data):
         raise CorruptRecordError(f"{len(data) - pos} bytes of trailing garbage after the batch")
-    yield first, _chunk(frames)
+    yield first, _chunk(len(frames), frames)

@@ -14,6 +14,10 @@ replays through a delta, with a delta's checks. What a caller may rely on: the i
 one replaying every record onto the empty image gives, and a record that could not replay raises
 MetadataReplayError as it would there. Memory beyond the image is one chunk's records and the
 topic being read, as each chunk is applied as it is drawn.
+
+Within the run, each topic's PartitionRecords are read from the chunk's bytes straight into
+registrations (`partition_runs.read_partition_run`, compiled), never as record objects; any
+frame that reader leaves is decoded and taken the general way.
 """
 
 from __future__ import annotations
@@ -25,17 +29,24 @@ from uuid import UUID
 
 from immutables import Map
 
-from pykraft.metadata_log.codec import decode_records
+from pykraft.metadata_log.codec import batch_record_count, check_batch_end, decode_frame
 from pykraft.metadata_log.delta import MetadataDelta
 from pykraft.metadata_log.image import (
     MetadataImage,
     PartitionRegistration,
     TopicImage,
     TopicsImage,
-    count_load,
+    count_topic_load,
 )
 from pykraft.metadata_log.partition_index import IndexBuilder
+from pykraft.metadata_log.partition_runs import read_partition_run_python
 from pykraft.metadata_log.records import PartitionRecord, Record, TopicRecord
+from pykraft.proto.extensions import load as load_extension
+
+_compiled = load_extension("pykraft.metadata_log._partition_records")
+read_partition_run = (
+    read_partition_run_python if _compiled is None else _compiled.read_partition_run
+)
 
 _BrokerTopics = dict[int, dict[UUID, Map[int, bool]]]
 
@@ -72,14 +83,20 @@ class _TopicsBuilder:
         self._topic = record
         return True
 
+    def take_run(self, data: bytes, pos: int, count: int) -> tuple[int, int]:
+        """Takes the frames of batch `data` from `pos` (at most `count`) that continue the
+        topic being read, as `read_partition_run` does: (position after them, how many)."""
+        if self._topic is None:
+            return pos, 0
+        return read_partition_run(data, pos, count, self._topic.topic_id.bytes, self._partitions)
+
     def _finish_topic(self) -> None:
         topic, partitions = self._topic, self._partitions
         if topic is None:
             return
         self.by_id[topic.topic_id] = TopicImage(topic.name, topic.topic_id, Map(partitions))
         self.by_name[topic.name] = topic.topic_id
-        for partition in partitions.values():
-            count_load(partition, self.replicas, self.leaders, 1)
+        count_topic_load(partitions.values(), self.replicas, self.leaders)
         self.indexes.add_topic(topic.topic_id, partitions)
         self._topic, self._partitions = None, {}
 
@@ -96,7 +113,7 @@ class _TopicsBuilder:
 
 class SnapshotLoader:
     """Builds the image of a snapshot as of `offset` and `epoch` from its records, taken in
-    order a chunk at a time (`take`); `image()` once the last chunk is taken."""
+    order a chunk at a time (`take_chunk`); `image()` once the last chunk is taken."""
 
     def __init__(self, *, offset: int, epoch: int) -> None:
         self._offset, self._epoch = offset, epoch
@@ -105,15 +122,23 @@ class SnapshotLoader:
         self._builder: _TopicsBuilder | None = None
         self._bulk_done = False
 
-    def take(self, records: Iterable[Record]) -> int:
-        """Takes the next chunk's records; returns how many. MetadataReplayError if one cannot
-        apply (the loader is then of no further use)."""
-        count = 0
-        for record in records:
-            count += 1
-            if not self._bulk_done and self._bulk(record):
-                continue
-            self._delta.replay(record)
+    def take_chunk(self, chunk: bytes) -> int:
+        """Takes the next chunk (a batch of the codec, `encode_chunks`); returns how many records
+        it held. CorruptRecordError if it does not decode, MetadataReplayError if a record cannot
+        apply (the loader is then of no further use, whatever it took of the chunk)."""
+        count, pos = batch_record_count(chunk)
+        index = 0
+        while index < count:
+            if self._builder is not None:
+                pos, taken = self._builder.take_run(chunk, pos, count - index)
+                index += taken
+                if index == count:
+                    break
+            record, pos = decode_frame(chunk, pos, index)
+            index += 1
+            if self._bulk_done or not self._bulk(record):
+                self._delta.replay(record)
+        check_batch_end(chunk, pos)
         self._image = self._delta.apply(offset=self._offset, epoch=self._epoch)
         self._delta = MetadataDelta(self._image)
         return count
@@ -149,5 +174,5 @@ def image_of_chunks(chunks: Iterable[bytes], *, offset: int, epoch: int) -> Meta
     whole snapshot's."""
     loader = SnapshotLoader(offset=offset, epoch=epoch)
     for chunk in chunks:
-        loader.take(decode_records(chunk))
+        loader.take_chunk(chunk)
     return loader.image()

@@ -20,6 +20,7 @@ the map, so an image built from scratch and one replayed compare equal.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from typing import Final, Protocol, TypeVar
 from uuid import UUID
@@ -169,7 +170,9 @@ class IndexBuilder:
                 for broker_id in members(partition):
                     by_broker.setdefault(broker_id, []).append(partition_id)
             for broker_id, partition_ids in by_broker.items():
-                index.setdefault(broker_id, {})[topic_id] = Map(dict.fromkeys(partition_ids, True))
+                # From pairs, with no dict built first: a million-partition image makes 300,000.
+                ids = Map(zip(partition_ids, itertools.repeat(True)))
+                index.setdefault(broker_id, {})[topic_id] = ids
 
     def indexes(self) -> tuple[BrokerIndex, BrokerIndex, BrokerIndex]:
         """(isr, leaderless, imbalanced), of the topics added so far."""

@@ -53,6 +53,14 @@ COMPILED_MODULES: Final[dict[str, tuple[Twin, ...]]] = {
              "OpenBatches"),
         Twin("pykraft.client.producer.producer", "SendPath", "send_path_python", "SendPath"),
     ),
+    "pykraft.metadata_log._partition_records": (
+        Twin("pykraft.metadata_log.image_loader", "read_partition_run",
+             "read_partition_run_python", "read_partition_run"),
+        Twin("pykraft.metadata_log.codec", "encode_partition_body",
+             "encode_partition_body_python", "encode_partition_body"),
+        Twin("pykraft.metadata_log.image", "partition_record", "partition_record_python",
+             "partition_record"),
+    ),
 }  # fmt: skip
 
 

@@ -4,6 +4,7 @@ only for what is newer, falling back to everything when the stored image cannot 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,9 @@ class _Controller:
         yield response
 
 
-def _follower(tmp_path: Path, controller: _Controller) -> tuple[MetadataFollower, list[Any]]:
+def _follower(
+    tmp_path: Path, controller: _Controller, *, request_timeout_ms: int = 1000
+) -> tuple[MetadataFollower, list[Any]]:
     published: list[tuple[MetadataDelta | None, MetadataImage]] = []
     follower = MetadataFollower(
         broker_id=1,
@@ -166,7 +169,7 @@ def _follower(tmp_path: Path, controller: _Controller) -> tuple[MetadataFollower
         log_file=MetadataLogFile(tmp_path),
         listener=lambda delta, image: published.append((delta, image)),
         fetch_wait_ms=0,
-        request_timeout_ms=1000,
+        request_timeout_ms=request_timeout_ms,
     )
     return follower, published
 
@@ -273,3 +276,61 @@ def test_a_long_log_is_folded_into_the_image(
     assert follower.fetch_once()  # the log is past its limit: folded into the image
     assert MetadataLogFile(tmp_path).size_bytes() == 0
     assert ImageFile(tmp_path).read() == follower.image == advance(before, first + second)[1]
+
+
+def test_a_fetched_snapshot_counts_as_applied_before_its_image_is_written(
+    tmp_path: Path,
+) -> None:
+    """Writing a million-partition image takes seconds; the heartbeats report the new offset
+    (which unfences the broker) once the broker acted on it, not once it is on disk: the file
+    is only what a restart starts from."""
+    before = cluster_image(MANY)
+    controller = _Controller(before, [PartitionChangeRecord(ORDERS_ID, 7, leader=2)])
+    follower, published = _follower(tmp_path, controller)
+    seen_at_write: list[tuple[int, int]] = []
+
+    class WatchedImageFile(ImageFile):
+        def write(self, image: MetadataImage) -> None:
+            seen_at_write.append((follower.applied_offset, len(published)))
+            super().write(image)
+
+    follower._image_file = WatchedImageFile(tmp_path)
+    follower.load()
+    assert follower.fetch_once()
+    assert seen_at_write == [(follower.image.offset, 1)]
+    assert ImageFile(tmp_path).read() == follower.image
+
+
+def test_stop_waits_for_an_image_write_under_way(tmp_path: Path) -> None:
+    """A clean stop leaves on disk what the broker applied, even when the write began just
+    before it and outlasts stop's wait for the fetch thread (a large image takes seconds); and
+    nothing is written after it."""
+    before = cluster_image(MANY)
+    controller = _Controller(before, [])
+    # stop's join of the fetch thread gives up after 50 ms, well before the write ends.
+    follower, _ = _follower(tmp_path, controller, request_timeout_ms=50)
+    writing, release = threading.Event(), threading.Event()
+
+    class SlowImageFile(ImageFile):
+        def write(self, image: MetadataImage) -> None:
+            writing.set()
+            assert release.wait(timeout=10)
+            super().write(image)
+
+    follower._image_file = SlowImageFile(tmp_path)
+    fetching = threading.Thread(target=follower.fetch_once)
+    fetching.start()
+    assert writing.wait(timeout=10)
+    stopping = threading.Thread(target=follower.stop)
+    stopping.start()
+    stopping.join(timeout=1.0)
+    assert stopping.is_alive()  # held by the write, long after the join gave up
+    release.set()
+    stopping.join(timeout=10)
+    fetching.join(timeout=10)
+    assert not stopping.is_alive() and not fetching.is_alive()
+    assert ImageFile(tmp_path).read() == follower.image
+    change: list[Record] = [PartitionChangeRecord(ORDERS_ID, 7, leader=2)]
+    later = read_fetch_stream(follower.image, [_batches(follower.image.offset + 1, 1, change)])
+    follower._store(later)
+    assert MetadataLogFile(tmp_path).read(follower.image) == follower.image  # nothing appended
