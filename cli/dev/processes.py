@@ -37,6 +37,7 @@ POLL_INTERVAL_S = 0.3
 PROBE_TIMEOUT_MS = 2000
 STOP_TIMEOUT_S = 30.0
 KILL_TIMEOUT_S = 10.0
+EXIT_STATUS_WAIT_S = 1.0
 
 
 def is_running(node: Node) -> bool:
@@ -194,13 +195,17 @@ def _how_it_ended(node: Node) -> str:
     signal writes nothing more to its log, so this is often the only trace of why."""
     if node.pid is None:
         return ""
+    # A dying process stops naming its data directory (is_running) a moment before it can be
+    # reaped: give it EXIT_STATUS_WAIT_S.
+    deadline = time.monotonic() + EXIT_STATUS_WAIT_S
     try:
-        pid, status = os.waitpid(node.pid, os.WNOHANG)
+        while (reaped := os.waitpid(node.pid, os.WNOHANG))[0] == 0:
+            if time.monotonic() >= deadline:
+                return ""
+            time.sleep(0.01)
     except ChildProcessError:
         return ""
-    if pid == 0:
-        return ""
-    code = os.waitstatus_to_exitcode(status)
+    code = os.waitstatus_to_exitcode(reaped[1])
     return f" (killed by {signal.Signals(-code).name})" if code < 0 else f" with code {code}"
 
 
