@@ -14,9 +14,10 @@ decision is a pure function of the image (every replay and every test sees the s
 Brokers without a rack count as one rack of their own, as in Kafka.
 
 Each choice looks only at the least-loaded brokers (`load_levels.py`): a partition costs
-O(RF x racks x log brokers), so a 9,000-partition CreateTopics decision takes as long over 30
-brokers as over 3 (it scanned every broker for each replica: 137 ms over 30 against 40 ms over 3,
-on the controller thread that must also keep Raft's heartbeats going).
+O(RF x log brokers), times the racks when there are several, so placing 9,000 partitions takes
+as long over 300 brokers as over 3 (about 30 ms). It scanned every usable broker for each
+replica: 115 ms over 30 brokers, 1 s over 300, on the controller thread that must also keep
+Raft's heartbeats going (`bench/create_decision.py` measures the whole turn).
 """
 
 from __future__ import annotations
@@ -104,21 +105,29 @@ class ReplicaPlacer:
         leader = self._by_leaders.lowest() % self._slots
         chosen = [leader]
         while len(chosen) < replication_factor:
-            chosen.append(self._follower(leader, chosen))
+            # Each follower: on a rack the partition does not use while one is left, the broker
+            # with the fewest replicas, the first after the leader (in id order, going round)
+            # among equals. Without racks (or with one) that is one look at `_by_replicas`.
+            if self._by_rack:
+                chosen.append(self._follower_on_racks(leader, chosen))
+            else:
+                candidate = self._by_replicas.nearest(leader, chosen)
+                assert candidate is not None  # `place` checked the factor against the brokers
+                chosen.append(candidate[1])
         for position in chosen:
             self._count(position, leads=position == leader)
         return tuple(self._ids[position] for position in chosen)
 
-    def _follower(self, leader: int, chosen: list[int]) -> int:
-        """On a rack the partition does not use while one is left, the broker with the fewest
-        replicas, the first after the leader (in id order, going round) among equals."""
-        racks = {self._racks[position] for position in chosen} if self._by_rack else set()
+    def _follower_on_racks(self, leader: int, chosen: list[int]) -> int:
+        """The follower of `_place_one` among brokers on two racks or more: the best of each
+        rack not used yet, or of all brokers once every rack is used."""
+        racks = {self._racks[position] for position in chosen}
         unused = [levels for rack, levels in self._by_rack.items() if rack not in racks]
         candidates = []
         for levels in unused or [self._by_replicas]:
             candidate = levels.nearest(leader, chosen)
-            # Every rack not used holds a broker not chosen; so does the cluster, as
-            # `place` checked the factor against the broker count.
+            # A rack not used holds no chosen broker, and `place` checked that there are as
+            # many brokers as the factor: there is always one.
             assert candidate is not None
             load, position = candidate
             candidates.append((load, (position - leader) % self._slots, position))
