@@ -35,7 +35,8 @@ test: proto-check lint chaos-tools kafka-tools
 # The codec, partitioner, consumer and producer tests with the compiled extensions switched off.
 CODEC_TESTS := tests/unit/proto tests/unit/client/test_partitioner.py \
 	tests/unit/client/test_consumer.py tests/unit/client/test_consumer_records_extension.py \
-	tests/unit/client/test_producer.py tests/unit/client/test_accumulator.py \
+	tests/unit/client/test_producer.py tests/unit/client/test_producer_idempotence.py \
+	tests/unit/client/test_accumulator.py \
 	tests/unit/client/test_consumer_arrow.py tests/unit/spark/test_read_range.py \
 	tests/unit/client/test_open_batches_extension.py tests/unit/client/test_producer_in_flight.py \
 	tests/unit/client/test_send_path_extension.py

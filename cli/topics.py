@@ -77,6 +77,11 @@ def request_batches(topics: list[NewTopic]) -> list[list[NewTopic]]:
 @properties_option(
     "--config", "configs", build=dict, help="A topic config override; repeat for more."
 )
+@click.option(
+    "--if-not-exists",
+    is_flag=True,
+    help="Leave topics that already exist as they are instead of failing.",
+)
 def topics_create(
     session: Session,
     topic: str | None,
@@ -85,9 +90,12 @@ def topics_create(
     partitions: int | None,
     replication_factor: int | None,
     configs: dict[str, str],
+    if_not_exists: bool,
 ) -> None:
     """Create a topic, or many at once (--count, --topics-file): many topics go in few
-    CreateTopics requests, each of which the controller commits together."""
+    CreateTopics requests, each of which the controller commits together. With
+    --if-not-exists (Kafka's flag) the command can be repeated: only missing topics are made,
+    and only they are reported."""
     new_topics = [
         NewTopic(
             name,
@@ -100,11 +108,10 @@ def topics_create(
     created: list[TopicCreated] = []
     with session.admin() as admin:
         for batch in request_batches(new_topics):
-            created += admin.create_topics(batch).values()
+            created += admin.create_topics(batch, if_not_exists=if_not_exists).values()
     if count is None and topics_file is None:
-        session.emit(
-            created[0], formatting.topic_created_json, lambda c: f"Created topic {c.name}."
-        )
+        for one in created:  # none when the topic existed and --if-not-exists
+            session.emit(one, formatting.topic_created_json, lambda c: f"Created topic {c.name}.")
     else:
         session.emit(
             created,

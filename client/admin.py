@@ -49,7 +49,7 @@ from pykraft.client.offsets import (
 )
 from pykraft.client.routing import ControllerRouter, parse_bootstrap
 from pykraft.client.types import ListOffsetsResult, TopicPartition
-from pykraft.proto import admin_pb2
+from pykraft.proto import admin_pb2, common_pb2
 
 ResourceType = Literal["topic", "broker"]
 OffsetSpec = Literal["earliest", "latest"] | int
@@ -102,9 +102,17 @@ class AdminClient(ConsumerGroupAdmin):
         self._broker_metadata_lock = threading.Lock()
 
     def create_topics(
-        self, topics: Sequence[NewTopic], *, validate_only: bool = False
+        self,
+        topics: Sequence[NewTopic],
+        *,
+        validate_only: bool = False,
+        if_not_exists: bool = False,
     ) -> dict[str, TopicCreated]:
-        """Creates the topics; raises the first per-topic error (earlier topics may exist)."""
+        """Creates the topics; raises the first per-topic error (earlier topics may exist).
+        With `if_not_exists`, a topic that already exists is no error and not in the result
+        (Kafka's `kafka-topics --if-not-exists`); that also makes a create safe to repeat when
+        an answer was lost (an election leaves a request's outcome unknown, and the retry finds
+        the topics it created)."""
         request = admin_pb2.CreateTopicsRequest(
             topics=[
                 admin_pb2.CreatableTopic(
@@ -119,11 +127,13 @@ class AdminClient(ConsumerGroupAdmin):
             validate_only=validate_only,
         )
         response = self._router.call("CreateTopics", request, admin_pb2.CreateTopicsResponse)
-        for result in response.topics:
+        existed = common_pb2.TOPIC_ALREADY_EXISTS if if_not_exists else None
+        created = [r for r in response.topics if r.error_code != existed]
+        for result in created:
             raise_for(result.error_code, result.error_message)
         return {
             r.name: TopicCreated(r.name, r.topic_id, r.num_partitions, r.replication_factor)
-            for r in response.topics
+            for r in created
         }
 
     def create_topic(

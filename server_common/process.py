@@ -2,12 +2,12 @@
 its file descriptor limit.
 
 Controller and broker processes log alike, stop on SIGTERM (a controlled shutdown) or Ctrl-C, and
-print every thread's stack on `kill -USR1` (what a stuck shutdown waits on). With
-`log.format=json` each log line is one JSON object (`time` in ISO 8601 UTC, `level`, `logger`,
-`message`, `thread`, and `exception` when there is one) for log collectors; `text` (the default)
-is for people. Each server raises its soft RLIMIT_NOFILE to the hard limit at start
-(`raise_open_files_limit`), as the JVM does for Kafka: the soft default (often 1024) is far
-below what a broker with thousands of partitions and connections needs. How servers keep the garbage
+print every thread's stack on `kill -USR1` (what a stuck shutdown waits on) and on a fatal error.
+With `log.format=json` each log line is one JSON object (`time` in ISO 8601 UTC, `level`,
+`logger`, `message`, `thread`, and `exception` when there is one) for log collectors; `text` (the
+default) is for people. Each server raises its soft RLIMIT_NOFILE to the hard limit at start
+(`raise_open_files_limit`), as the JVM does for Kafka: the soft default (often 1024) is far below
+what a broker with thousands of partitions and connections needs. How servers keep the garbage
 collector's pauses short is `gc_pauses`'.
 """
 
@@ -58,8 +58,11 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(log_format: str = "text") -> None:
     """INFO and above to stderr, each line with its time, level and logger: as text, or as one
-    JSON object with `log_format` "json" (any other value is a caller's bug)."""
+    JSON object with `log_format` "json" (any other value is a caller's bug). A fatal error (a
+    crash in a C extension) prints every thread's stack to stderr too (faulthandler), so a node
+    that dies that way leaves more than an empty log."""
     assert log_format in LOG_FORMATS, log_format
+    faulthandler.enable(all_threads=True)
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(LOG_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=[handler])

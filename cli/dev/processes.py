@@ -185,7 +185,23 @@ def not_ready(
 def _check_alive(nodes: Sequence[Node]) -> None:
     for node in nodes:
         if not is_running(node):
-            raise DevClusterError(f"{node.name} exited; see {node.log_path}")
+            raise DevClusterError(f"{node.name} exited{_how_it_ended(node)}; see {node.log_path}")
+
+
+def _how_it_ended(node: Node) -> str:
+    """How the node ended, " with code N" or " (killed by SIGNAME)", when it is this process's
+    own child (the launcher that started it) and has ended; "" otherwise. A node killed by a
+    signal writes nothing more to its log, so this is often the only trace of why."""
+    if node.pid is None:
+        return ""
+    try:
+        pid, status = os.waitpid(node.pid, os.WNOHANG)
+    except ChildProcessError:
+        return ""
+    if pid == 0:
+        return ""
+    code = os.waitstatus_to_exitcode(status)
+    return f" (killed by {signal.Signals(-code).name})" if code < 0 else f" with code {code}"
 
 
 def wait_ready(

@@ -266,6 +266,10 @@ class PySyncObjRaftLog:
         self._check_thread()
         assert not self._closed, "poll() after close()"
         wait_s = 0.0 if self._outcomes else max(timeout_ms, 0) / 1000
+        # A tick judges its peers (election deadline, leader fallback) before it reads the
+        # network, so what arrived while this thread was busy elsewhere is read first: a
+        # follower stalled past its election timeout would otherwise depose a live leader.
+        self._node._poller.poll(0.0)
         # A tick acts on what it knows, then waits and reads messages; the second tick acts on
         # what was read (commits, applies, replies), so poll() does not return a tick behind.
         self._node.doTick(wait_s)

@@ -112,3 +112,30 @@ def test_cli_create_needs_names(start_node: Callable[[int], FakeNode]) -> None:
     assert CliRunner().invoke(cli, [*base, "--count", "3"]).exit_code == 2
     assert CliRunner().invoke(cli, base).exit_code == 2
     assert node.requests == []
+
+
+def test_cli_create_if_not_exists_leaves_existing_topics_alone(
+    start_node: Callable[[int], FakeNode],
+) -> None:
+    """Kafka's --if-not-exists: a topic that exists is no error. It also covers a request whose
+    answer was lost to an election (outcome unknown, so the client asks again and finds the
+    topics it had created); without the flag the first such topic fails the command."""
+    node = start_node(1)
+    node.answers["CreateTopics"] = pb.CreateTopicsResponse(
+        topics=[
+            pb.CreateTopicsResult(
+                name="t-0",
+                error_code=common_pb2.TOPIC_ALREADY_EXISTS,
+                error_message="Topic 't-0' already exists.",
+            ),
+            pb.CreateTopicsResult(name="t-1", num_partitions=1, replication_factor=1),
+        ]
+    )
+    base = ["topics", "create", "--bootstrap-controller", node.address, "--topic", "t"]
+    result = CliRunner().invoke(cli, [*base, "--count", "2", "--if-not-exists"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "Created topic t-1.\n"
+
+    result = CliRunner().invoke(cli, [*base, "--count", "2"])
+    assert result.exit_code == 1
+    assert "TOPIC_ALREADY_EXISTS: Topic 't-0' already exists." in result.output

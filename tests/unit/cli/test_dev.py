@@ -4,6 +4,7 @@ bookkeeping (pid checks, SIGTERM then SIGKILL) on stand-in processes."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -224,3 +225,14 @@ def test_an_unreachable_cluster_has_no_leader(tmp_path: Path) -> None:
         {},
         [(controller, False)],
     )
+
+
+def test_a_node_that_died_is_reported_with_how_it_ended(
+    tmp_path: Path, stand_ins: list[subprocess.Popen[str]]
+) -> None:
+    """A node killed by a signal leaves nothing in its log; the launcher says which signal."""
+    node = stand_in(stand_ins, tmp_path / "broker-1", "import time")
+    os.kill(node.pid or 0, signal.SIGSEGV)
+    assert dev_processes.wait_until(lambda: not dev_processes.is_running(node), 10)
+    with pytest.raises(DevClusterError, match=r"broker-1 exited \(killed by SIGSEGV\); see "):
+        dev_processes.wait_ready(DevCluster((node,)), [node], {}, timeout_s=10)

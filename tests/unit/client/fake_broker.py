@@ -357,3 +357,11 @@ def running(topics: dict[str, int], brokers: int = 1) -> Iterator[FakeCluster]:
             cluster.lock.notify_all()
         for broker in cluster.brokers:
             broker.server.stop(grace=None)
+
+
+def wait_for(condition: Callable[[], object]) -> None:
+    """Polls `condition` until it holds; fails the test after WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)

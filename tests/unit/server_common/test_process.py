@@ -27,3 +27,20 @@ def test_the_soft_limit_is_raised_to_the_hard_one() -> None:
         timeout=60,
     )
     assert child.stdout.split() == ["512", "512", "512"]
+
+
+def test_a_crash_in_native_code_leaves_every_threads_stack_in_the_log() -> None:
+    """A server whose C extension crashes must say so in its log (stderr), not die silently with
+    an empty log, which is all a `pykraft dev` node's log showed when one did."""
+    script = (
+        "import ctypes\n"
+        "from pykraft.server_common.process import configure_logging\n"
+        "configure_logging()\n"
+        "ctypes.string_at(0)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert child.returncode != 0
+    assert "Fatal Python error: Segmentation fault" in child.stderr
+    assert "Current thread" in child.stderr

@@ -1,0 +1,51 @@
+"""A voter whose thread stalls (the controller thread deciding a large request, the collector,
+a loaded machine) must read what its peers sent meanwhile before it judges them silent.
+
+pysyncobj's tick checks the election deadline first and reads the network last, so a follower
+stalled past its election timeout started an election on its next poll although the leader's
+heartbeats sat unread in its socket: the leader was deposed and every write in flight was
+answered NOT_CONTROLLER (a CLI that created many topics got TOPIC_ALREADY_EXISTS on its retry,
+test_quorum_snapshots.py 2 runs in 30 on a loaded machine)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.unit.quorum.raft.harness import (
+    TIMING,
+    VoterThread,
+    free_voters,
+    leader_of,
+    start_voters,
+    stop_voters,
+)
+
+STALL_S = 2 * TIMING["election_timeout_max_ms"] / 1000  # well past any election timeout
+assert TIMING["leader_fallback_timeout_ms"] / 1000 > STALL_S  # the leader keeps leading
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[VoterThread]]:
+    nodes = start_voters(free_voters(3), tmp_path)
+    try:
+        yield nodes
+    finally:
+        stop_voters(nodes)
+
+
+def test_a_stalled_follower_reads_the_leaders_heartbeats_before_it_calls_an_election(
+    cluster: list[VoterThread],
+) -> None:
+    leader = leader_of(cluster)
+    term = leader.status().term
+    follower = next(node for node in cluster if node is not leader)
+
+    follower.run(lambda log: time.sleep(STALL_S))  # its thread polls nothing meanwhile
+    follower.run(lambda log: None)  # one poll after the stall, at least
+
+    assert (follower.status().term, follower.status().leader_id) == (term, leader.config.node_id)
+    assert leader_of(cluster) is leader and leader.status().term == term
