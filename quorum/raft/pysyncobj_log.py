@@ -30,6 +30,10 @@ pysyncobj replicates and elects well but does not make anything durable before i
   membership entries (one change at a time; each voter's node id and gRPC listener travel with
   it as attributes of its pysyncobj node), and the set each poll ends with is persisted
   (`voters.py`) so a restart uses it rather than the configured one.
+- Elections. `poll()` reads what arrived before pysyncobj's tick judges its peers, so a
+  voter whose thread was busy does not take a live leader for a dead one; and a follower
+  whose connection to the leader closes calls an election at once (the transport), so a
+  killed leader costs no election timeout.
 - Fail-stop. pysyncobj logs and ignores a snapshot that cannot be written (retrying every
   tick) or loaded (going on without the state); here the failure is kept, nothing more is sent,
   and `poll()` raises.

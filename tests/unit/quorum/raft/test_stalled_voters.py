@@ -49,3 +49,22 @@ def test_a_stalled_follower_reads_the_leaders_heartbeats_before_it_calls_an_elec
 
     assert (follower.status().term, follower.status().leader_id) == (term, leader.config.node_id)
     assert leader_of(cluster) is leader and leader.status().term == term
+
+
+def test_followers_elect_at_once_when_the_leaders_connection_closes(tmp_path: Path) -> None:
+    """A killed leader's connections close at once (its kernel resets them), so the followers
+    need not wait out their election timeout, which only a silent leader must cost (as the
+    controller fences a broker whose session stream ends). Node 1 times out fast and leads;
+    the others' timeouts are far above the wait here, so only the closed connection can make
+    them elect."""
+    voters = free_voters(3)
+    leader = start_voters(voters, tmp_path, [1])[0]
+    slow = {"election_timeout_min_ms": 60_000, "election_timeout_max_ms": 120_000}
+    followers = start_voters(voters, tmp_path, [2, 3], **slow, leader_fallback_timeout_ms=180_000)
+    try:
+        assert leader_of([leader, *followers]) is leader
+        leader.stop()  # closes its sockets, as a killed process's kernel does
+        new_leader = leader_of(followers)  # within the harness's deadline, far below 60 s
+        assert new_leader.status().term > 1
+    finally:
+        stop_voters(followers)
