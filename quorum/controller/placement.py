@@ -65,11 +65,13 @@ class ReplicaPlacer:
             (self._leaders[p], self._replicas[p] * self._slots + p) for p in positions
         )
         self._by_replicas = LoadLevels((self._replicas[p], p) for p in positions)
+        on_rack: dict[str | None, list[int]] = {}
+        for p in positions:
+            on_rack.setdefault(self._racks[p], []).append(p)
         self._by_rack: dict[str | None, LoadLevels] = {}
-        if len(set(self._racks)) > 1:
-            for rack in set(self._racks):
-                on_rack = (p for p in positions if self._racks[p] == rack)
-                self._by_rack[rack] = LoadLevels((self._replicas[p], p) for p in on_rack)
+        if len(on_rack) > 1:  # one rack, or none: every follower comes from `_by_replicas`
+            for rack, rack_positions in on_rack.items():
+                self._by_rack[rack] = LoadLevels((self._replicas[p], p) for p in rack_positions)
 
     @classmethod
     def from_image(cls, image: MetadataImage) -> ReplicaPlacer:
