@@ -106,6 +106,7 @@ class ControllerCore:
         self._pending_image = self.state.image
         self._inflight: dict[int, list[PendingWrite]] = {}  # by append id, in append order
         self._open_entry: OpenEntry | None = None  # writes decided, not yet appended
+        self._entry_base = self._pending_image  # the pending image the open entry began on
         self._entry_limits = EntryLimits(
             operations_max=config.entry_operations_max,
             bytes_max=config.raft_entry_bytes_max,
@@ -314,13 +315,14 @@ class ControllerCore:
             log.warning("refused a write: %s", header_of(response).error_message)
             self._answer(out, request_id, response)
             return
-        self._pending_image = _replayed(self._pending_image, result.records, self._role.epoch)
         if self._open_entry is not None and (
             own_entry or not self._open_entry.fits(len(frames), len(result.records))
         ):
             self._append_open_entry(out)
         if self._open_entry is None:
             self._open_entry = OpenEntry(now_ms, self._entry_limits)
+            self._entry_base = self._pending_image
+        self._pending_image = _replayed(self._pending_image, result.records, self._role.epoch)
         self._open_entry.add(result.records, frames, write)
         if own_entry:
             self._append_open_entry(out)
@@ -340,7 +342,10 @@ class ControllerCore:
         assert entry is not None and self._role.role is Role.ACTIVE
         batch, payload = entry.seal(self._role.epoch, self.config.node_id)
         request_ids = tuple(w.request_id for w in entry.writes if w.request_id is not None)
-        self._inflight[self._append(batch, payload, request_ids, out)] = entry.writes
+        # Every write decided since the entry opened is in it: the pending image is its result.
+        replayed = (self._entry_base, self._pending_image)
+        append_id = self._append(batch, payload, request_ids, out, replayed)
+        self._inflight[append_id] = entry.writes
 
     def _drop_open_entry(self, reason: str, out: Output) -> None:
         """Answers the writes never appended: they cannot commit, but they were decided on
@@ -377,11 +382,16 @@ class ControllerCore:
             self._pending_image = self.state.image
 
     def _append(
-        self, batch: QuorumBatch, payload: bytes, request_ids: tuple[int, ...], out: Output
+        self,
+        batch: QuorumBatch,
+        payload: bytes,
+        request_ids: tuple[int, ...],
+        out: Output,
+        replayed: tuple[MetadataImage, MetadataImage] | None = None,
     ) -> int:
         append_id = self._next_append_id
         self._next_append_id += 1
-        self.state.remember(payload, batch)
+        self.state.remember(payload, batch, replayed)
         out.appends.append(Append(append_id, batch, request_ids, payload))
         return append_id
 

@@ -71,6 +71,10 @@ EVENTS_PER_POLL_MAX = 256
 # period (RaftConfig.append_entries_period_ms), so a decision that starts before it runs out
 # still ends well within the election timeout.
 REQUESTS_MS_MAX_PER_TURN = 50
+# A turn that keeps the controller thread busy this long (CPU) leaves Raft silent for half the
+# followers' election timeout or more once the machine is loaded: logged with the node's role,
+# so an election can be matched with the turns before it (whose thread, and how long).
+SLOW_TURN_CPU_MS_MIN = 150
 VOTER_CHANGE_RETRY_MS = 5  # how often a waiting leadership handover looks at the followers again
 VOTER_CHANGES_QUEUED_MAX = 4  # voter changes go one at a time; more waiting is a confused operator
 
@@ -341,7 +345,10 @@ class QuorumController:
         self._started.set()
         try:
             while not self._stopping.is_set():
+                started_cpu_s, started_ms = time.thread_time(), _monotonic_ms()
                 loop.turn(self._poll_timeout_ms(loop.wake_at_ms), _monotonic_ms, self._next_request)
+                cpu_ms = (time.thread_time() - started_cpu_s) * 1000
+                log_slow_turn(cpu_ms, _monotonic_ms() - started_ms, self._core)
                 self._start_voter_changes(raft)
         except BaseException as error:
             self._failure = error
@@ -404,3 +411,19 @@ def _set_outcome(
 
 def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def log_slow_turn(cpu_ms: float, wall_ms: int, core: ControllerCore) -> None:
+    """A warning when one turn used `SLOW_TURN_CPU_MS_MIN` of the thread's CPU or more."""
+    if cpu_ms < SLOW_TURN_CPU_MS_MIN:
+        return
+    status = core.raft_status
+    log.warning(
+        "a turn held the controller thread for %.0f ms of CPU (%d ms in all) as %s in term %s "
+        "at offset %d: Raft is silent meanwhile",
+        cpu_ms,
+        wall_ms,
+        core.role.role.name,
+        status.term if status is not None else "?",
+        core.state.image.offset,
+    )

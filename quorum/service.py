@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Final
 
@@ -24,6 +25,7 @@ from pykraft.quorum import describe, voter_changes
 from pykraft.quorum.controller import (
     cluster,
     configs,
+    create_parts,
     elections,
     producer_ids,
     reads,
@@ -59,11 +61,24 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
     def CreateTopics(
         self, request: admin_pb2.CreateTopicsRequest, context: grpc.ServicerContext
     ) -> admin_pb2.CreateTopicsResponse:
-        return self._controller.write(
-            lambda ctx: topics.create_topics(ctx.image, request, new_topic_id=ctx.new_topic_id),
-            admin_pb2.CreateTopicsResponse,
-            self._timeout(request.timeout_ms),
-        )
+        """Decided in parts when large (`create_parts.py`), one after the other, all within the
+        request's timeout."""
+        deadline_s = time.monotonic() + self._timeout(request.timeout_ms) / 1000
+        responses: list[admin_pb2.CreateTopicsResponse] = []
+        for part in create_parts.parts_of(request):
+            timeout_ms = max(1, int((deadline_s - time.monotonic()) * 1000))
+            responses.append(
+                self._controller.write(
+                    lambda ctx, part=part: topics.create_topics(  # type: ignore[misc]
+                        ctx.image, part, new_topic_id=ctx.new_topic_id
+                    ),
+                    admin_pb2.CreateTopicsResponse,
+                    timeout_ms,
+                )
+            )
+            if responses[-1].header.error_code != common_pb2.NONE:
+                break
+        return create_parts.merged(responses)
 
     def DeleteTopics(
         self, request: admin_pb2.DeleteTopicsRequest, context: grpc.ServicerContext

@@ -38,6 +38,15 @@ REMEMBERED_BYTES_MAX = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
+class _Remembered:
+    """A batch this node appended, and when it decided the batch's records onto an image:
+    that image (`base`) and the image after them (`result`)."""
+
+    batch: QuorumBatch
+    replayed: tuple[MetadataImage, MetadataImage] | None
+
+
+@dataclass(frozen=True, slots=True)
 class CommittedBatch:
     """A batch as it stands in the metadata log; `records` is the codec's encoding, ready to
     serve."""
@@ -81,7 +90,7 @@ class MetadataStateMachine:
         self._tail_record_count = 0
         # Offset of the first record the tail can serve: a fetch from before it needs a snapshot.
         self._tail_start_offset = 0
-        self._remembered: OrderedDict[bytes, QuorumBatch] = OrderedDict()
+        self._remembered: OrderedDict[bytes, _Remembered] = OrderedDict()
         self._remembered_bytes = 0
 
     @property
@@ -93,14 +102,25 @@ class MetadataStateMachine:
     def next_offset(self) -> int:
         return self.image.offset + 1
 
-    def remember(self, payload: bytes, batch: QuorumBatch) -> None:
+    def remember(
+        self,
+        payload: bytes,
+        batch: QuorumBatch,
+        replayed: tuple[MetadataImage, MetadataImage] | None = None,
+    ) -> None:
         """Keeps `batch`, whose encoding is `payload`, until a committed entry of the same bytes
         applies, so the active controller does not decode again what it just decided: decoding
         a 9,000-partition CreateTopics took 68 ms of its 86 ms apply, on the thread that must
-        heartbeat. Equal bytes are equal records (the codec is canonical)."""
+        heartbeat. Equal bytes are equal records (the codec is canonical).
+
+        `replayed` is `(base, result)` when the caller replayed the batch's records onto `base`
+        (the active controller's pending image) and got `result`, at the offset and epoch the
+        batch applies at: applying onto that very `base` object takes `result` instead of
+        replaying the records again (another 31 ms per 9,000 partitions). Replay is a function
+        of the image and the records, so the result is the one a follower computes."""
         if payload in self._remembered:
             return
-        self._remembered[payload] = batch
+        self._remembered[payload] = _Remembered(batch, replayed)
         self._remembered_bytes += len(payload)
         while (
             len(self._remembered) > REMEMBERED_BATCHES_MAX
@@ -108,24 +128,33 @@ class MetadataStateMachine:
         ):
             self._forget(next(iter(self._remembered)))
 
-    def _forget(self, payload: bytes) -> QuorumBatch | None:
-        batch = self._remembered.pop(payload, None)
-        if batch is not None:
+    def _forget(self, payload: bytes) -> _Remembered | None:
+        remembered = self._remembered.pop(payload, None)
+        if remembered is not None:
             self._remembered_bytes -= len(payload)
-        return batch
+        return remembered
 
     def apply(self, payload: bytes) -> Applied | Rejected:
-        batch = self._forget(payload) or QuorumBatch.decode(payload)
+        remembered = self._forget(payload)
+        batch = remembered.batch if remembered is not None else QuorumBatch.decode(payload)
         if not self._admits(batch):
             return Rejected(batch.epoch, self.active_epoch)
         if batch.kind is BatchKind.LEADER_CHANGE:
             self.active_epoch = batch.epoch
             self.active_leader_id = batch.leader_id
         base_offset = self.next_offset
-        delta = replay_all(self.image, batch.records)
         last_offset = base_offset + len(batch.records) - 1
         if batch.records:
-            self.image = delta.apply(offset=last_offset, epoch=batch.epoch)
+            replayed = remembered.replayed if remembered is not None else None
+            if (
+                replayed is not None
+                and replayed[0] is self.image
+                and (replayed[1].offset, replayed[1].epoch) == (last_offset, batch.epoch)
+            ):
+                self.image = replayed[1]
+            else:
+                delta = replay_all(self.image, batch.records)
+                self.image = delta.apply(offset=last_offset, epoch=batch.epoch)
             record_batch = record_batch_of(payload)
             self._retain(CommittedBatch(base_offset, batch.epoch, len(batch.records), record_batch))
         return Applied(base_offset, last_offset)

@@ -5,15 +5,23 @@ held the controller thread for 500-900 ms made followers depose every active con
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import deque
+
+import pytest
 
 from pykraft.metadata_log.records import ConfigRecord, ConfigResourceType
 from pykraft.proto import common_pb2
 from pykraft.quorum.controller.result import ControllerResult
 from pykraft.quorum.controller_core import ControllerCore
 from pykraft.quorum.events import DecideContext, Output, Request, WriteRequest
-from pykraft.quorum.quorum_controller import REQUESTS_MS_MAX_PER_TURN, ControllerLoop
+from pykraft.quorum.quorum_controller import (
+    REQUESTS_MS_MAX_PER_TURN,
+    SLOW_TURN_CPU_MS_MIN,
+    ControllerLoop,
+    log_slow_turn,
+)
 
 from .controller_simulation import node_config
 from .sim_raft import SimRaft, SimRaftLog
@@ -54,3 +62,16 @@ def test_a_turn_stops_deciding_once_its_time_is_spent_and_the_rest_wait_in_the_q
     while queue or len(answered) < 5:
         turn()
     assert answered == [0, 1, 2, 3, 4]
+
+
+def test_a_turn_that_held_the_thread_long_is_logged_with_the_role_and_offset(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    core = ControllerCore(node_config(1), new_id=lambda: NotImplemented)
+    with caplog.at_level(logging.WARNING, logger="pykraft.quorum.quorum_controller"):
+        log_slow_turn(SLOW_TURN_CPU_MS_MIN - 1, 400, core)
+        assert caplog.messages == []
+        log_slow_turn(SLOW_TURN_CPU_MS_MIN, 400, core)
+    (message,) = caplog.messages
+    assert f"{SLOW_TURN_CPU_MS_MIN} ms of CPU (400 ms in all) as STANDBY" in message
+    assert "at offset -1" in message
