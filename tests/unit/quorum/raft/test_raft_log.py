@@ -207,7 +207,12 @@ def test_leader_appends_apply_in_the_same_order_on_every_voter(cluster: list[Vot
     leader = leader_of(cluster)
     status = leader.status()
     assert status.commit_index == status.log_end_index and status.last_applied >= 40
-    assert all(v.connected and v.match_index == status.log_end_index for v in status.voters)
+
+    def every_voter_matches() -> bool:  # a commit waits for a majority's answers, not all
+        voters = leader.status().voters
+        return all(v.connected and v.match_index == status.log_end_index for v in voters)
+
+    wait_until(every_voter_matches, "the leader hears every voter hold its log")
     for follower in (node for node in cluster if node is not leader):
         follower_status = follower.status()
         assert follower_status.term == status.term
