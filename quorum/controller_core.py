@@ -75,6 +75,7 @@ from pykraft.quorum.metadata_fetch import FetchPlan, plan_fetch
 from pykraft.quorum.raft.api import RaftStatus
 from pykraft.quorum.replies import (
     controller_listeners,
+    entry_too_large,
     error_response,
     header_of,
     not_controller,
@@ -311,7 +312,7 @@ class ControllerCore:
             return
         frames = encode_record_frames(result.records)
         if self._entry_limits.too_large(len(frames)):
-            response = _too_large(response_cls, len(frames), self._entry_limits)
+            response = entry_too_large(response_cls, len(frames), self._entry_limits.bytes_max)
             log.warning("refused a write: %s", header_of(response).error_message)
             self._answer(out, request_id, response)
             return
@@ -503,15 +504,6 @@ class ControllerCore:
 def _replayed(image: MetadataImage, records: tuple[Record, ...], epoch: int) -> MetadataImage:
     return replay_all(image, records).apply(
         offset=image.offset + len(records), epoch=max(epoch, image.epoch)
-    )
-
-
-def _too_large(response_cls: type[Message], frames_bytes: int, limits: EntryLimits) -> Message:
-    return error_response(
-        response_cls,
-        common_pb2.POLICY_VIOLATION,
-        f"Unable to perform excessively large batch operation: its records take {frames_bytes} "
-        f"bytes, more than one metadata log entry holds ({limits.bytes_max} bytes).",
     )
 
 

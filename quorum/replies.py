@@ -66,3 +66,14 @@ def header_of(response: Message) -> common_pb2.ResponseHeader:
     header = response.header  # type: ignore[attr-defined]
     assert isinstance(header, common_pb2.ResponseHeader)
     return header
+
+
+def entry_too_large(response_cls: type[M], frames_bytes: int, entry_bytes_max: int) -> M:
+    """POLICY_VIOLATION for a write whose records would not fit one metadata log entry (Kafka's
+    message for an operation over its record limit)."""
+    return error_response(
+        response_cls,
+        common_pb2.POLICY_VIOLATION,
+        f"Unable to perform excessively large batch operation: its records take {frames_bytes} "
+        f"bytes, more than one metadata log entry holds ({entry_bytes_max} bytes).",
+    )
