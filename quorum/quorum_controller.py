@@ -65,7 +65,7 @@ POLL_IDLE_MS = 50
 EVENTS_PER_POLL_MAX = 256
 # How long one turn may spend deciding requests before it polls Raft again. Raft runs only inside
 # poll(): a leader that decides for longer sends no heartbeat, and a follower that hears none
-# within its election timeout (500 ms at least) deposes it. Several CreateTopics of 9,000
+# within its election timeout (300 ms at least) deposes it. Several CreateTopics of 9,000
 # partitions decided in one turn took 500-900 ms and livelocked the quorum at 100,000 partitions
 # (every active controller's next write DISCARDED by the election it caused). One heartbeat
 # period (RaftConfig.append_entries_period_ms), so a decision that starts before it runs out

@@ -56,10 +56,9 @@ class RaftConfig:
     data_dir: Path  # journal, quorum-state and snapshot files live here
     listeners: Mapping[int, str] = field(default_factory=dict)  # node id -> gRPC "host:port"
     # A silent leader is given up after a random wait in [min, max]; a killed one at once (its
-    # connections close). Above a loaded 2-core machine's stalls of a busy process's Raft
-    # thread (hundreds of ms), which deposed live leaders at 300-600.
-    election_timeout_min_ms: int = 500
-    election_timeout_max_ms: int = 1000
+    # connections close), though a lost-leader election that fails falls back to this wait.
+    election_timeout_min_ms: int = 300
+    election_timeout_max_ms: int = 600
     append_entries_period_ms: int = 50
     connection_retry_ms: int = 500
     leader_fallback_timeout_ms: int = 1500  # a leader that hears from no majority steps down

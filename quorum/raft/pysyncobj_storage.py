@@ -11,6 +11,7 @@ and first fatal failure.
 from __future__ import annotations
 
 import contextlib
+import logging
 import pickle
 import threading
 from collections.abc import Callable, Iterator
@@ -35,6 +36,8 @@ from pykraft.quorum.raft.snapshot_file import (
 # What `Serializer.checkSerializing` reads from its `pid` without fork: 0 idle, -1 written,
 # -2 failed; and, here, a write under way on the writer thread.
 _WRITTEN, _WRITE_FAILED, _WRITING = -1, -2, -3
+
+log = logging.getLogger(__name__)
 
 # How far apart the followers call an election once the leader's connection closed: above a
 # vote request's round trip, far below an election timeout.
@@ -256,6 +259,11 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         deadline_s = pysyncobj_clock() + rank * LOST_LEADER_STAGGER_MS / 1000
         current_s = sync_obj._SyncObj__raftElectionDeadline
         sync_obj._SyncObj__raftElectionDeadline = min(current_s, deadline_s)
+        log.info(
+            "the leader's connection (%s) closed: an election in %d ms at most",
+            node.address,
+            max(0.0, (min(current_s, deadline_s) - pysyncobj_clock()) * 1000),
+        )
 
     def _plan(self, message: Any) -> AppendPlan | None:
         """The plan for a regular AppendEntries request of the current term or a later one
