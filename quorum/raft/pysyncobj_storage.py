@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 # How far apart the followers call an election once the leader's connection closed: above a
 # vote request's round trip, far below an election timeout.
 LOST_LEADER_STAGGER_MS = 100
+# How often every peer is sent a keepalive, well within pysyncobj's connection timeout
+# (pysyncobj_log.CONNECTION_TIMEOUT_MS_MIN, 3.5 s at least), so no link idles out.
+KEEPALIVE_INTERVAL_MS = 1000
+KEEPALIVE_TYPE = "pykraft_keepalive"
 
 _storages_being_built: dict[Path, Storage] = {}
 _storages_lock = threading.Lock()
@@ -226,6 +230,7 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
     def __init__(self, sync_obj: Any, self_node: Any, other_nodes: Any, *, storage: Storage):
         self._storage = storage
         self._transmission = b""  # a large entry arriving in parts, as pysyncobj gathers it
+        self._next_keepalive_s = 0.0
         storage.transport = self
         super().__init__(sync_obj, self_node, other_nodes)
 
@@ -240,6 +245,21 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         if plan.acknowledge_index is not None:  # pysyncobj does not answer a commit-only one
             answer = {"type": "next_node_idx", "reset": False, "success": True}
             self.send(node, {**answer, "next_node_idx": plan.acknowledge_index + 1})
+
+    def _onTick(self) -> None:
+        """pysyncobj's tick work (bind, reconnect), then a keepalive to every peer each
+        KEEPALIVE_INTERVAL_MS. Followers have nothing to say to each other while a leader
+        lives, and pysyncobj drops a connection that read nothing for its connection timeout
+        when it next sends on it: a candidate's vote request, the first message on that link
+        in a long while, was lost with it, the vote split, and a failover waited out the
+        election timeout. pysyncobj ignores a message type it does not know."""
+        super()._onTick()
+        now_s = pysyncobj_clock()
+        if now_s < self._next_keepalive_s:
+            return
+        self._next_keepalive_s = now_s + KEEPALIVE_INTERVAL_MS / 1000
+        for node in list(self._nodes):
+            self.send(node, {"type": KEEPALIVE_TYPE})
 
     def _onDisconnected(self, conn: Any) -> None:
         """A closed connection to the leader means it died (a killed process's kernel closes
