@@ -64,7 +64,7 @@ from pykraft.quorum.raft.api import (
 )
 from pykraft.quorum.raft.errors import JournalCorruptError, RaftStorageError
 from pykraft.quorum.raft.journal import JOURNAL_FILE_NAME, DurableJournal
-from pykraft.quorum.raft.pysyncobj_storage import DurableTransport, Storage, building
+from pykraft.quorum.raft.pysyncobj_storage import DurableTransport, Storage, building, node_id_of
 from pykraft.quorum.raft.snapshot_file import SNAPSHOT_FILE_NAME, read_raft_data
 from pykraft.quorum.raft.voters import Voter, with_persisted_voters, write_voters
 from pykraft.server_common.durable_files import make_directory_durably
@@ -136,7 +136,7 @@ def _tcp_node(voter: Voter) -> Any:
 
 
 def _voter_of(node: Any) -> Voter:
-    return Voter(getattr(node, "node_id", -1), node.address, getattr(node, "listener", ""))
+    return Voter(node_id_of(node), node.address, getattr(node, "listener", ""))
 
 
 def _pysyncobj_conf(config: RaftConfig, storage: Storage) -> Any:

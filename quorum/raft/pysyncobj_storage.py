@@ -273,8 +273,8 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         sync_obj = self._syncObj
         if node is None or node != sync_obj._getLeader() or sync_obj._isLeader():
             return
-        standing = sorted(_node_id(n) for n in {self._selfNode, *self._nodes} if n != node)
-        rank = standing.index(_node_id(self._selfNode))
+        standing = sorted(node_id_of(n) for n in {self._selfNode, *self._nodes} if n != node)
+        rank = standing.index(node_id_of(self._selfNode))
         # pysyncobj's clock: CLOCK_MONOTONIC_RAW, not time.monotonic's CLOCK_MONOTONIC.
         deadline_s = pysyncobj_clock() + rank * LOST_LEADER_STAGGER_MS / 1000
         current_s = sync_obj._SyncObj__raftElectionDeadline
@@ -342,6 +342,6 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
             self._onMessageReceived(node, refusal)
 
 
-def _node_id(node: Any) -> int:
-    """The voter's node id, which our pysyncobj nodes carry as an attribute."""
+def node_id_of(node: Any) -> int:
+    """The voter's node id, which our pysyncobj nodes carry as an attribute (-1 without)."""
     return int(getattr(node, "node_id", -1))
