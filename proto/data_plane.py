@@ -1,0 +1,114 @@
+"""The data plane's own wire: Produce and Fetch as length-prefixed protobuf frames on a plain TCP
+connection (issue 17 §5, §7), beside the gRPC listener that serves every other call.
+
+Why: a gRPC call costs a broker 300-400 us of CPU and about nine thread switches in Python
+(bench/broker_cpu.py), twenty times what the handler does; a frame on an open socket costs
+tens of microseconds. Clients and follower brokers send Produce and Fetch here when the broker
+registered a DATA endpoint (`BrokerEndpoint.data_port`), and gRPC otherwise.
+
+A request frame: its length (4 bytes, big-endian, counting what follows), the API (1 byte:
+PRODUCE or FETCH), a correlation id (4 bytes, chosen by the client) and the request message
+(broker.proto's ProduceRequest or FetchRequest). A response frame: its length, the correlation
+id of the request it answers, and the response message (ProduceResponse or FetchResponse),
+whose header carries any whole-request error as over gRPC. Responses may come in any order: a
+client matches them by correlation id. The server closes a connection whose frame is larger
+than REQUEST_BYTES_MAX, names an unknown API or does not parse, as Kafka closes one on an
+unreadable request; a client fails every call of a closed connection (retriable).
+"""
+
+from __future__ import annotations
+
+import enum
+import socket
+import struct
+from typing import Final
+
+# Kafka's socket.request.max.bytes: a larger frame closes the connection.
+REQUEST_BYTES_MAX: Final = 104_857_600
+# A Fetch answer may hold up to fetch.max.bytes (Kafka's 52428800) plus a message's framing; a
+# larger frame is a broken stream and closes the connection.
+RESPONSE_BYTES_MAX: Final = 2 * REQUEST_BYTES_MAX
+
+REQUEST_HEADER: Final = struct.Struct(">IBI")  # length, api, correlation id
+RESPONSE_HEADER: Final = struct.Struct(">II")  # length, correlation id
+# Reads larger than this are taken in pieces, so a large frame is never asked of recv at once.
+_RECV_BYTES_MAX: Final = 1 << 20
+
+
+class DataApi(enum.IntEnum):
+    PRODUCE = 1
+    FETCH = 2
+
+
+class FrameError(Exception):
+    """The peer sent what this wire cannot carry: the connection must be closed."""
+
+
+def request_frame(api: DataApi, correlation_id: int, body: bytes) -> bytes:
+    """One request frame around `body`, a serialized request message."""
+    return REQUEST_HEADER.pack(len(body) + 5, api, correlation_id) + body
+
+
+def response_header(correlation_id: int, body_bytes: int) -> bytes:
+    """The bytes before a response message of `body_bytes` (sent as two writes, or joined)."""
+    return RESPONSE_HEADER.pack(body_bytes + 4, correlation_id)
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    """`size` bytes from `sock`; None if the peer closed the connection before the first of
+    them (a clean end between frames). Raises ConnectionError on a close within them and
+    OSError (socket.timeout included) as the socket does."""
+    if size <= _RECV_BYTES_MAX:
+        first = sock.recv(size)
+        if not first:
+            return None
+        if len(first) == size:
+            return first
+        parts = [first]
+        received = len(first)
+    else:
+        parts, received = [], 0
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    for part in parts:
+        view[: len(part)] = part
+    while received < size:
+        count = sock.recv_into(view[received:], min(size - received, _RECV_BYTES_MAX))
+        if not count:
+            if received == 0:
+                return None
+            raise ConnectionError(f"the peer closed the connection {received} of {size} bytes in")
+        received += count
+    return bytes(buffer)
+
+
+def read_request(sock: socket.socket) -> tuple[DataApi, int, bytes] | None:
+    """The next request frame: (api, correlation id, request bytes); None at a clean end.
+    Raises FrameError for a frame this wire refuses, ConnectionError/OSError as the socket."""
+    head = read_exactly(sock, REQUEST_HEADER.size)
+    if head is None:
+        return None
+    length, api, correlation_id = REQUEST_HEADER.unpack(head)
+    if not 5 <= length <= REQUEST_BYTES_MAX:
+        raise FrameError(f"a request frame of {length} bytes (at most {REQUEST_BYTES_MAX})")
+    if api not in DataApi.__members__.values():
+        raise FrameError(f"unknown data plane API {api}")
+    body = read_exactly(sock, length - 5) if length > 5 else b""
+    if body is None:
+        raise ConnectionError("the peer closed the connection within a frame")
+    return DataApi(api), correlation_id, body
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes] | None:
+    """The next response frame: (correlation id, response bytes); None at a clean end. Raises
+    FrameError for a frame too large, ConnectionError/OSError as the socket."""
+    head = read_exactly(sock, RESPONSE_HEADER.size)
+    if head is None:
+        return None
+    length, correlation_id = RESPONSE_HEADER.unpack(head)
+    if not 4 <= length <= RESPONSE_BYTES_MAX:
+        raise FrameError(f"a response frame of {length} bytes (at most {RESPONSE_BYTES_MAX})")
+    body = read_exactly(sock, length - 4) if length > 4 else b""
+    if body is None:
+        raise ConnectionError("the peer closed the connection within a frame")
+    return correlation_id, body
