@@ -2,9 +2,12 @@
 
 Keys are Kafka's names (`node.id`, `listeners`, `broker.rack`, `log.dirs`,
 `controller.quorum.bootstrap.servers`, ...) with Kafka's defaults. `listeners` uses Kafka's syntax,
-`GRPC://host:port,KAFKA://host:port`: the gRPC data plane (required; a bare `host:port` names it)
-and the Kafka protocol listener (optional). `advertised.listeners`, same syntax, is what the broker
-registers for clients to connect to; each listener not named there is advertised as bound.
+`GRPC://host:port,KAFKA://host:port,DATA://host:port`: the gRPC listener (required; a bare
+`host:port` names it), the Kafka protocol listener (optional) and the data plane's own listener
+(`pykraft.proto.data_plane`: Produce and Fetch for pykraft's clients and follower brokers;
+when not named, the gRPC listener's host on a port the system picks). `advertised.listeners`,
+same syntax, is what the broker registers for clients to connect to; each listener not named
+there is advertised as bound.
 `log.dirs` and `controller.quorum.bootstrap.servers` are comma-separated.
 Broker-wide defaults of topic configs (`log.retention.ms`, `min.insync.replicas`, ...) are the
 ones in `pykraft.metadata_log.configs.BROKER_SYNONYMS`, kept as strings in `topic_defaults`.
@@ -75,6 +78,9 @@ class BrokerConfig:
     kafka_listener: str = ""
     advertised_listener: str = ""
     advertised_kafka_listener: str = ""
+    # The data plane listener's host:port ("": the gRPC listener's host, any free port).
+    data_listener: str = ""
+    advertised_data_listener: str = ""
     replica_selector_class: str = ""
     # The HTTP endpoint of /metrics, /health and /ready ("": none; port 0 picks one).
     metrics_listen: str = ""
@@ -135,13 +141,26 @@ class BrokerConfig:
     def kafka_port(self) -> int:
         return int(self.kafka_listener.rpartition(":")[2])
 
-    def advertised_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+    @property
+    def data_bind(self) -> tuple[str, int]:
+        """Where the data plane listener binds: its own listener, else the gRPC host, port 0."""
+        address = self.data_listener or f"{self.host}:0"
+        return address.rpartition(":")[0], int(address.rpartition(":")[2])
+
+    def advertised_endpoints(self, data_port: int = 0) -> tuple[tuple[str, str, int], ...]:
         """(name, host, port) of each listener, as the broker registers them: the gRPC one first
-        (what pykraft's own clients read), then the Kafka one if any."""
-        endpoints = [(GRPC_ENDPOINT_NAME, self.advertised_listener or self.listener)]
+        (what pykraft's own clients read), then the Kafka one if any, then the data plane's
+        when it is bound (`data_port`, the port it got; on its own listener's host, else the
+        advertised gRPC host, unless advertised.listeners names it)."""
+        grpc_address = self.advertised_listener or self.listener
+        endpoints = [(GRPC_ENDPOINT_NAME, grpc_address)]
         if self.kafka_listener:
             kafka = self.advertised_kafka_listener or self.kafka_listener
             endpoints.append((KAFKA_ENDPOINT_NAME, kafka))
+        if data_port:
+            data_host = (self.data_listener or grpc_address).rpartition(":")[0]
+            data = self.advertised_data_listener or f"{data_host}:{data_port}"
+            endpoints.append((DATA_ENDPOINT_NAME, data))
         return tuple(
             (name, address.rpartition(":")[0], int(address.rpartition(":")[2]))
             for name, address in endpoints
@@ -157,9 +176,10 @@ class BrokerConfig:
 # pykraft.broker.kafka.api.KAFKA_LISTENER_NAME (not imported: that module imports this one).
 GRPC_ENDPOINT_NAME: Final = "PLAINTEXT"
 KAFKA_ENDPOINT_NAME: Final = "KAFKA"
-# Listener names in `listeners`: GRPC://, KAFKA://.
+DATA_ENDPOINT_NAME: Final = "DATA"
+# Listener names in `listeners`: GRPC://, KAFKA://, DATA://.
 _GRPC: Final = "GRPC"
-_LISTENER_NAMES: Final = (_GRPC, KAFKA_ENDPOINT_NAME)
+_LISTENER_NAMES: Final = (_GRPC, KAFKA_ENDPOINT_NAME, DATA_ENDPOINT_NAME)
 # Binds every interface but names none a client could reach: never advertised (as in Kafka).
 _WILDCARD_HOST: Final = "0.0.0.0"
 
@@ -213,13 +233,14 @@ def parse_address(text: str, *, key: str) -> str:
 
 
 def parse_listeners(text: object, *, key: str) -> dict[str, str]:
-    """Kafka's `NAME://host:port,...` (NAME is GRPC or KAFKA; a bare host:port is GRPC), by name."""
+    """Kafka's `NAME://host:port,...` (NAME is GRPC, KAFKA or DATA; a bare host:port is GRPC), by
+    name."""
     listeners: dict[str, str] = {}
     for item in _split(text):
         name, scheme, address = item.rpartition("://")
         name = name.upper() if scheme else _GRPC
         if name not in _LISTENER_NAMES:
-            raise ConfigError(f"{key}: unknown listener {name!r} (GRPC:// or KAFKA://)")
+            raise ConfigError(f"{key}: unknown listener {name!r} (GRPC://, KAFKA:// or DATA://)")
         if name in listeners:
             raise ConfigError(f"{key}: {name} is named twice")
         listeners[name] = parse_address(address, key=key)
@@ -241,6 +262,8 @@ def _listener_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
         "kafka_listener": listeners.get(KAFKA_ENDPOINT_NAME, ""),
         "advertised_listener": advertised.get(_GRPC, ""),
         "advertised_kafka_listener": advertised.get(KAFKA_ENDPOINT_NAME, ""),
+        "data_listener": listeners.get(DATA_ENDPOINT_NAME, ""),
+        "advertised_data_listener": advertised.get(DATA_ENDPOINT_NAME, ""),
     }
 
 

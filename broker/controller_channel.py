@@ -236,6 +236,9 @@ class ControllerChannel:
         self._clock_ms = clock_ms
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
+        # The data plane listener's bound port, registered with the other endpoints (0: none);
+        # set before `register`.
+        self.data_port = 0
         self._fenced = True
         self._last_heartbeat_ok_ms: int | None = None
         self._want_shut_down = False
@@ -258,7 +261,7 @@ class ControllerChannel:
             incarnation_id=self.incarnation_id,
             listeners=[
                 controller_pb2.Listener(name=name, host=host, port=port)
-                for name, host, port in self._config.advertised_endpoints()
+                for name, host, port in self._config.advertised_endpoints(self.data_port)
             ],
             rack=self._config.rack,
             previous_broker_epoch=self.broker_epoch,

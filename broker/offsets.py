@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from pykraft.broker.config import DATA_ENDPOINT_NAME
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
@@ -92,8 +93,13 @@ def handle_metadata(
     for broker_id in image.cluster.unfenced_broker_ids():
         broker = image.cluster.brokers[broker_id]
         endpoint = broker.endpoints[0]
+        data = next((e for e in broker.endpoints if e.name == DATA_ENDPOINT_NAME), None)
         response.brokers.add(
-            id=broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack or ""
+            id=broker_id,
+            host=endpoint.host,
+            port=endpoint.port,
+            rack=broker.rack or "",
+            data_port=data.port if data is not None and data.host == endpoint.host else 0,
         )
     names = list(request.topics) or sorted(image.topics.by_name)
     for name in names:

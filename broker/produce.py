@@ -65,25 +65,72 @@ def handle_produce(
     *,
     wall_clock_ms: Callable[[], int],
 ) -> broker_pb2.ProduceResponse:
-    """The gRPC Produce: `produce_records` of each partition of the request, in its order."""
-    results = iter(
-        produce_records(
-            manager,
-            (
-                PartitionRecords(topic.topic, item.partition, item.records)
-                for topic in request.topics
-                for item in topic.partitions
-            ),
-            acks=request.acks,
-            timeout_ms=request.timeout_ms,
-            clock_ms=clock_ms,
-            wall_clock_ms=wall_clock_ms,
-        )
+    """The gRPC Produce: `append_request`, then `await_acks`."""
+    appends = append_request(manager, request, clock_ms, wall_clock_ms=wall_clock_ms)
+    await_acks(manager, appends, clock_ms)
+    return appends.response()
+
+
+@dataclass(eq=False)
+class Appends:
+    """A produce request's appends, done: each partition's result, in the request's order
+    (final unless acks=all must still wait for the high-water mark, `await_acks`)."""
+
+    request: broker_pb2.ProduceRequest
+    results: list[broker_pb2.ProducePartitionResult]
+    appended: list[_Appended]
+
+    @property
+    def waits(self) -> bool:
+        """Whether `await_acks` may still change the results (acks=all, something appended)."""
+        return self.request.acks == -1 and bool(self.appended)
+
+    def response(self) -> broker_pb2.ProduceResponse:
+        """The results as a response shaped as the request (copies: call it once, last)."""
+        ordered = iter(self.results)
+        response = broker_pb2.ProduceResponse()
+        for topic in self.request.topics:
+            response.topics.add(
+                topic=topic.topic, partitions=[next(ordered) for _ in topic.partitions]
+            )
+        return response
+
+
+def append_request(
+    manager: ReplicaManager,
+    request: broker_pb2.ProduceRequest,
+    clock_ms: Callable[[], int],
+    *,
+    wall_clock_ms: Callable[[], int],
+) -> Appends:
+    """`append_records` of each partition of the request, in its order."""
+    results, appended = append_records(
+        manager,
+        (
+            PartitionRecords(topic.topic, item.partition, item.records)
+            for topic in request.topics
+            for item in topic.partitions
+        ),
+        acks=request.acks,
+        clock_ms=clock_ms,
+        wall_clock_ms=wall_clock_ms,
     )
-    response = broker_pb2.ProduceResponse()
-    for topic in request.topics:
-        response.topics.add(topic=topic.topic, partitions=[next(results) for _ in topic.partitions])
-    return response
+    return Appends(request, results, appended)
+
+
+def await_acks(manager: ReplicaManager, appends: Appends, clock_ms: Callable[[], int]) -> None:
+    """With acks=all, waits until the high-water mark covers each append or the request's
+    timeout passes (from now), and marks the results; traces the request's way out."""
+    if appends.waits:
+        deadline_ms = clock_ms() + appends.request.timeout_ms
+        _await_high_watermark(manager, appends.appended, deadline_ms, clock_ms)
+    _trace_out(appends.appended)
+
+
+def _trace_out(appended: list[_Appended]) -> None:
+    trace = latency_trace.TRACE
+    if trace is not None:
+        _trace(trace, latency_trace.Step.PRODUCE_OUT, appended, time.perf_counter_ns())
 
 
 def produce_records(
@@ -95,11 +142,30 @@ def produce_records(
     clock_ms: Callable[[], int],
     wall_clock_ms: Callable[[], int],
 ) -> list[broker_pb2.ProducePartitionResult]:
+    """`append_records`, then with acks=all the wait for the high-water mark (as `await_acks`):
+    one result per partition, in order."""
+    results, appended = append_records(
+        manager, partitions, acks=acks, clock_ms=clock_ms, wall_clock_ms=wall_clock_ms
+    )
+    if acks == -1 and appended:
+        _await_high_watermark(manager, appended, clock_ms() + timeout_ms, clock_ms)
+    _trace_out(appended)
+    return results
+
+
+def append_records(
+    manager: ReplicaManager,
+    partitions: Iterable[PartitionRecords],
+    *,
+    acks: int,
+    clock_ms: Callable[[], int],
+    wall_clock_ms: Callable[[], int],
+) -> tuple[list[broker_pb2.ProducePartitionResult], list[_Appended]]:
     """Appends each partition's batches as leader, in order (the records are handed to the log
-    as they are: no copy here), and returns one result per partition in the same order; with
-    acks=all, once the high-water mark covers them or `timeout_ms` after the appends.
-    `clock_ms` (monotonic) times the wait and the broker's session; `wall_clock_ms` is the log's
-    time: what LogAppendTime stamps and timestamps are checked against, as in Kafka."""
+    as they are: no copy here): one result per partition in the same order, and the appends
+    an acks=all answer waits for. `clock_ms` (monotonic) times the broker's session;
+    `wall_clock_ms` is the log's time: what LogAppendTime stamps and timestamps are checked
+    against, as in Kafka."""
     arrived_ns = time.perf_counter_ns() if latency_trace.TRACE is not None else 0
     results: list[broker_pb2.ProducePartitionResult] = []
     appended: list[_Appended] = []
@@ -116,11 +182,7 @@ def produce_records(
     if trace is not None:
         _trace(trace, latency_trace.Step.PRODUCE_IN, appended, arrived_ns)
         _trace(trace, latency_trace.Step.LEADER_APPEND, appended, time.perf_counter_ns())
-    if appended and acks == -1:
-        _await_high_watermark(manager, appended, clock_ms() + timeout_ms, clock_ms)
-    if trace is not None:
-        _trace(trace, latency_trace.Step.PRODUCE_OUT, appended, time.perf_counter_ns())
-    return results
+    return results, appended
 
 
 def _trace(

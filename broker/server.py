@@ -24,6 +24,7 @@ from pykraft.broker.alter_partition import IsrUpdater
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_channel import ControllerCaller, ControllerChannel, monotonic_ms
 from pykraft.broker.controller_session import SessionStream
+from pykraft.broker.data_listener import DataHandlers, DataListener
 from pykraft.broker.group.coordinator import GroupCoordinator
 from pykraft.broker.group.handlers import GroupHandlers
 from pykraft.broker.kafka.api import KafkaServices
@@ -39,7 +40,7 @@ from pykraft.broker.metrics import BrokerCollector, GroupLagCollector
 from pykraft.broker.producer_ids import ProducerIdAllocator
 from pykraft.broker.replica_fetcher import ReplicaFetcherManager
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.broker.service import BrokerService, serve
+from pykraft.broker.service import BrokerService, ProduceResponseDropper, serve
 from pykraft.metadata_log import MetadataDelta, MetadataImage
 from pykraft.server_common.gc_pauses import long_lived_objects
 from pykraft.server_common.node_http import NodeHttpServer
@@ -113,6 +114,7 @@ class Broker:
         )
         self._server: grpc.Server | None = None
         self._kafka_listener: KafkaListener | None = None
+        self._data_listener: DataListener | None = None
         self.http: NodeHttpServer | None = None
 
     def _may_serve(self, now_ms: int) -> bool:
@@ -157,6 +159,7 @@ class Broker:
         # A parked fetch holds a thread: `fetch.waits.max` of them on top of the workers.
         threads_max = self.config.grpc_workers_max + self.config.fetch_waits_max
         self._server = serve(service, admin, self.config.listener, threads_max)
+        self._start_data_listener()
         if self.config.kafka_listener:
             self._start_kafka_listener(
                 KafkaServices(
@@ -207,6 +210,18 @@ class Broker:
         state = self.lifecycle.state
         return None if state is BrokerState.RUNNING else f"broker state {state.name}"
 
+    def _start_data_listener(self) -> None:
+        """Serves Produce and Fetch on the data plane's own wire, registered as the DATA
+        endpoint; OSError if it cannot bind."""
+        dropper = ProduceResponseDropper(self.config.test_drop_produce_responses_every)
+        handlers = DataHandlers(
+            self.replica_manager, monotonic_ms, _wall_clock_ms, dropper.should_drop
+        )
+        listener = DataListener(*self.config.data_bind, handlers)
+        listener.start()
+        self._data_listener = listener
+        self.channel.data_port = listener.port
+
     def _start_kafka_listener(self, services: KafkaServices) -> None:
         """Serves the Kafka protocol beside gRPC, with the same parts; OSError if it cannot bind."""
         listener = KafkaListener(
@@ -246,6 +261,8 @@ class Broker:
             self._server.stop(grace=SERVER_STOP_GRACE_S).wait()
         if self._kafka_listener is not None:
             self._kafka_listener.stop()
+        if self._data_listener is not None:
+            self._data_listener.stop()
         self.metadata.stop()
         self.isr_updater.stop()
         self.fetchers.close()

@@ -183,6 +183,21 @@ def test_a_bare_host_port_is_the_grpc_listener_alone() -> None:
     assert config.advertised_endpoints() == (("PLAINTEXT", "127.0.0.1", 9191),)
 
 
+def test_the_data_listener_binds_beside_grpc_unless_named_and_registers_its_bound_port() -> None:
+    config = config_from_mapping(BASE)
+    assert config.data_bind == ("127.0.0.1", 0)
+    assert config.advertised_endpoints(40001)[1] == ("DATA", "127.0.0.1", 40001)
+    config = config_from_mapping({**BASE, "listeners": "GRPC://h:1,DATA://d:2"})
+    assert config.data_bind == ("d", 2)
+    assert config.advertised_endpoints(2)[1] == ("DATA", "d", 2)
+    wildcard = {"listeners": "0.0.0.0:1", "advertised.listeners": "GRPC://broker-1.example:1"}
+    config = config_from_mapping({**BASE, **wildcard})
+    assert config.data_bind == ("0.0.0.0", 0)
+    assert config.advertised_endpoints(40002)[1] == ("DATA", "broker-1.example", 40002)
+    with pytest.raises(ConfigError, match=r"DATA binds 0\.0\.0\.0"):
+        config_from_mapping({**BASE, "listeners": "h:1,DATA://0.0.0.0:2"})
+
+
 def test_the_rack_aware_replica_selector_takes_kafkas_class_name() -> None:
     name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
     config = config_from_mapping({**BASE, "broker.rack": "r1", "replica.selector.class": name})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
@@ -24,7 +25,9 @@ from pykraft.metadata_log.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
+    Endpoint,
     PartitionChangeRecord,
+    RegisterBrokerRecord,
     RemoveTopicRecord,
 )
 from pykraft.proto import broker_pb2, common_pb2
@@ -184,6 +187,20 @@ def test_list_offsets(harness: Harness) -> None:
     assert [(r.offset, r.timestamp) for r in results] == [(0, -1), (3, -1), (1, 1_001), (-1, -1)]
 
 
+def test_metadata_gives_a_brokers_data_port_when_it_is_on_the_grpc_host(harness: Harness) -> None:
+    endpoints = (
+        Endpoint("PLAINTEXT", "127.0.0.1", 9192),
+        Endpoint("DATA", "127.0.0.1", 40002),
+    )
+    elsewhere = (Endpoint("PLAINTEXT", "127.0.0.1", 9193), Endpoint("DATA", "other", 40003))
+    harness.change(
+        RegisterBrokerRecord(2, UUID(int=2), broker_epoch=22, endpoints=endpoints, fenced=False),
+        RegisterBrokerRecord(3, UUID(int=3), broker_epoch=33, endpoints=elsewhere, fenced=False),
+    )
+    response = handle_metadata(harness.manager.image, broker_pb2.MetadataRequest(), "c1")
+    assert {b.id: b.data_port for b in response.brokers} == {1: 0, 2: 40002, 3: 0}
+
+
 def test_metadata_lists_unfenced_brokers_and_partitions(harness: Harness) -> None:
     harness.change(BrokerRegistrationChangeRecord(3, 3, fenced=True))
     response = handle_metadata(
@@ -193,6 +210,7 @@ def test_metadata_lists_unfenced_brokers_and_partitions(harness: Harness) -> Non
         (1, 9191, "rack-1"),
         (2, 9192, "rack-2"),
     ]
+    assert [b.data_port for b in response.brokers] == [0, 0]  # none registered a DATA endpoint
     orders, nope = response.topics
     assert nope.error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
     assert [(p.leader_id, list(p.isr)) for p in orders.partitions] == [
