@@ -20,11 +20,13 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import grpc
 
 from pykraft.broker import isr as isr_rules
+from pykraft.broker.config import DATA_ENDPOINT_NAME
+from pykraft.broker.data_link import DataLink, LinkError
 from pykraft.broker.log import LogError
 from pykraft.broker.log.dir_checkpoints import DeferredWrites
 from pykraft.broker.partition import Partition
@@ -97,6 +99,7 @@ class FetcherThread:
         broker_epoch: Callable[[], int],
         clock_ms: Callable[[], int],
         throttle: FollowerThrottle,
+        data_address: str = "",
     ) -> None:
         self.leader_id = leader_id
         self._throttle = throttle
@@ -112,6 +115,8 @@ class FetcherThread:
         self._stop = threading.Event()
         self._channel = open_peer_channel(address)
         self._stub = broker_pb2_grpc.BrokerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        # The leader's data plane listener, when it registered one: fetches go there.
+        self._link = DataLink(data_address) if data_address else None
         self._thread = threading.Thread(
             target=self._run, name=f"replica-fetcher-{leader_id}", daemon=True
         )
@@ -132,6 +137,8 @@ class FetcherThread:
         self._stop.set()
         self._wake.set()
         self._channel.close()
+        if self._link is not None:
+            self._link.close()
         if self._thread.is_alive():
             self._thread.join(timeout=FETCHER_JOIN_TIMEOUT_S)
 
@@ -148,8 +155,11 @@ class FetcherThread:
                 continue
             timeout_s = (REPLICA_FETCH_WAIT_MS_MAX + FETCH_TIMEOUT_EXTRA_MS) / 1000
             try:
-                response = self._stub.Fetch(fetch.request, timeout=timeout_s)
-            except grpc.RpcError as error:
+                if self._link is not None:
+                    response = self._link.fetch(fetch.request, timeout_s)
+                else:
+                    response = self._stub.Fetch(fetch.request, timeout=timeout_s)
+            except (grpc.RpcError, LinkError) as error:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, error)
                 self._wake.wait(REPLICA_FETCH_BACKOFF_MS / 1000)
                 continue
@@ -338,6 +348,14 @@ class FetcherThread:
             self._parked_until_ms[key] = self._clock_ms() + REPLICA_FETCH_BACKOFF_MS
 
 
+class _Leader(NamedTuple):
+    """A leader broker as registered: a new registration's addresses get a new thread."""
+
+    leader_id: int
+    address: str  # gRPC
+    data_address: str  # its data plane listener's, "" when it has none
+
+
 class ReplicaFetcherManager:
     """The fetcher threads of one broker, one per leader broker it follows."""
 
@@ -354,7 +372,7 @@ class ReplicaFetcherManager:
         self._broker_epoch = broker_epoch
         self._clock_ms = clock_ms
         self._throttle = FollowerThrottle(broker_id)
-        self._threads: dict[tuple[int, str], FetcherThread] = {}
+        self._threads: dict[_Leader, FetcherThread] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -370,23 +388,24 @@ class ReplicaFetcherManager:
                 thread = self._threads.get(key)
                 if thread is None:
                     thread = self._threads[key] = FetcherThread(
-                        key[0],
-                        key[1],
+                        key.leader_id,
+                        key.address,
                         self._manager,
                         broker_id=self._broker_id,
                         broker_epoch=self._broker_epoch,
                         clock_ms=self._clock_ms,
                         throttle=self._throttle,
+                        data_address=key.data_address,
                     )
                     thread.start()
                 thread.set_partitions(keys)
         for thread in retired:
             thread.stop()
 
-    def _wanted(self) -> dict[tuple[int, str], frozenset[_Key]]:
-        """(leader id, its address) -> the partitions followed under it."""
+    def _wanted(self) -> dict[_Leader, frozenset[_Key]]:
+        """A leader as registered -> the partitions followed under it."""
         image = self._manager.image
-        by_leader: dict[tuple[int, str], set[_Key]] = {}
+        by_leader: dict[_Leader, set[_Key]] = {}
         for partition in self._manager.partitions():
             leader_id = partition.leader_id
             if partition.is_leader or leader_id < 0:
@@ -395,10 +414,13 @@ class ReplicaFetcherManager:
             if broker is None or not broker.endpoints:
                 continue
             endpoint = broker.endpoints[0]
-            address = f"{endpoint.host}:{endpoint.port}"
-            by_leader.setdefault((leader_id, address), set()).add(
-                (partition.topic, partition.partition)
+            data = next((e for e in broker.endpoints if e.name == DATA_ENDPOINT_NAME), None)
+            leader = _Leader(
+                leader_id,
+                f"{endpoint.host}:{endpoint.port}",
+                "" if data is None else f"{data.host}:{data.port}",
             )
+            by_leader.setdefault(leader, set()).add((partition.topic, partition.partition))
         return {key: frozenset(keys) for key, keys in by_leader.items()}
 
     def close(self) -> None:
