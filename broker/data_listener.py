@@ -45,6 +45,9 @@ from pykraft.server_common.request_metrics import observe_request
 log = logging.getLogger(__name__)
 
 CONNECTIONS_MAX: Final = 1000
+# Kafka's connections.max.idle.ms: a connection that sends nothing for this long is closed (a
+# peer gone without a word, cut off by the network, holds no threads for longer).
+CONNECTIONS_MAX_IDLE_MS: Final = 600_000
 # acks=all Produce requests of one connection waiting for replication before reading stops.
 ACKS_PENDING_MAX: Final = 64
 _LISTEN_BACKLOG: Final = 128
@@ -143,6 +146,7 @@ class _Connection:
             threading.Thread(target=self._answer_acks, name=f"data-acks-{peer}", daemon=True),
         )
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(CONNECTIONS_MAX_IDLE_MS / 1000)
 
     def start(self) -> None:
         for thread in self._threads:
