@@ -111,8 +111,10 @@ class Link:
                     return
             try:
                 sock.sendall(frame)
+                return
             except OSError as e:
-                self.fail(f"cannot send to {self.address}: {e}")
+                reason = f"cannot send to {self.address}: {e}"
+        self.fail(reason)  # not under the write lock: on_done may send on a fresh link
 
     def fail(self, reason: str) -> None:
         """Ends the link: every pending call gets a KafkaConnectionError naming `reason`, the
