@@ -150,6 +150,13 @@ class ClusterMetadata:
 
     def _apply(self, response: broker_pb2.MetadataResponse) -> None:
         brokers = {b.id: f"{b.host}:{b.port}" for b in response.brokers}
+        # Where each broker takes Produce and Fetch frames (data_port 0: it has no listener).
+        self._pool.set_data_addresses(
+            {
+                brokers[b.id]: f"{b.host}:{b.data_port}" if b.data_port else None
+                for b in response.brokers
+            }
+        )
         with self._lock:
             self._brokers = brokers
             self._update_requested = False

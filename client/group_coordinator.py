@@ -22,7 +22,8 @@ from typing import Final, TypeVar
 
 from google.protobuf.message import Message
 
-from pykraft.client.broker_connection import BrokerResponse, ConnectionPool
+from pykraft.client.broker_calls import BrokerResponse
+from pykraft.client.broker_connection import ConnectionPool
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.cluster_metadata import ClusterMetadata
 from pykraft.client.errors import (

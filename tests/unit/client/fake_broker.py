@@ -3,7 +3,8 @@
 `FakeCluster` holds the partition logs (lists of stored batches) and who leads each partition;
 each `FakeBroker` serves Produce, Fetch, ListOffsets and Metadata from that shared state on its
 own 127.0.0.1 port, answering NOT_LEADER_OR_FOLLOWER for partitions it does not lead and
-FENCED_LEADER_EPOCH for a stale leader epoch. Tests script errors per partition
+FENCED_LEADER_EPOCH for a stale leader epoch; Metadata names `data_port` as its data plane
+listener (0 by default: none). Tests script errors per partition
 (`produce_errors`, `fetch_script`), move leaders (`move_leader`), delete topics
 (`delete_topic`), damage stored batches (`corrupt`) and cut a log as an unclean election does
 (`truncate`, then `move_leader`). Produce checks idempotent producers' sequences as the real broker
@@ -116,6 +117,7 @@ class FakeBroker:
         self.server.add_generic_rpc_handlers([unary_service("pykraft.BrokerService", counted)])
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
+        self.data_port = 0  # the data plane listener Metadata names (0: none, all gRPC)
 
     def _counted(self, name: str, handler: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
         def run(request: Any, context: Any) -> Any:
@@ -327,7 +329,9 @@ class FakeBroker:
                 ]
                 topics.append(pb.TopicMetadata(name=name, partitions=partitions))
             brokers = [
-                pb.BrokerEndpoint(id=b.node_id, host="127.0.0.1", port=b.port)
+                pb.BrokerEndpoint(
+                    id=b.node_id, host="127.0.0.1", port=b.port, data_port=b.data_port
+                )
                 for b in cluster.brokers
             ]
         return pb.MetadataResponse(cluster_id="fake", brokers=brokers, topics=topics)

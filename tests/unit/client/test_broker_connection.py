@@ -14,7 +14,8 @@ from typing import Any
 import grpc
 import pytest
 
-from pykraft.client.broker_connection import CALLS_IN_FLIGHT_MAX, BrokerConnection
+from pykraft.client.broker_calls import CALLS_IN_FLIGHT_MAX
+from pykraft.client.broker_connection import BrokerConnection
 from pykraft.client.errors import KafkaConnectionError, KafkaError, NotLeaderOrFollowerError
 from pykraft.proto import broker_pb2, common_pb2
 from tests.unit.client.fake_grpc import started, unary_service
