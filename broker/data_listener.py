@@ -38,6 +38,7 @@ from google.protobuf.message import DecodeError
 from pykraft.broker.fetch import handle_fetch_spliced
 from pykraft.broker.produce import Appends, append_request, await_acks
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.service import DROPPED_RESPONSE_MESSAGE
 from pykraft.proto import broker_pb2
 from pykraft.proto.data_plane import DataApi, FrameError, read_request, response_header
 from pykraft.server_common.request_metrics import observe_request
@@ -205,7 +206,7 @@ class _Connection:
 
     def _answer_produce(self, correlation_id: int, appends: Appends, started_s: float) -> None:
         if self._handlers.drop_response(appends.request):
-            log.warning("data plane: dropping a Produce answer to %s (test setting)", self._peer)
+            log.warning("data plane: Produce to %s: %s", self._peer, DROPPED_RESPONSE_MESSAGE)
             self.close()
             return
         self._send(correlation_id, appends.response().SerializeToString())
