@@ -191,6 +191,7 @@ class _Connection:
         if appends.waits:
             self._acks.put((correlation_id, appends, started_s))
         else:
+            await_acks(handlers.manager, appends, handlers.clock_ms)  # nothing to wait for
             self._answer_produce(correlation_id, appends, started_s)
 
     def _answer_acks(self) -> None:

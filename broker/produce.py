@@ -120,7 +120,8 @@ def append_request(
 
 def await_acks(manager: ReplicaManager, appends: Appends, clock_ms: Callable[[], int]) -> None:
     """With acks=all, waits until the high-water mark covers each append or the request's
-    timeout passes (from now), and marks the results; traces the request's way out."""
+    timeout passes (from now), and marks the results; returns at once when nothing waits
+    (`Appends.waits`). Traces the request's way out either way."""
     if appends.waits:
         deadline_ms = clock_ms() + appends.request.timeout_ms
         _await_high_watermark(manager, appends.appended, deadline_ms, clock_ms)
