@@ -61,12 +61,12 @@ def test_kubernetes_configs_load_with_the_pods_flags(tmp_path: Path) -> None:
     controller = controller_config.load_config(tmp_path / "controller.toml", {"node.id": 2})
     assert controller.listener == "pykraft-controller-1.pykraft-controller:9091"
     pod = "pykraft-broker-0.pykraft-broker"
-    advertised = f"GRPC://{pod}:9292,KAFKA://{pod}:9092,DATA://{pod}:9392"  # as the pod sets them
+    advertised = f"GRPC://{pod}:9292,KAFKA://{pod}:9092,DATA://{pod}:9492"  # as the pod sets them
     broker = broker_config.load_config(
         tmp_path / "broker.toml", {"node.id": 1, "advertised.listeners": advertised}
     )
-    assert [e[1:] for e in broker.advertised_endpoints(9392)] == [
-        (pod, 9292), (pod, 9092), (pod, 9392),
+    assert [e[1:] for e in broker.advertised_endpoints(9492)] == [
+        (pod, 9292), (pod, 9092), (pod, 9492),
     ]  # fmt: skip
     listens = {"controller": controller.metrics_listen, "broker": broker.metrics_listen}
     for statefulset in (d for d in documents if d["kind"] == "StatefulSet"):
