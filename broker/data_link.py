@@ -16,7 +16,7 @@ import threading
 from google.protobuf.message import DecodeError
 
 from pykraft.proto import broker_pb2
-from pykraft.proto.data_plane import DataApi, FrameError, read_response, request_frame
+from pykraft.proto.data_plane import DataApi, FrameError, parse, read_response, request_frame
 
 
 class LinkError(Exception):
@@ -42,15 +42,15 @@ class DataLink:
             sock = self._connected(timeout_s)
             sock.settimeout(timeout_s)
             self._correlation_id = (self._correlation_id + 1) & 0x7FFF_FFFF
-            body = request.SerializeToString()
-            sock.sendall(request_frame(DataApi.FETCH, self._correlation_id, body))
-            frame = read_response(sock)
-            if frame is None:
+            frame = request_frame(DataApi.FETCH, self._correlation_id, request.SerializeToString())
+            sock.sendall(frame)
+            answer = read_response(sock)
+            if answer is None:
                 raise ConnectionError("the leader closed the connection")
-            correlation_id, body = frame
+            correlation_id, body = answer
             if correlation_id != self._correlation_id:
                 raise FrameError(f"an answer to {correlation_id}, not {self._correlation_id}")
-            return broker_pb2.FetchResponse.FromString(body)
+            return parse(broker_pb2.FetchResponse, body)
         except (OSError, FrameError, DecodeError) as error:
             self._drop()
             raise LinkError(f"fetch from {self.address}: {error}") from error

@@ -40,7 +40,7 @@ from pykraft.broker.produce import Appends, append_request, await_acks
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import DROPPED_RESPONSE_MESSAGE
 from pykraft.proto import broker_pb2
-from pykraft.proto.data_plane import DataApi, FrameError, read_request, response_header
+from pykraft.proto.data_plane import DataApi, FrameError, parse, read_request, response_header
 from pykraft.server_common.request_metrics import observe_request
 
 log = logging.getLogger(__name__)
@@ -173,18 +173,18 @@ class _Connection:
             self._acks.put(None)  # after what is queued: those answers are still sent
             self._on_closed(self)
 
-    def _handle(self, api: DataApi, correlation_id: int, body: bytes) -> None:
+    def _handle(self, api: DataApi, correlation_id: int, body: bytes | bytearray) -> None:
         started_s = time.perf_counter()
         handlers = self._handlers
         if api is DataApi.FETCH:
-            fetch = broker_pb2.FetchRequest.FromString(body)
+            fetch = parse(broker_pb2.FetchRequest, body)
             answer = handle_fetch_spliced(handlers.manager, fetch, handlers.clock_ms)
             self._send(correlation_id, answer.serialize())
             observe_request(
                 "Fetch", _METRICS_LISTENER, time.perf_counter() - started_s, failed=False
             )
             return
-        produce = broker_pb2.ProduceRequest.FromString(body)
+        produce = parse(broker_pb2.ProduceRequest, body)
         appends = append_request(
             handlers.manager, produce, handlers.clock_ms, wall_clock_ms=handlers.wall_clock_ms
         )

@@ -40,7 +40,7 @@ from google.protobuf.message import DecodeError
 
 from pykraft.client.broker_calls import BrokerResponse, raise_header_error
 from pykraft.client.errors import KafkaConnectionError, KafkaError
-from pykraft.proto.data_plane import FrameError, read_response
+from pykraft.proto.data_plane import FrameError, parse, read_response
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class Link:
             sock.sendall(b"".join(backlog))
         return sock
 
-    def _answer(self, correlation_id: int, body: bytes) -> None:
+    def _answer(self, correlation_id: int, body: bytes | bytearray) -> None:
         """Completes the call `correlation_id` names. Raises FrameError when none is pending
         or the answer does not parse (that call fails too)."""
         with self._state:
@@ -189,7 +189,7 @@ class Link:
         if call is None:
             raise FrameError(f"an answer to correlation id {correlation_id}, pending for none")
         try:
-            response = call.response_type.FromString(body)
+            response = parse(call.response_type, body)
         except DecodeError as e:
             reason = f"an answer that does not parse: {e}"
             self._finish(call, KafkaConnectionError(f"{self.address}: {reason}"))

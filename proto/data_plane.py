@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import socket
 import struct
-from typing import Final
+from typing import Final, Protocol, TypeVar
 
 # Kafka's socket.request.max.bytes: a larger frame closes the connection.
 REQUEST_BYTES_MAX: Final = 104_857_600
@@ -33,6 +33,17 @@ REQUEST_HEADER: Final = struct.Struct(">IBI")  # length, api, correlation id
 RESPONSE_HEADER: Final = struct.Struct(">II")  # length, correlation id
 # Reads larger than this are taken in pieces, so a large frame is never asked of recv at once.
 _RECV_BYTES_MAX: Final = 1 << 20
+# Reads up to this size try one recv first (a frame header, a small request or answer).
+_SMALL_READ_BYTES: Final = 64 * 1024
+
+
+ParsedT = TypeVar("ParsedT", covariant=True)
+
+
+class Parsable(Protocol[ParsedT]):
+    """A protobuf message class (or a protocol of one): what `parse` needs."""
+
+    def FromString(self, s: bytes, /) -> ParsedT: ...
 
 
 class DataApi(enum.IntEnum):
@@ -42,6 +53,12 @@ class DataApi(enum.IntEnum):
 
 class FrameError(Exception):
     """The peer sent what this wire cannot carry: the connection must be closed."""
+
+
+def parse(message_type: Parsable[ParsedT], body: bytes | bytearray) -> ParsedT:
+    """`body` (a frame's message, as read) parsed as `message_type`, without copying it first:
+    protobuf's parser takes any buffer, though its stubs say bytes. Raises DecodeError."""
+    return message_type.FromString(body)  # type: ignore[arg-type]
 
 
 def request_frame(api: DataApi, correlation_id: int, body: bytes) -> bytes:
@@ -54,24 +71,22 @@ def response_header(correlation_id: int, body_bytes: int) -> bytes:
     return RESPONSE_HEADER.pack(body_bytes + 4, correlation_id)
 
 
-def read_exactly(sock: socket.socket, size: int) -> bytes | None:
+def read_exactly(sock: socket.socket, size: int) -> bytes | bytearray | None:
     """`size` bytes from `sock`; None if the peer closed the connection before the first of
-    them (a clean end between frames). Raises ConnectionError on a close within them and
-    OSError (socket.timeout included) as the socket does."""
-    if size <= _RECV_BYTES_MAX:
+    them (a clean end between frames). A large read lands in one buffer, returned as it is (no
+    copy after the kernel's). Raises ConnectionError on a close within them and OSError
+    (socket.timeout included) as the socket does."""
+    received = 0
+    if size <= _SMALL_READ_BYTES:
         first = sock.recv(size)
-        if not first:
-            return None
-        if len(first) == size:
-            return first
-        parts = [first]
+        if not first or len(first) == size:
+            return first or None
+        buffer = bytearray(size)
+        buffer[: len(first)] = first
         received = len(first)
     else:
-        parts, received = [], 0
-    buffer = bytearray(size)
+        buffer = bytearray(size)
     view = memoryview(buffer)
-    for part in parts:
-        view[: len(part)] = part
     while received < size:
         count = sock.recv_into(view[received:], min(size - received, _RECV_BYTES_MAX))
         if not count:
@@ -79,10 +94,10 @@ def read_exactly(sock: socket.socket, size: int) -> bytes | None:
                 return None
             raise ConnectionError(f"the peer closed the connection {received} of {size} bytes in")
         received += count
-    return bytes(buffer)
+    return buffer
 
 
-def read_request(sock: socket.socket) -> tuple[DataApi, int, bytes] | None:
+def read_request(sock: socket.socket) -> tuple[DataApi, int, bytes | bytearray] | None:
     """The next request frame: (api, correlation id, request bytes); None at a clean end.
     Raises FrameError for a frame this wire refuses, ConnectionError/OSError as the socket."""
     head = read_exactly(sock, REQUEST_HEADER.size)
@@ -99,7 +114,7 @@ def read_request(sock: socket.socket) -> tuple[DataApi, int, bytes] | None:
     return DataApi(api), correlation_id, body
 
 
-def read_response(sock: socket.socket) -> tuple[int, bytes] | None:
+def read_response(sock: socket.socket) -> tuple[int, bytes | bytearray] | None:
     """The next response frame: (correlation id, response bytes); None at a clean end. Raises
     FrameError for a frame too large, ConnectionError/OSError as the socket."""
     head = read_exactly(sock, RESPONSE_HEADER.size)

@@ -70,7 +70,7 @@ def connect(listener: DataListener) -> socket.socket:
 def answer(sock: socket.socket) -> tuple[int, bytes]:
     frame = read_response(sock)
     assert frame is not None, "the listener closed the connection"
-    return frame
+    return frame[0], bytes(frame[1])
 
 
 def closed_by_peer(sock: socket.socket) -> bool:

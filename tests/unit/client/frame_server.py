@@ -86,7 +86,8 @@ class FrameServer:
         with conn:
             try:
                 while (frame := read_request(conn)) is not None:
-                    api, correlation_id, body = frame
+                    api, correlation_id, read = frame
+                    body = bytes(read)
                     if self._answer is None:
                         self.received.put(Received(conn, api, correlation_id, body))
                     else:
