@@ -26,7 +26,7 @@ import grpc
 
 from pykraft.broker import isr as isr_rules
 from pykraft.broker.config import DATA_ENDPOINT_NAME
-from pykraft.broker.data_link import DataLink, LinkError
+from pykraft.broker.leader_link import LeaderLink, LinkError
 from pykraft.broker.log import LogError
 from pykraft.broker.log.dir_checkpoints import DeferredWrites
 from pykraft.broker.partition import Partition
@@ -116,7 +116,7 @@ class FetcherThread:
         self._channel = open_peer_channel(address)
         self._stub = broker_pb2_grpc.BrokerServiceStub(self._channel)  # type: ignore[no-untyped-call]
         # The leader's data plane listener, when it registered one: fetches go there.
-        self._link = DataLink(data_address) if data_address else None
+        self._link = LeaderLink(data_address) if data_address else None
         self._thread = threading.Thread(
             target=self._run, name=f"replica-fetcher-{leader_id}", daemon=True
         )

@@ -1,4 +1,4 @@
-"""A follower's DataLink (broker/data_link.py) to a real DataListener over broker 1's replica
+"""A follower's LeaderLink (broker/leader_link.py) to a real DataListener over broker 1's replica
 manager: fetches answered on one connection, a failure is a LinkError that drops the connection,
 and the next fetch connects again."""
 
@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from pykraft.broker.controller_channel import monotonic_ms
-from pykraft.broker.data_link import DataLink, LinkError
 from pykraft.broker.data_listener import DataHandlers, DataListener
+from pykraft.broker.leader_link import LeaderLink, LinkError
 from pykraft.proto import broker_pb2
 
 from .replica_harness import Harness, record_values, wall_clock_ms
@@ -38,7 +38,7 @@ def test_a_follower_fetches_over_one_connection_and_reconnects_after_a_failure(
 ) -> None:
     harness.produce(1, [b"a", b"b"])
     listener = serving(harness)
-    link = DataLink(f"127.0.0.1:{listener.port}")
+    link = LeaderLink(f"127.0.0.1:{listener.port}")
     try:
         answer = link.fetch(follower_fetch(0), timeout_s=5).topics[0].partitions[0]
         assert record_values(answer.records) == [(0, b"a"), (1, b"b")]
@@ -56,7 +56,7 @@ def test_a_follower_fetches_over_one_connection_and_reconnects_after_a_failure(
 
 def test_a_fetch_not_answered_in_time_fails_and_close_ends_one_in_flight(harness: Harness) -> None:
     silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
-    link = DataLink(f"127.0.0.1:{silent.getsockname()[1]}")
+    link = LeaderLink(f"127.0.0.1:{silent.getsockname()[1]}")
     try:
         with pytest.raises(LinkError, match="timed out"):
             link.fetch(follower_fetch(0), timeout_s=0.2)

@@ -24,7 +24,7 @@ class LinkError(Exception):
     does not parse): its outcome is unknown and the connection is closed."""
 
 
-class DataLink:
+class LeaderLink:
     """One leader's data plane address; `fetch` is for one thread at a time, `close` for any."""
 
     def __init__(self, address: str) -> None:
