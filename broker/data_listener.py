@@ -197,11 +197,14 @@ class _Connection:
     def _answer_acks(self) -> None:
         while (item := self._acks.get()) is not None:
             correlation_id, appends, started_s = item
-            await_acks(self._handlers.manager, appends, self._handlers.clock_ms)
             try:
+                await_acks(self._handlers.manager, appends, self._handlers.clock_ms)
                 self._answer_produce(correlation_id, appends, started_s)
             except OSError as error:
                 log.debug("data plane: %s: %s", self._peer, error)
+                self.close()
+            except Exception:  # the reader must not block on a queue nobody drains
+                log.exception("data plane: closing %s after an acks=all wait failed", self._peer)
                 self.close()
         self._socket.close()
 
