@@ -83,7 +83,7 @@ class Appends:
     @property
     def waits(self) -> bool:
         """Whether `await_acks` may still change the results (acks=all, something appended)."""
-        return self.request.acks == -1 and bool(self.appended)
+        return _waits(self.request.acks, self.appended)
 
     def response(self) -> broker_pb2.ProduceResponse:
         """The results as a response shaped as the request (copies: call it once, last)."""
@@ -122,13 +122,24 @@ def await_acks(manager: ReplicaManager, appends: Appends, clock_ms: Callable[[],
     """With acks=all, waits until the high-water mark covers each append or the request's
     timeout passes (from now), and marks the results; returns at once when nothing waits
     (`Appends.waits`). Traces the request's way out either way."""
-    if appends.waits:
-        deadline_ms = clock_ms() + appends.request.timeout_ms
-        _await_high_watermark(manager, appends.appended, deadline_ms, clock_ms)
-    _trace_out(appends.appended)
+    request = appends.request
+    _settle(manager, appends.appended, request.acks, request.timeout_ms, clock_ms)
 
 
-def _trace_out(appended: list[_Appended]) -> None:
+def _waits(acks: int, appended: list[_Appended]) -> bool:
+    return acks == -1 and bool(appended)
+
+
+def _settle(
+    manager: ReplicaManager,
+    appended: list[_Appended],
+    acks: int,
+    timeout_ms: int,
+    clock_ms: Callable[[], int],
+) -> None:
+    """The acks=all wait (when `_waits`), then the trace of the answer's way out."""
+    if _waits(acks, appended):
+        _await_high_watermark(manager, appended, clock_ms() + timeout_ms, clock_ms)
     trace = latency_trace.TRACE
     if trace is not None:
         _trace(trace, latency_trace.Step.PRODUCE_OUT, appended, time.perf_counter_ns())
@@ -148,9 +159,7 @@ def produce_records(
     results, appended = append_records(
         manager, partitions, acks=acks, clock_ms=clock_ms, wall_clock_ms=wall_clock_ms
     )
-    if acks == -1 and appended:
-        _await_high_watermark(manager, appended, clock_ms() + timeout_ms, clock_ms)
-    _trace_out(appended)
+    _settle(manager, appended, acks, timeout_ms, clock_ms)
     return results
 
 
