@@ -181,7 +181,8 @@ def serve(
     workers_max: int,
 ) -> grpc.Server:
     """Starts the gRPC server on `address` with `workers_max` threads (long polls hold one each)
-    for the data plane and the forwarded admin API; raises OSError if it cannot bind."""
+    for BrokerService (Produce and Fetch too, for clients that do not use the data plane
+    listener) and the forwarded admin API; raises OSError if it cannot bind."""
     return start_server(
         address,
         workers_max,
