@@ -16,7 +16,14 @@ import threading
 from google.protobuf.message import DecodeError
 
 from pykraft.proto import broker_pb2
-from pykraft.proto.data_plane import DataApi, FrameError, parse, read_response, request_frame
+from pykraft.proto.data_plane import (
+    DataApi,
+    FrameError,
+    open_socket,
+    parse,
+    read_response,
+    request_frame,
+)
 
 
 class LinkError(Exception):
@@ -28,9 +35,7 @@ class LeaderLink:
     """One leader's data plane address; `fetch` is for one thread at a time, `close` for any."""
 
     def __init__(self, address: str) -> None:
-        host, _, port = address.rpartition(":")
         self.address = address
-        self._target = (host, int(port))
         self._socket: socket.socket | None = None
         self._correlation_id = 0
         self._lock = threading.Lock()
@@ -56,14 +61,18 @@ class LeaderLink:
             raise LinkError(f"fetch from {self.address}: {error}") from error
 
     def _connected(self, timeout_s: float) -> socket.socket:
+        """The connection, opened if there is none; the connect runs outside the lock with
+        the socket already in place, so `close` shuts it (and aborts the connect)."""
         with self._lock:
             if self._closed:
                 raise ConnectionError("the link is closed")
-            if self._socket is None:
-                sock = socket.create_connection(self._target, timeout=timeout_s)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._socket = sock
-            return self._socket
+            if self._socket is not None:
+                return self._socket
+            sock, target = open_socket(self.address)
+            self._socket = sock
+        sock.settimeout(timeout_s)
+        sock.connect(target)
+        return sock
 
     def _drop(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import socket
 import struct
-from typing import Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 # Kafka's socket.request.max.bytes: a larger frame closes the connection.
 REQUEST_BYTES_MAX: Final = 104_857_600
@@ -59,6 +59,20 @@ def parse(message_type: Parsable[ParsedT], body: bytes | bytearray) -> ParsedT:
     """`body` (a frame's message, as read) parsed as `message_type`, without copying it first:
     protobuf's parser takes any buffer, though its stubs say bytes. Raises DecodeError."""
     return message_type.FromString(body)  # type: ignore[arg-type]
+
+
+def open_socket(address: str) -> tuple[socket.socket, Any]:
+    """An unconnected TCP socket for `address` (`host:port`, an IPv6 host in brackets), with
+    TCP_NODELAY set, and the address to `connect` it to. Why not connected: a caller keeps it
+    where another thread can shut it (`socket.shutdown` aborts a connect in progress), so
+    closing a link never waits for a peer that does not answer the handshake."""
+    host, _, port = address.rpartition(":")
+    family, kind, proto, _, target = socket.getaddrinfo(
+        host.strip("[]"), int(port), type=socket.SOCK_STREAM
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock, target
 
 
 def request_frame(api: DataApi, correlation_id: int, body: bytes) -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -83,3 +84,34 @@ def test_a_fetch_not_answered_in_time_fails_and_close_ends_one_in_flight(harness
     finally:
         link.close()
         silent.close()
+
+
+def test_close_does_not_wait_for_a_connect_in_progress(harness: Harness) -> None:
+    """A leader cut off by the network: the fetcher's connect hangs (here: a listener whose
+    accept queue is full drops the handshake), and `FetcherThread.stop` must not wait it out."""
+    full = socket.create_server(("127.0.0.1", 0), backlog=0)
+    queued = [socket.create_connection(full.getsockname(), timeout=1)]  # fills the queue
+    link = LeaderLink(f"127.0.0.1:{full.getsockname()[1]}")
+    failed: list[LinkError] = []
+
+    def fetch() -> None:
+        try:
+            link.fetch(follower_fetch(0), timeout_s=20)
+        except LinkError as error:
+            failed.append(error)
+
+    thread = threading.Thread(target=fetch)
+    try:
+        thread.start()
+        thread.join(0.5)
+        assert thread.is_alive(), "the connect should hang"
+        started = time.monotonic()
+        link.close()
+        assert time.monotonic() - started < 1
+        thread.join(30)
+        assert len(failed) == 1
+    finally:
+        link.close()
+        for sock in queued:
+            sock.close()
+        full.close()
