@@ -40,7 +40,7 @@ from google.protobuf.message import DecodeError
 
 from pykraft.client.broker_calls import BrokerResponse, raise_header_error
 from pykraft.client.errors import KafkaConnectionError, KafkaError
-from pykraft.proto.data_plane import FrameError, parse, read_response
+from pykraft.proto.data_plane import FrameError, open_socket, parse, read_response
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class Link:
         self._pending: dict[int, PendingCall] = {}
         self._failed = False
         self._sock: socket.socket | None = None  # set once connected, cleared at the end
+        self._connecting: socket.socket | None = None  # while the reader connects
         self._backlog: list[bytes] = []  # frames sent before the connect
         self._timer_wake_s = math.inf
         # Held around each write of whole frames, so frames never interleave.
@@ -125,9 +126,10 @@ class Link:
             self._failed = True
             calls = list(self._pending.values())
             self._pending.clear()
-            if self._sock is not None:
-                with contextlib.suppress(OSError):
-                    self._sock.shutdown(socket.SHUT_RDWR)
+            for sock in (self._sock, self._connecting):  # shutting aborts a connect too
+                if sock is not None:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
             self._state.notify_all()
         for call in calls:
             self._finish(call, KafkaConnectionError(f"{self.address}: {reason}"))
@@ -164,13 +166,23 @@ class Link:
     def _connect(self) -> socket.socket | None:
         """The connected socket with the backlog sent, or None if the link failed meanwhile.
         The connect may take until the first call's deadline."""
+        sock, target = open_socket(self.address)
         with self._state:
+            if self._failed:
+                sock.close()
+                return None
+            self._connecting = sock  # `fail` shuts it, which ends the connect at once
             deadline_s = min((c.deadline_s for c in self._pending.values()), default=0.0)
-        host, _, port = self.address.rpartition(":")
-        timeout_s = max(deadline_s - time.monotonic(), 0.001)
-        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        try:
+            sock.settimeout(max(deadline_s - time.monotonic(), 0.001))
+            sock.connect(target)
+        except OSError:
+            sock.close()
+            raise
+        finally:
+            with self._state:
+                self._connecting = None
         sock.settimeout(None)  # deadlines are the timer's; `fail` wakes a blocked recv
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._write_lock:
             with self._state:
                 if self._failed:

@@ -224,6 +224,34 @@ def test_a_refused_connection_fails_the_call() -> None:
             connection.close()
 
 
+def connecting_to(port: int) -> bool:
+    """Whether a socket of this machine is in SYN_SENT to 127.0.0.1:`port` (/proc/net/tcp)."""
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return any(row[2] == f"0100007F:{port:04X}" and row[3] == "02" for row in rows)
+
+
+def test_close_aborts_a_connect_in_progress() -> None:
+    """A broker cut off by the network: the connect hangs (here: a listener whose accept queue
+    is full drops the handshake); close must not wait for it, nor leave its threads behind."""
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as full:
+        queued = socket.create_connection(full.getsockname(), timeout=1)  # fills the queue
+        connection = DataConnection(f"127.0.0.1:{full.getsockname()[1]}")
+        results = Results()
+        try:
+            produce(connection, "a", results, TIMEOUT_MS)
+            port = full.getsockname()[1]
+            wait_until(lambda: connecting_to(port), "the reader's connect under way")
+            started = time.monotonic()
+            connection.close()
+            assert time.monotonic() - started < 0.5
+            assert_connection_errors(results.wait_for("a"), "closed")
+            assert not [t for t in threading.enumerate() if t.name.startswith("pykraft-data-")]
+        finally:
+            connection.close()
+            queued.close()
+
+
 def test_calls_beyond_the_in_flight_bound_wait_for_a_slot(
     server: FrameServer, connection: DataConnection
 ) -> None:
