@@ -40,7 +40,14 @@ from pykraft.broker.produce import Appends, append_request, await_acks
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.service import DROPPED_RESPONSE_MESSAGE
 from pykraft.proto import broker_pb2
-from pykraft.proto.data_plane import DataApi, FrameError, parse, read_request, response_header
+from pykraft.proto.data_plane import (
+    DataApi,
+    FrameError,
+    parse,
+    read_request,
+    response_header,
+    send_frame,
+)
 from pykraft.server_common.request_metrics import observe_request
 
 log = logging.getLogger(__name__)
@@ -54,8 +61,6 @@ ACKS_PENDING_MAX: Final = 64
 _LISTEN_BACKLOG: Final = 128
 _STOP_TIMEOUT_S: Final = 5.0
 _METRICS_LISTENER: Final = "data"
-# Answers up to this size are joined to their header and sent in one call.
-_JOIN_BYTES_MAX: Final = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -217,10 +222,5 @@ class _Connection:
         observe_request("Produce", _METRICS_LISTENER, time.perf_counter() - started_s, failed=False)
 
     def _send(self, correlation_id: int, body: bytes) -> None:
-        header = response_header(correlation_id, len(body))
         with self._write_lock:
-            if len(body) <= _JOIN_BYTES_MAX:
-                self._socket.sendall(header + body)
-            else:
-                self._socket.sendall(header)
-                self._socket.sendall(body)
+            send_frame(self._socket, response_header(correlation_id, len(body)), body)

@@ -24,7 +24,7 @@ from google.protobuf.message import Message
 from pykraft.client.broker_calls import CALLS_IN_FLIGHT_MAX, ResponseT
 from pykraft.client.data_link import Link, PendingCall, no_answer
 from pykraft.client.errors import KafkaConnectionError, KafkaError
-from pykraft.proto.data_plane import DataApi, request_frame
+from pykraft.proto.data_plane import DataApi, request_header
 
 # The BrokerService methods the data plane carries, and their API byte.
 DATA_METHODS: Final = {"Produce": DataApi.PRODUCE, "Fetch": DataApi.FETCH}
@@ -90,7 +90,7 @@ class DataConnection:
         except KafkaConnectionError as e:
             on_done(e)
             return
-        link.send(request_frame(api, correlation_id, body))
+        link.send(request_header(api, correlation_id, len(body)), body)
 
     def _admit(self, call: PendingCall) -> tuple[Link, int]:
         """Waits for a slot, then makes `call` pending on the current link (a fresh one if

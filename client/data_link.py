@@ -40,7 +40,7 @@ from google.protobuf.message import DecodeError
 
 from pykraft.client.broker_calls import BrokerResponse, raise_header_error
 from pykraft.client.errors import KafkaConnectionError, KafkaError
-from pykraft.proto.data_plane import FrameError, open_socket, parse, read_response
+from pykraft.proto.data_plane import FrameError, open_socket, parse, read_response, send_frame
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Link:
         self._failed = False
         self._sock: socket.socket | None = None  # set once connected, cleared at the end
         self._connecting: socket.socket | None = None  # while the reader connects
-        self._backlog: list[bytes] = []  # frames sent before the connect
+        self._backlog: list[tuple[bytes, bytes]] = []  # frames sent before the connect
         self._timer_wake_s = math.inf
         # Held around each write of whole frames, so frames never interleave.
         self._write_lock = threading.Lock()
@@ -98,20 +98,20 @@ class Link:
                 self._state.notify_all()
             return True
 
-    def send(self, frame: bytes) -> None:
-        """Writes `frame`, a request of a call added before (after the connect if the socket is
-        not up yet). A failed write fails the link; on a failed link it does nothing (the call
-        has its KafkaConnectionError already)."""
+    def send(self, header: bytes, body: bytes) -> None:
+        """Writes the frame of `header` and `body`, a request of a call added before (after the
+        connect if the socket is not up yet). A failed write fails the link; on a failed link
+        it does nothing (the call has its KafkaConnectionError already)."""
         with self._write_lock:
             with self._state:
                 if self._failed:
                     return
                 sock = self._sock
                 if sock is None:
-                    self._backlog.append(frame)
+                    self._backlog.append((header, body))
                     return
             try:
-                sock.sendall(frame)
+                send_frame(sock, header, body)
                 return
             except OSError as e:
                 reason = f"cannot send to {self.address}: {e}"
@@ -190,7 +190,8 @@ class Link:
                     return None
                 self._sock = sock
                 backlog, self._backlog = self._backlog, []
-            sock.sendall(b"".join(backlog))
+            for header, body in backlog:
+                send_frame(sock, header, body)
         return sock
 
     def _answer(self, correlation_id: int, body: bytes | bytearray) -> None:

@@ -33,6 +33,8 @@ REQUEST_HEADER: Final = struct.Struct(">IBI")  # length, api, correlation id
 RESPONSE_HEADER: Final = struct.Struct(">II")  # length, correlation id
 # Reads larger than this are taken in pieces, so a large frame is never asked of recv at once.
 _RECV_BYTES_MAX: Final = 1 << 20
+# Frames with a body up to this size are joined to their header and sent in one call.
+_JOIN_BYTES_MAX: Final = 64 * 1024
 # Reads up to this size try one recv first (a frame header, a small request or answer).
 _SMALL_READ_BYTES: Final = 64 * 1024
 
@@ -75,14 +77,29 @@ def open_socket(address: str) -> tuple[socket.socket, Any]:
     return sock, target
 
 
+def request_header(api: DataApi, correlation_id: int, body_bytes: int) -> bytes:
+    """The bytes before a request message of `body_bytes` (`send_frame` sends both)."""
+    return REQUEST_HEADER.pack(body_bytes + 5, api, correlation_id)
+
+
 def request_frame(api: DataApi, correlation_id: int, body: bytes) -> bytes:
-    """One request frame around `body`, a serialized request message."""
-    return REQUEST_HEADER.pack(len(body) + 5, api, correlation_id) + body
+    """One whole request frame around `body`, a serialized request message."""
+    return request_header(api, correlation_id, len(body)) + body
 
 
 def response_header(correlation_id: int, body_bytes: int) -> bytes:
-    """The bytes before a response message of `body_bytes` (sent as two writes, or joined)."""
+    """The bytes before a response message of `body_bytes` (`send_frame` sends both)."""
     return RESPONSE_HEADER.pack(body_bytes + 4, correlation_id)
+
+
+def send_frame(sock: socket.socket, header: bytes, body: bytes) -> None:
+    """Writes one frame: a small body joined to its header (one segment), a large one after
+    it without the copy a join would make. The caller holds the socket's write lock."""
+    if len(body) <= _JOIN_BYTES_MAX:
+        sock.sendall(header + body)
+    else:
+        sock.sendall(header)
+        sock.sendall(body)
 
 
 def read_exactly(sock: socket.socket, size: int) -> bytes | bytearray | None:

@@ -20,6 +20,7 @@ from pykraft.proto.data_plane import (
     read_response,
     request_frame,
     response_header,
+    send_frame,
 )
 
 
@@ -45,6 +46,20 @@ def test_frames_of_any_size_are_read_whole(body_bytes: int) -> None:
         assert read_request(reader) == (DataApi.FETCH, 42, body)
         assert read_response(reader) == (43, body)
         assert read_response(reader) is None  # a clean end between frames
+
+
+@pytest.mark.parametrize("body_bytes", [10, 64 * 1024, 64 * 1024 + 1, 2 * 1024 * 1024])
+def test_send_frame_writes_header_and_body_whole_joined_or_not(body_bytes: int) -> None:
+    body = b"b" * body_bytes
+    reader, writer = socket.socketpair()
+    with reader, writer:
+        reader.settimeout(10)
+        sender = threading.Thread(
+            target=send_frame, args=(writer, response_header(9, len(body)), body)
+        )
+        sender.start()
+        assert read_response(reader) == (9, body)
+        sender.join(10)
 
 
 def test_a_read_message_parses_without_a_copy_first() -> None:
