@@ -40,6 +40,7 @@ from pykraft.broker.counters import (
 from pykraft.broker.fetch_wire import Slot, SplicedFetch
 from pykraft.broker.log import FileRange, LogError, RangeRead, ReadResult
 from pykraft.broker.partition import Partition
+from pykraft.broker.partition_watches import COMMITTED, Change
 from pykraft.broker.replica_lookup import LeaderError
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
@@ -112,9 +113,11 @@ def _fetch(
 ) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    # A consumer reads committed records only: an append that moves only the log end is no news.
+    interest = COMMITTED if request.replica_id == CONSUMER_REPLICA_ID else Change.ALL
     waiting = False  # holds one of manager.fetch_waits' slots
     try:
-        with manager.watches.watch(keys) as watch:
+        with manager.watches.watch(keys, interest) as watch:
             while True:
                 watch.clear()  # before looking: a change during the look ends the wait at once
                 held: dict[Slot, Records] = {}

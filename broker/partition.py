@@ -13,7 +13,8 @@ As follower: `append_as_follower` stores fetched batches and takes the leader's 
 
 Waking waiters: every change a request may be waiting for (the log end or high-water mark
 moving, a truncation, a new registration, the replica dropped) calls `on_change` (the replica
-manager's `notify`) after the partition's locks are released, so callers never signal for it.
+manager's `notify`) with what moved (`Change`) after the partition's locks are released, so
+callers never signal for it.
 Request handlers read and write through the methods here; `log` is for the replica manager,
 which opens, reconfigures and closes it.
 """
@@ -32,6 +33,7 @@ from pykraft.broker.isr import FollowerState
 from pykraft.broker.local_changes import LocalPartition
 from pykraft.broker.log import AppendInfo, LogError, PartitionLog, RangeRead, ReadResult
 from pykraft.broker.log.dir_checkpoints import DeferredWrites
+from pykraft.broker.partition_watches import Change
 from pykraft.proto import common_pb2
 
 
@@ -61,7 +63,7 @@ class Partition:
         broker_id: int,
         min_insync_replicas: int,
         now_ms: int,
-        on_change: Callable[[], None],
+        on_change: Callable[[Change], None],
     ) -> None:
         self.log = log
         self._on_change = on_change
@@ -175,7 +177,7 @@ class Partition:
             self._local = local
             self._min_insync_replicas = min_insync_replicas
             self._advance_high_watermark()
-        self._on_change()
+        self._on_change(Change.ALL)
 
     def _fresh_followers(self, local: LocalPartition, now_ms: int) -> dict[int, FollowerState]:
         replicas = local.registration.replicas
@@ -217,8 +219,7 @@ class Partition:
                 )
             epoch = self.leader_epoch
             info = self.log.append_as_leader(batches, leader_epoch=epoch, now_ms=now_ms)
-        if not self._maybe_advance_high_watermark():
-            self._on_change()  # the log end moved: followers' long polls wake
+        self._maybe_advance_high_watermark(Change.LOG_END)  # followers' long polls wake
         return LeaderAppend(info, epoch)
 
     def leads_in(self, leader_epoch: int) -> bool:
@@ -243,7 +244,7 @@ class Partition:
         """The replica manager dropped this replica: every acks=all wait on it is LOST."""
         with self._lock:
             self._detached = True
-        self._on_change()
+        self._on_change(Change.ALL)
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """The (epoch, end offset) a fetcher at `fetch_offset` after a batch of
@@ -304,10 +305,11 @@ class Partition:
         with self._lock:
             return dict(self._followers)
 
-    def _maybe_advance_high_watermark(self) -> bool:
+    def _maybe_advance_high_watermark(self, change: Change = Change.NONE) -> bool:
         """Raises the high-water mark to the smallest log end offset over the maximal ISR (the
         ISR and the replicas an AlterPartition in flight adds; only as leader, and only with
-        at least min.insync.replicas in the ISR); says whether it moved (and woke waiters)."""
+        at least min.insync.replicas in the ISR); says whether it moved. Wakes the waiters of
+        `change` (what the caller moved), and of the mark if it moved."""
         with self._lock:
             moved = self._advance_high_watermark()
             high_watermark = self.log.high_watermark
@@ -316,7 +318,9 @@ class Partition:
                 latency_trace.TRACE.note(
                     latency_trace.Step.HIGH_WATERMARK, self.topic, self.partition, high_watermark
                 )
-            self._on_change()
+            change |= Change.HIGH_WATERMARK
+        if change:
+            self._on_change(change)
         return moved
 
     def _advance_high_watermark(self) -> bool:
@@ -394,7 +398,7 @@ class Partition:
         by the local log end."""
         info = self.log.append_as_follower(batches)
         self._take_leader_high_watermark(leader_high_watermark)
-        self._on_change()
+        self._on_change(Change.LOG_END | Change.HIGH_WATERMARK)
         if latency_trace.TRACE is not None:
             latency_trace.TRACE.note(
                 latency_trace.Step.FOLLOWER_APPEND,
@@ -409,7 +413,7 @@ class Partition:
         """As follower, from a fetch that brought no records: the leader's high-water mark,
         capped by the local log end (it never moves back)."""
         self._take_leader_high_watermark(leader_high_watermark)
-        self._on_change()
+        self._on_change(Change.HIGH_WATERMARK)
 
     def _take_leader_high_watermark(self, leader_high_watermark: int) -> None:
         log_end_offset = self.log.log_end_offset
@@ -422,7 +426,7 @@ class Partition:
     def truncate_to(self, offset: int, deferred: DeferredWrites | None = None) -> None:
         """As follower whose log diverged from the leader's: see PartitionLog.truncate_to."""
         self.log.truncate_to(offset, deferred)
-        self._on_change()
+        self._on_change(Change.ALL)
 
     def truncate_fully_and_start_at(
         self, offset: int, deferred: DeferredWrites | None = None
@@ -430,4 +434,4 @@ class Partition:
         """As follower below the leader's log start: see
         PartitionLog.truncate_fully_and_start_at."""
         self.log.truncate_fully_and_start_at(offset, deferred)
-        self._on_change()
+        self._on_change(Change.ALL)

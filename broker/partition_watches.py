@@ -3,6 +3,10 @@ its own partitions (its log end, high-water mark or role) or by a change that ma
 partition (metadata, close), never by appends elsewhere. With many partitions and waiters on one
 broker, an append then costs no thread but the ones waiting on it a wake-up and a re-read.
 
+A waiter also says which kinds of change it reads (`Change`): one that reads only committed
+records (a consumer's fetch, an acks=all wait) is not woken by an append that moves only the log
+end, which is news to followers alone. Any change but those two is `Change.OTHER` and wakes all.
+
 Usage, free of lost wake-ups: `with watches.watch(keys) as watch:` then, in a loop, `clear()`,
 look, and `wait(...)`: a change signalled after `clear` (even during the look) ends the wait.
 """
@@ -10,16 +14,33 @@ look, and `wait(...)`: a change signalled after `clear` (even during the look) e
 from __future__ import annotations
 
 import contextlib
+import enum
 import threading
 from collections.abc import Callable, Collection, Iterator
 
 Key = tuple[str, int]
 
 
-class Watch:
-    """One waiter's wake-up signal (set by `PartitionWatches.changed`)."""
+class Change(enum.Flag):
+    """What moved in a partition, as far as its waiters care."""
 
-    def __init__(self) -> None:
+    NONE = 0
+    LOG_END = enum.auto()  # records appended: news to followers
+    HIGH_WATERMARK = enum.auto()  # news to consumers, acks=all waits and followers (case H)
+    OTHER = enum.auto()  # a role, a truncation, the replica dropped: news to everyone
+    ALL = LOG_END | HIGH_WATERMARK | OTHER
+
+
+# What a reader of committed records waits for (consumers, acks=all waits).
+COMMITTED = Change.HIGH_WATERMARK | Change.OTHER
+
+
+class Watch:
+    """One waiter's wake-up signal (set by `PartitionWatches.changed` for a change in
+    `interest`)."""
+
+    def __init__(self, interest: Change) -> None:
+        self.interest = interest
         self._event = threading.Event()
 
     def clear(self) -> None:
@@ -48,9 +69,9 @@ class PartitionWatches:
         self._by_key: dict[Key, set[Watch]] = {}
 
     @contextlib.contextmanager
-    def watch(self, keys: Collection[Key]) -> Iterator[Watch]:
-        """A watch woken by changes of `keys` (or of all) while the block runs."""
-        watch = Watch()
+    def watch(self, keys: Collection[Key], interest: Change = Change.ALL) -> Iterator[Watch]:
+        """A watch woken by changes in `interest` of `keys` (or of all) while the block runs."""
+        watch = Watch(interest)
         with self._lock:
             for key in keys:
                 self._by_key.setdefault(key, set()).add(watch)
@@ -72,11 +93,12 @@ class PartitionWatches:
         *,
         deadline_ms: int,
         clock_ms: Callable[[], int],
+        interest: Change = Change.ALL,
     ) -> bool:
-        """Asks `is_done()` at once and after every change of `keys` (or of all): True as soon
-        as it says so, False once `deadline_ms` has passed by `clock_ms` with it still saying
-        no (`waiting.wait_until`, woken by these partitions only)."""
-        with self.watch(keys) as watch:
+        """Asks `is_done()` at once and after every change in `interest` of `keys` (or of all):
+        True as soon as it says so, False once `deadline_ms` has passed by `clock_ms` with it
+        still saying no (`waiting.wait_until`, woken by these partitions only)."""
+        with self.watch(keys, interest) as watch:
             while True:
                 watch.clear()  # before looking: a change during the look ends the wait at once
                 if is_done():
@@ -85,12 +107,14 @@ class PartitionWatches:
                     return False
                 watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
 
-    def changed(self, key: Key | None) -> None:
-        """Wakes the watches of partition `key`, or (None) every watch."""
+    def changed(self, key: Key | None, change: Change = Change.ALL) -> None:
+        """Wakes the watches of partition `key` (None: of every partition) whose interest
+        includes `change`."""
         with self._lock:
             if key is None:
                 woken = {w for watching in self._by_key.values() for w in watching}
             else:
                 woken = set(self._by_key.get(key, ()))
         for watch in woken:
-            watch.set()
+            if watch.interest & change:
+                watch.set()

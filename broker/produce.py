@@ -23,6 +23,7 @@ from pykraft.broker.counters import BYTES_IN_TOTAL, MESSAGES_IN_TOTAL
 from pykraft.broker.group.config import OFFSETS_TOPIC
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState, Partition
+from pykraft.broker.partition_watches import COMMITTED
 from pykraft.broker.replica_lookup import LeaderError
 from pykraft.broker.replica_manager import VALID_ACKS, ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
@@ -260,7 +261,9 @@ def _await_high_watermark(
         return not pending
 
     keys = {(waiting.partition.topic, waiting.partition.partition) for waiting in pending}
-    manager.watches.wait_until(keys, all_decided, deadline_ms=deadline_ms, clock_ms=clock_ms)
+    manager.watches.wait_until(
+        keys, all_decided, deadline_ms=deadline_ms, clock_ms=clock_ms, interest=COMMITTED
+    )
     for waiting in lost:
         waiting.result.error_code = common_pb2.NOT_LEADER_OR_FOLLOWER
         waiting.result.error_message = (

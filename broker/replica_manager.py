@@ -43,7 +43,7 @@ from pykraft.broker.log.dir_checkpoints import DeferredWrites, LogDirCheckpoints
 from pykraft.broker.log_dirs import LogDirs, StorageError
 from pykraft.broker.log_maintenance import LogMaintenance
 from pykraft.broker.partition import Partition
-from pykraft.broker.partition_watches import PartitionWatches
+from pykraft.broker.partition_watches import Change, PartitionWatches
 from pykraft.broker.recovery_threads import RecoveryThreads
 from pykraft.broker.replica_lookup import ReplicaLookup
 from pykraft.metadata_log import (
@@ -332,13 +332,13 @@ class ReplicaManager(ReplicaLookup):
             checkpoints.forget(partition.log.topic_partition)
         log.debug("%s-%d: deleted", *key)
 
-    def notify(self, key: tuple[str, int] | None = None) -> None:
-        """Wakes every waiter on `changed`, and the fetches watching partition `key` (None:
-        anything may have changed, every fetch)."""
+    def notify(self, key: tuple[str, int] | None = None, change: Change = Change.ALL) -> None:
+        """Wakes every waiter on `changed`, and the watches of partition `key` that care for
+        `change` (None: anything may have changed, every watch)."""
         with self.changed:
             self._version += 1
             self.changed.notify_all()
-        self.watches.changed(key)
+        self.watches.changed(key, change)
 
     @property
     def version(self) -> int:

@@ -38,6 +38,7 @@ from pykraft.broker.group.shard import GroupShard
 from pykraft.broker.group.shard_state import Decision
 from pykraft.broker.log import LogError
 from pykraft.broker.partition import AckState
+from pykraft.broker.partition_watches import COMMITTED
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata_log import MetadataImage
 from pykraft.proto import common_pb2
@@ -320,6 +321,7 @@ class GroupCoordinator:
             replicated,
             deadline_ms=deadline_ms,
             clock_ms=self._clock_ms,
+            interest=COMMITTED,
         ):
             raise CoordinatorError(
                 common_pb2.COORDINATOR_NOT_AVAILABLE,

@@ -38,7 +38,7 @@ def log(tmp_path: Path) -> Iterator[PartitionLog]:
 
 def _partition(log: PartitionLog, isr: tuple[int, ...]) -> Partition:
     return Partition(
-        _local(isr), log, broker_id=1, min_insync_replicas=2, now_ms=0, on_change=lambda: None
+        _local(isr), log, broker_id=1, min_insync_replicas=2, now_ms=0, on_change=lambda _: None
     )
 
 
