@@ -19,7 +19,8 @@ replica (`ReplicaManager.preferred_read_replica`).
 Limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` in all, except that the
 first batch found is returned whole even if larger (so a consumer always makes progress). With
 less than `min_bytes` found and no error, the fetch waits up to `max_wait_ms` for appends; a
-follower's fetch is answered at once when the high-water mark moved past what it was last sent.
+follower's fetch is also answered when the high-water mark moved past what it was last sent
+(`Partition.high_watermark_for` says when that news is due).
 Every answered Fetch is counted (`counters`).
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import NamedTuple
 
 from pykraft.broker import latency_trace
 from pykraft.broker.counters import (
@@ -122,22 +124,27 @@ def _fetch(
                 watch.clear()  # before looking: a change during the look ends the wait at once
                 held: dict[Slot, Records] = {}
                 try:
-                    response, topic_bytes, at_once = _read_all(
-                        manager, request, clock_ms(), held, where
-                    )
-                    enough = at_once or sum(topic_bytes) >= request.min_bytes
-                    done = enough or clock_ms() >= deadline_ms
+                    read = _read_all(manager, request, clock_ms(), held, where)
+                    now_ms = clock_ms()
+                    due = read.answer_by_ms is not None and read.answer_by_ms <= now_ms
+                    enough = due or sum(read.topic_bytes) >= request.min_bytes
+                    done = enough or now_ms >= deadline_ms
                     if not done and not waiting:
                         waiting = manager.fetch_waits.take()
                         done = not waiting  # every slot held: answer without waiting
                     if done:
-                        _count(manager.counters, request, response, topic_bytes)
-                        return response, held
+                        for partition, high_watermark in read.marks:
+                            partition.high_watermark_sent(request.replica_id, high_watermark)
+                        _count(manager.counters, request, read.response, read.topic_bytes)
+                        return read.response, held
                 except BaseException:
                     _close(held)
                     raise
                 _close(held)
-                watch.wait(deadline_ms=deadline_ms, clock_ms=clock_ms)
+                wake_ms = deadline_ms
+                if read.answer_by_ms is not None:
+                    wake_ms = min(wake_ms, read.answer_by_ms)
+                watch.wait(deadline_ms=wake_ms, clock_ms=clock_ms)
     finally:
         if waiting:
             manager.fetch_waits.give_back()
@@ -164,18 +171,29 @@ def _close(held: dict[Slot, Records]) -> None:
             records.close()
 
 
+class _Pass(NamedTuple):
+    """One look at every partition of a Fetch."""
+
+    response: broker_pb2.FetchResponse
+    topic_bytes: list[int]  # record bytes found, by topic
+    # When to answer, records or not (a partition failed, or news for a follower; see
+    # Partition.high_watermark_for): None if only records or the wait's end answer it.
+    answer_by_ms: int | None
+    marks: list[tuple[Partition, int]]  # the high-water marks an answer to a follower carries
+
+
 def _read_all(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
     now_ms: int,
     held: dict[Slot, Records],
     where: _Records,
-) -> tuple[broker_pb2.FetchResponse, list[int], bool]:
-    """One pass over the partitions: the response, its record bytes by topic, and whether it is
-    to be answered at once, records or not (a partition failed, or a follower's is news to it).
-    Records go into the response or `held`, as `where` says."""
+) -> _Pass:
+    """One pass over the partitions. Records go into the response or `held`, as `where`
+    says."""
     response = broker_pb2.FetchResponse()
-    size_bytes, at_once = 0, False
+    size_bytes, answer_by_ms = 0, None
+    marks: list[tuple[Partition, int]] = []
     topic_bytes = [0] * len(request.topics)
     for topic_slot, topic in enumerate(request.topics):
         topic_result = response.topics.add(topic=topic.topic)
@@ -185,18 +203,19 @@ def _read_all(
             )
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
-                data, news = _read_one(
-                    manager, request, topic.topic, item, result, now_ms, where is _Records.RANGES
+                data, due_ms = _read_one(
+                    manager, request, topic.topic, item, result, now_ms, marks, where
                 )
             except LogError as error:
                 fill_error(result, error)
                 if isinstance(error, LeaderError):
                     result.current_leader.CopyFrom(error.current_leader)
-                at_once = True
+                answer_by_ms = now_ms
                 continue
-            at_once = at_once or news
+            if due_ms is not None:
+                answer_by_ms = due_ms if answer_by_ms is None else min(answer_by_ms, due_ms)
             if result.HasField("diverging_epoch"):
-                at_once = True  # the follower truncates before fetching on
+                answer_by_ms = now_ms  # the follower truncates before fetching on
                 continue
             data_bytes = data.length if isinstance(data, FileRange) else len(data)
             if data_bytes > max(budget_bytes, 0) and size_bytes > 0:
@@ -209,7 +228,7 @@ def _read_all(
                 result.records = data
             size_bytes += data_bytes
             topic_bytes[topic_slot] += data_bytes
-    return response, topic_bytes, at_once
+    return _Pass(response, topic_bytes, answer_by_ms, marks)
 
 
 def _read_one(
@@ -219,10 +238,12 @@ def _read_one(
     item: broker_pb2.FetchPartition,
     result: broker_pb2.FetchPartitionResult,
     now_ms: int,
-    zero_copy: bool,
-) -> tuple[Records, bool]:
-    """The partition's records, and whether to answer at once for it: the answer is news to
-    a follower (see Partition.high_watermark_for), or names a preferred read replica."""
+    marks: list[tuple[Partition, int]],
+    where: _Records,
+) -> tuple[Records, int | None]:
+    """The partition's records, and when to answer for it (None: when records or the wait's
+    end answer): now if it names a preferred read replica, when news is due to a follower
+    (see Partition.high_watermark_for); the mark a follower is sent goes into `marks`."""
     consumer = request.replica_id == CONSUMER_REPLICA_ID
     any_replica = consumer and request.HasField("rack_id")
     find = manager.replica if any_replica else manager.leader
@@ -246,19 +267,19 @@ def _read_one(
             partition.leader_epoch,
         )
     if _diverged(partition, item, result):
-        return b"", False
+        return b"", None
     if any_replica and partition.is_leader:
         preferred = manager.preferred_read_replica(
             partition, request.rack_id, item.fetch_offset, now_ms
         )
         if preferred is not None:
             result.preferred_read_replica = preferred
-            return b"", True
-    read = _read(partition, item, consumer=consumer, zero_copy=zero_copy)
+            return b"", now_ms
+    read = _read(partition, item, consumer=consumer, zero_copy=where is _Records.RANGES)
     if latency_trace.TRACE is not None:
         _trace(latency_trace.TRACE, request, partition, item.fetch_offset, read)
     result.log_start_offset = read.log_start_offset
-    high_watermark, news = read.high_watermark, False
+    high_watermark, due_ms = read.high_watermark, None
     # Only an offset the leader holds tells it what the follower has (the read checked it);
     # the mark this fetch moves goes out with its answer.
     if not consumer:
@@ -269,9 +290,10 @@ def _read_one(
             request.replica_epoch,
             log_start_offset=item.log_start_offset,
         )
-        high_watermark, news = partition.high_watermark_for(request.replica_id)
+        high_watermark, due_ms = partition.high_watermark_for(request.replica_id)
+        marks.append((partition, high_watermark))
     result.high_watermark = result.last_stable_offset = high_watermark
-    return b"" if read.data is None else read.data, news
+    return b"" if read.data is None else read.data, due_ms
 
 
 def _trace(

@@ -36,6 +36,10 @@ from pykraft.broker.log.dir_checkpoints import DeferredWrites
 from pykraft.broker.partition_watches import Change
 from pykraft.proto import common_pb2
 
+# How long after the high-water mark moved a follower's parked fetch is answered for that news
+# alone (case H): within it, the next append answers the fetch with records and the mark.
+HIGH_WATERMARK_NEWS_DELAY_MS = 10
+
 
 class LeaderAppend(NamedTuple):
     """What `append_as_leader` wrote, and in which leader epoch."""
@@ -82,6 +86,9 @@ class Partition:
         self._joining: frozenset[int] = frozenset()
         # Set once the replica manager dropped this replica (deleted, or the broker closing).
         self._detached = False
+        # When the high-water mark last moved (as leader): news of it is due to followers
+        # HIGH_WATERMARK_NEWS_DELAY_MS later.
+        self._high_watermark_moved_ms = now_ms
 
     @property
     def local(self) -> LocalPartition:
@@ -176,7 +183,7 @@ class Partition:
                 self._joining = frozenset()
             self._local = local
             self._min_insync_replicas = min_insync_replicas
-            self._advance_high_watermark()
+            self._advance_high_watermark(now_ms)
         self._on_change(Change.ALL)
 
     def _fresh_followers(self, local: LocalPartition, now_ms: int) -> dict[int, FollowerState]:
@@ -219,7 +226,7 @@ class Partition:
                 )
             epoch = self.leader_epoch
             info = self.log.append_as_leader(batches, leader_epoch=epoch, now_ms=now_ms)
-        self._maybe_advance_high_watermark(Change.LOG_END)  # followers' long polls wake
+        self._maybe_advance_high_watermark(now_ms, Change.LOG_END)  # followers' long polls wake
         return LeaderAppend(info, epoch)
 
     def leads_in(self, leader_epoch: int) -> bool:
@@ -285,33 +292,41 @@ class Partition:
                 broker_epoch,
                 log_start_offset=log_start_offset,
             )
-        return self._maybe_advance_high_watermark()
+        return self._maybe_advance_high_watermark(now_ms)
 
-    def high_watermark_for(self, replica_id: int) -> tuple[int, bool]:
+    def high_watermark_for(self, replica_id: int) -> tuple[int, int | None]:
         """As leader, building an answer to follower `replica_id`: the high-water mark to
-        send, and whether it is news to that follower (above the mark its previous answer
-        carried), which answers its long poll at once (Kafka's DelayedFetch, case H) so
-        followers, and the consumers they serve, learn the mark promptly. Remembers the mark
-        as sent. A broker that is not a replica gets the mark, never news."""
+        send, and when it is news to that follower worth an answer of its own (None: the
+        mark is not above what its last answer carried). News answers its long poll (Kafka's
+        DelayedFetch, case H), so followers, and the consumers they serve, learn the mark
+        promptly; it is due HIGH_WATERMARK_NEWS_DELAY_MS after the mark last moved, so that
+        under load the mark rides along with the next records instead of costing each
+        follower a round trip per produce. A broker that is not a replica never gets news."""
         with self._lock:
             high_watermark = self.log.high_watermark
             state = self._followers.get(replica_id)
-            if state is None:
-                return high_watermark, False
-            self._followers[replica_id] = state.after_answer(high_watermark)
-            return high_watermark, high_watermark > state.high_watermark_sent
+            if state is None or high_watermark <= state.high_watermark_sent:
+                return high_watermark, None
+            return high_watermark, self._high_watermark_moved_ms + HIGH_WATERMARK_NEWS_DELAY_MS
+
+    def high_watermark_sent(self, replica_id: int, high_watermark: int) -> None:
+        """As leader: an answer carrying `high_watermark` went to follower `replica_id`."""
+        with self._lock:
+            state = self._followers.get(replica_id)
+            if state is not None and high_watermark > state.high_watermark_sent:
+                self._followers[replica_id] = state.after_answer(high_watermark)
 
     def follower_states(self) -> dict[int, FollowerState]:
         with self._lock:
             return dict(self._followers)
 
-    def _maybe_advance_high_watermark(self, change: Change = Change.NONE) -> bool:
+    def _maybe_advance_high_watermark(self, now_ms: int, change: Change = Change.NONE) -> bool:
         """Raises the high-water mark to the smallest log end offset over the maximal ISR (the
         ISR and the replicas an AlterPartition in flight adds; only as leader, and only with
         at least min.insync.replicas in the ISR); says whether it moved. Wakes the waiters of
         `change` (what the caller moved), and of the mark if it moved."""
         with self._lock:
-            moved = self._advance_high_watermark()
+            moved = self._advance_high_watermark(now_ms)
             high_watermark = self.log.high_watermark
         if moved:
             if latency_trace.TRACE is not None:
@@ -323,7 +338,7 @@ class Partition:
             self._on_change(change)
         return moved
 
-    def _advance_high_watermark(self) -> bool:
+    def _advance_high_watermark(self, now_ms: int) -> bool:
         """Holds `_lock`, under which `ack_state` reads the high-water mark."""
         if not self.is_leader:
             return False
@@ -338,6 +353,7 @@ class Partition:
         if candidate is None or candidate <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(candidate)
+        self._high_watermark_moved_ms = now_ms
         return True
 
     def propose_isr(

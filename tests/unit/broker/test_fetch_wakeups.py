@@ -52,7 +52,7 @@ def test_a_parked_fetch_rereads_only_when_its_partition_changes(
     first_read = threading.Event()
     read_all = fetch._read_all
 
-    def counting(*args: object) -> tuple[broker_pb2.FetchResponse, list[int], bool]:
+    def counting(*args: object) -> fetch._Pass:
         answer = read_all(*args)  # type: ignore[arg-type]
         reads.append(sum(answer[1]))
         first_read.set()
@@ -105,7 +105,7 @@ def test_a_parked_consumer_fetch_rereads_only_when_the_high_watermark_moves(
     first_read = threading.Event()
     read_all = fetch._read_all
 
-    def counting(*args: object) -> tuple[broker_pb2.FetchResponse, list[int], bool]:
+    def counting(*args: object) -> fetch._Pass:
         answer = read_all(*args)  # type: ignore[arg-type]
         request = args[1]
         assert isinstance(request, broker_pb2.FetchRequest)
