@@ -113,41 +113,74 @@ def _fetch(
     wait_ms_max: int,
     where: _Records,
 ) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
+    """Looks once; without an answer yet, waits on the request's partitions and looks again
+    after each change of what it reads. Under load most fetches are answered by the first
+    look, so it goes without a watch: a change between it and the watch's start moves
+    `manager.version`, and is looked at before waiting."""
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
+    version = manager.version  # before the first look
+    held: dict[Slot, Records] = {}
+    read = _look(manager, request, clock_ms, held, where)
+    if _answers(request, read, clock_ms(), deadline_ms):
+        return _answer(manager, request, read, held)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     # A consumer reads committed records only: an append that moves only the log end is no news.
     interest = COMMITTED if request.replica_id == CONSUMER_REPLICA_ID else Change.ALL
-    waiting = False  # holds one of manager.fetch_waits' slots
-    try:
-        with manager.watches.watch(keys, interest) as watch:
+    with manager.watches.watch(keys, interest) as watch:
+        if not manager.fetch_waits.take():
+            return _answer(manager, request, read, held)  # every slot held: answer at once
+        try:
+            _close(held)
+            changed = manager.version != version  # between the first look and the watch
             while True:
-                watch.clear()  # before looking: a change during the look ends the wait at once
-                held: dict[Slot, Records] = {}
-                try:
-                    read = _read_all(manager, request, clock_ms(), held, where)
-                    now_ms = clock_ms()
-                    due = read.answer_by_ms is not None and read.answer_by_ms <= now_ms
-                    enough = due or sum(read.topic_bytes) >= request.min_bytes
-                    done = enough or now_ms >= deadline_ms
-                    if not done and not waiting:
-                        waiting = manager.fetch_waits.take()
-                        done = not waiting  # every slot held: answer without waiting
-                    if done:
-                        for partition, high_watermark in read.marks:
-                            partition.high_watermark_sent(request.replica_id, high_watermark)
-                        _count(manager.counters, request, read.response, read.topic_bytes)
-                        return read.response, held
-                except BaseException:
-                    _close(held)
-                    raise
+                if not changed:
+                    wake_ms = deadline_ms
+                    if read.answer_by_ms is not None:
+                        wake_ms = min(wake_ms, read.answer_by_ms)
+                    watch.wait(deadline_ms=wake_ms, clock_ms=clock_ms)
+                watch.clear()  # before looking: a change during the look ends the next wait
+                held = {}
+                read = _look(manager, request, clock_ms, held, where)
+                if _answers(request, read, clock_ms(), deadline_ms):
+                    return _answer(manager, request, read, held)
                 _close(held)
-                wake_ms = deadline_ms
-                if read.answer_by_ms is not None:
-                    wake_ms = min(wake_ms, read.answer_by_ms)
-                watch.wait(deadline_ms=wake_ms, clock_ms=clock_ms)
-    finally:
-        if waiting:
+                changed = False
+        finally:
             manager.fetch_waits.give_back()
+
+
+def _look(
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    clock_ms: Callable[[], int],
+    held: dict[Slot, Records],
+    where: _Records,
+) -> _Pass:
+    """`_read_all` now, closing what it held if it fails."""
+    try:
+        return _read_all(manager, request, clock_ms(), held, where)
+    except BaseException:
+        _close(held)
+        raise
+
+
+def _answers(request: broker_pb2.FetchRequest, read: _Pass, now_ms: int, deadline_ms: int) -> bool:
+    """Whether `read` is the answer: enough bytes, news due, or the wait's end."""
+    due = read.answer_by_ms is not None and read.answer_by_ms <= now_ms
+    return due or sum(read.topic_bytes) >= request.min_bytes or now_ms >= deadline_ms
+
+
+def _answer(
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    read: _Pass,
+    held: dict[Slot, Records],
+) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
+    """Answers with `read`: notes the marks it carries to a follower and counts it."""
+    for partition, high_watermark in read.marks:
+        partition.high_watermark_sent(request.replica_id, high_watermark)
+    _count(manager.counters, request, read.response, read.topic_bytes)
+    return read.response, held
 
 
 def _count(

@@ -49,13 +49,11 @@ def test_a_parked_fetch_rereads_only_when_its_partition_changes(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: list[int] = []
-    first_read = threading.Event()
     read_all = fetch._read_all
 
     def counting(*args: object) -> fetch._Pass:
         answer = read_all(*args)  # type: ignore[arg-type]
         reads.append(sum(answer[1]))
-        first_read.set()
         return answer
 
     monkeypatch.setattr(fetch, "_read_all", counting)
@@ -64,7 +62,7 @@ def test_a_parked_fetch_rereads_only_when_its_partition_changes(
         target=lambda: answered.append(harness.fetch({0: 0}, wait_ms=30_000, min_bytes=1))
     )
     waiter.start()
-    assert first_read.wait(timeout=10)
+    wait_until(lambda: harness.manager.fetch_waits.held == 1, "the fetch parks")
     for i in range(OTHER_APPENDS):
         harness.produce(1, [b"other-%d" % i])
     harness.produce(0, [b"mine"])
@@ -102,7 +100,6 @@ def test_a_parked_consumer_fetch_rereads_only_when_the_high_watermark_moves(
     (orders-1's follower, broker 2, has not fetched it yet) is no news to it; the follower's
     fetch that moves the mark is."""
     reads: list[int] = []
-    first_read = threading.Event()
     read_all = fetch._read_all
 
     def counting(*args: object) -> fetch._Pass:
@@ -111,7 +108,6 @@ def test_a_parked_consumer_fetch_rereads_only_when_the_high_watermark_moves(
         assert isinstance(request, broker_pb2.FetchRequest)
         if request.replica_id == fetch.CONSUMER_REPLICA_ID:
             reads.append(sum(answer[1]))
-            first_read.set()
         return answer
 
     monkeypatch.setattr(fetch, "_read_all", counting)
@@ -120,7 +116,7 @@ def test_a_parked_consumer_fetch_rereads_only_when_the_high_watermark_moves(
         target=lambda: answered.append(harness.fetch({1: 0}, wait_ms=30_000, min_bytes=1))
     )
     waiter.start()
-    assert first_read.wait(timeout=10)
+    wait_until(lambda: harness.manager.fetch_waits.held == 1, "the fetch parks")
     for i in range(OTHER_APPENDS):
         harness.produce(1, [b"uncommitted-%d" % i])
     assert harness.fetch({1: 0}, replica_id=2)[1].records  # the follower reads them...
