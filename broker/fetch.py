@@ -113,39 +113,32 @@ def _fetch(
     wait_ms_max: int,
     where: _Records,
 ) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
-    """Looks once; without an answer yet, waits on the request's partitions and looks again
-    after each change of what it reads. Under load most fetches are answered by the first
-    look, so it goes without a watch: a change between it and the watch's start moves
-    `manager.version`, and is looked at before waiting."""
+    """Looks; without an answer yet, waits on the request's partitions and looks again after
+    each change of what it reads, or when news is due."""
     deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
-    version = manager.version  # before the first look
-    held: dict[Slot, Records] = {}
-    read = _look(manager, request, clock_ms, held, where)
-    if _answers(request, read, clock_ms(), deadline_ms):
-        return _answer(manager, request, read, held)
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     # A consumer reads committed records only: an append that moves only the log end is no news.
     interest = COMMITTED if request.replica_id == CONSUMER_REPLICA_ID else Change.ALL
-    with manager.watches.watch(keys, interest) as watch:
-        if not manager.fetch_waits.take():
-            return _answer(manager, request, read, held)  # every slot held: answer at once
-        try:
-            _close(held)
-            changed = manager.version != version  # between the first look and the watch
+    waiting = False  # holds one of manager.fetch_waits' slots
+    try:
+        with manager.watches.watch(keys, interest) as watch:
             while True:
-                if not changed:
-                    wake_ms = deadline_ms
-                    if read.answer_by_ms is not None:
-                        wake_ms = min(wake_ms, read.answer_by_ms)
-                    watch.wait(deadline_ms=wake_ms, clock_ms=clock_ms)
-                watch.clear()  # before looking: a change during the look ends the next wait
-                held = {}
+                watch.clear()  # before looking: a change during the look ends the wait at once
+                held: dict[Slot, Records] = {}
                 read = _look(manager, request, clock_ms, held, where)
                 if _answers(request, read, clock_ms(), deadline_ms):
                     return _answer(manager, request, read, held)
+                if not waiting:
+                    waiting = manager.fetch_waits.take()
+                    if not waiting:  # every slot held: answer without waiting
+                        return _answer(manager, request, read, held)
                 _close(held)
-                changed = False
-        finally:
+                wake_ms = deadline_ms
+                if read.answer_by_ms is not None:
+                    wake_ms = min(wake_ms, read.answer_by_ms)
+                watch.wait(deadline_ms=wake_ms, clock_ms=clock_ms)
+    finally:
+        if waiting:
             manager.fetch_waits.give_back()
 
 
