@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pykraft.client.clock import monotonic_ms
 from pykraft.client.errors import RequestTimedOutError
@@ -91,6 +92,15 @@ class DeliveryCounts:
     records_delivered: int
     records_failed: int
     last_error: BaseException | None
+
+
+class Readiness(NamedTuple):
+    """What `RecordAccumulator.ready` found."""
+
+    ready: list[TopicPartition]  # a batch to send now
+    # A batch that only waits for its linger: it may go along with a request sent anyway.
+    lingering: list[TopicPartition]
+    next_ms: int  # how long until a batch may be ready
 
 
 class RecordAccumulator:
@@ -171,9 +181,11 @@ class RecordAccumulator:
         if batches.closing:
             raise RuntimeError("the producer is closed")
 
-    def ready(self, now_ms: int) -> tuple[list[TopicPartition], int]:
-        """Partitions with a batch to send now, and how long until the next may be (ms)."""
+    def ready(self, now_ms: int) -> Readiness:
+        """Partitions with a batch to send now, those whose batch only lingers, and how long
+        until the next may be ready (ms)."""
         ready: list[TopicPartition] = []
+        lingering: list[TopicPartition] = []
         next_ms = self._linger_ms if self._linger_ms > 0 else 100
         with self._lock:
             hurry = self._flushes_in_progress > 0 or self._batches.closing
@@ -187,8 +199,9 @@ class RecordAccumulator:
                 if first.attempts > 0 or self._is_ready(queue, now_ms, hurry=hurry):
                     ready.append(tp)
                 else:
+                    lingering.append(tp)
                     next_ms = min(next_ms, first.created_ms + self._linger_ms - now_ms)
-        return ready, max(next_ms, 1)
+        return Readiness(ready, lingering, max(next_ms, 1))
 
     def drain(
         self,

@@ -1,5 +1,6 @@
-"""The producer's background thread: drains ready batches and sends them, one Produce request
-per leader broker, keeping at most `max_in_flight_requests_per_connection` (Kafka's
+"""The producer's background thread: drains ready batches (with, as Kafka's drain, the lingering
+batches of the partitions the same broker leads) and sends them, one Produce request per leader
+broker, keeping at most `max_in_flight_requests_per_connection` (Kafka's
 max.in.flight.requests.per.connection) requests in flight per broker.
 
 With idempotence a partition keeps up to that many batches in flight too, so each partition
@@ -149,12 +150,12 @@ class Sender:
         # Each round sends at most one request per broker; a broker takes no more than
         # in_flight_max, so that many rounds are all one pass can use.
         for _ in range(in_flight_max):
-            ready, delay_ms = self._accumulator.ready(now_ms)
+            ready, lingering, delay_ms = self._accumulator.ready(now_ms)
             if ready and not self._identity_ready(now_ms):
                 return min(delay_ms, max(self._config.retry_backoff_ms, 1))
             sent = False
             may_send = self._unresolved.may_send
-            for address, tps in self._by_leader(ready).items():
+            for address, tps in self._by_leader(ready, lingering).items():
                 if self._in_flight[address] < in_flight_max:
                     sent = (
                         self._send(address, self._accumulator.drain(tps, may_send, now_ms)) or sent
@@ -195,7 +196,12 @@ class Sender:
         )
         return False
 
-    def _by_leader(self, ready: list[TopicPartition]) -> dict[str, list[TopicPartition]]:
+    def _by_leader(
+        self, ready: list[TopicPartition], lingering: list[TopicPartition]
+    ) -> dict[str, list[TopicPartition]]:
+        """The partitions to drain, by leader address: the ready ones, and, as Kafka's drain
+        does, the lingering ones of a leader a request goes to anyway (their records wait
+        less, and the broker gets one request instead of one per partition's linger)."""
         grouped: dict[str, list[TopicPartition]] = defaultdict(list)
         for tp in ready:
             leader = self._metadata.leader(tp)
@@ -204,6 +210,10 @@ class Sender:
                 self._metadata.request_update()
                 continue
             grouped[leader.address].append(tp)
+        for tp in lingering:
+            leader = self._metadata.leader(tp)
+            if leader is not None and leader.address in grouped:
+                grouped[leader.address].append(tp)
         return grouped
 
     def _send(self, address: str, batches: list[ProducerBatch]) -> bool:

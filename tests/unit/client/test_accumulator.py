@@ -41,7 +41,7 @@ def test_records_fill_a_batch_up_to_batch_size_then_open_another() -> None:
     acc = accumulator(batch_size=300, linger_ms=60_000)
     for i in range(10):
         acc.append(TP, 1000, None, b"%d" % i + b"x" * 40, (), max_block_ms=0)
-    ready, _ = acc.ready(monotonic_ms())
+    ready, _, _ = acc.ready(monotonic_ms())
     assert ready == [TP], "a full batch is ready before linger_ms"
     batches = acc.drain([TP], first_only, monotonic_ms())
     first = decode_batch(batches[0].builder.build())
@@ -54,8 +54,8 @@ def test_a_batch_waits_for_linger_ms() -> None:
     acc = accumulator(linger_ms=10_000)
     acc.append(TP, 1000, b"k", b"v", (), max_block_ms=0)
     now = monotonic_ms()
-    ready, delay_ms = acc.ready(now)
-    assert ready == []
+    ready, lingering, delay_ms = acc.ready(now)
+    assert ready == [] and lingering == [TP]
     assert 9_000 < delay_ms <= 10_000
     assert acc.ready(now + 10_001)[0] == [TP]
 

@@ -280,3 +280,18 @@ def test_requests_stay_within_max_request_size() -> None:
             future.result(WAIT_S)
         # Four ~480-byte batches: at most two fit in one request.
         assert cluster.requests[(1, "Produce")] >= 2
+
+
+def test_a_request_to_a_broker_takes_its_lingering_batches_along() -> None:
+    """As Kafka's drain: once a request goes to a broker, every partition it leads sends its
+    batch, lingering or not, instead of a request of its own when its linger ends."""
+    with (
+        running({"t": 2}) as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap, batch_size=1000, linger_ms=60_000) as p,
+    ):
+        lingering = p.send("t", b"waits", partition=1)
+        first = p.send("t", b"x" * 600, partition=0)
+        p.send("t", b"y" * 600, partition=0)  # a second batch: the first one is full, it goes
+        assert first.result(WAIT_S).offset == 0
+        assert lingering.result(WAIT_S).offset == 0  # long before its linger
+        assert cluster.requests[(1, "Produce")] == 1
