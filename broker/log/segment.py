@@ -36,7 +36,7 @@ from pykraft.broker.log.segment_names import (
     TIME_INDEX_SUFFIX,
     file_name,
 )
-from pykraft.broker.log.segment_reads import SegmentReads
+from pykraft.broker.log.segment_reads import RECENT_BATCHES_MAX, SegmentReads
 from pykraft.proto.record_batch import (
     HEADER_SIZE,
     NO_TIMESTAMP,
@@ -127,6 +127,7 @@ class LogSegment(SegmentReads):
         self.offset_of_max_timestamp = self.base_offset
         self.first_batch_max_timestamp: int | None = None  # what segment.ms counts from
         self._bytes_since_index_entry = 0
+        self.recent = ()
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
@@ -302,8 +303,10 @@ class LogSegment(SegmentReads):
         self._synced = False
         with self._file.borrow() as fd:
             writev_all(fd, pieces)  # append mode: lands at `start`, the end of the file
-        for relative, header in batches:
-            self._index_batch(start + relative, header)
+        added = tuple((start + relative, header) for relative, header in batches)
+        for position, header in added:
+            self._index_batch(position, header)
+        self.recent = (self.recent + added)[-RECENT_BATCHES_MAX:]
         self.size = start + size_bytes  # publish last: readers may now see the batches
 
     def mark(self) -> SegmentMark:
@@ -320,6 +323,7 @@ class LogSegment(SegmentReads):
 
     def rollback(self, mark: SegmentMark) -> None:
         """Puts the segment back as it was at `mark` (file bytes and index entries included)."""
+        self.recent = ()
         self._truncate_file(mark.size)
         self.offset_index.truncate_entries(mark.index_entries)
         self.time_index.truncate_entries(mark.time_index_entries)
@@ -336,6 +340,7 @@ class LogSegment(SegmentReads):
         position = self.find_position(offset)
         if position is None:
             return 0
+        self.recent = ()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self._truncate_file(position)
@@ -345,7 +350,9 @@ class LogSegment(SegmentReads):
 
     def on_become_inactive(self) -> None:
         """Kafka writes the largest timestamp into the time index when a segment stops being
-        active (roll, close), so it survives a restart without a scan."""
+        active (roll, close), so it survives a restart without a scan. Its reads are no longer
+        at the tail: it forgets the recent batches."""
+        self.recent = ()
         self.time_index.maybe_append(
             self.max_timestamp, self.offset_of_max_timestamp, allow_full=True
         )

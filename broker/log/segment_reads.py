@@ -2,12 +2,17 @@
 positions by offset and by timestamp, and reading whole batches as bytes or as a range of the
 file. Readers may run on other threads at the same time as `append`: they stop at `size`, which
 `append` raises only once the bytes and index entries are in place, and they read with pread,
-never moving the cursor the writer uses."""
+never moving the cursor the writer uses.
+
+The headers of the latest batches appended (`recent`, at most RECENT_BATCHES_MAX) stay in memory
+while the segment is active: a read at the tail of the log, a follower's or a caught-up
+consumer's, finds its batches without reading a header from the file."""
 
 from __future__ import annotations
 
 import errno
 import os
+from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -25,6 +30,15 @@ from pykraft.proto.record_batch import (
 
 _SCAN_BYTES: Final = 1 << 16  # bytes read at a time when walking batch headers
 assert _SCAN_BYTES >= HEADER_SIZE
+# How many of the latest batches' headers an active segment keeps in memory.
+RECENT_BATCHES_MAX: Final = 64
+
+# (position, header) of a batch.
+Located = tuple[int, BatchHeader]
+
+
+def _position(located: Located) -> int:
+    return located[0]
 
 
 class SegmentReads:
@@ -34,6 +48,9 @@ class SegmentReads:
     offset_index: OffsetIndex
     time_index: TimeIndex
     size: int  # published bytes: readers never look past this
+    # The latest batches, in order, up to the end of the segment (replaced, never mutated, so
+    # a reader's copy stays whole); empty when not known.
+    recent: tuple[Located, ...]
     _file: CachedFile
 
     def _iter_batches(
@@ -64,12 +81,30 @@ class SegmentReads:
         with self._file.borrow() as fd:
             return read_at(fd, size, position)
 
+    def _headers(self, position: int, end: int) -> Iterator[Located]:
+        """(position, header) of each batch from `position` (a batch start) up to `end`: from
+        `recent` when it holds that batch, else read from the file."""
+        recent = self.recent
+        if recent and position >= recent[0][0]:
+            slot = bisect_left(recent, position, key=_position)
+            if slot < len(recent) and recent[slot][0] == position:
+                for located in recent[slot:]:
+                    if located[0] >= end:
+                        return
+                    yield located
+                return
+        yield from self._iter_batches(position, end, verify=False)
+
     def find_position(self, offset: int) -> int | None:
         """Position of the first batch whose last offset is >= `offset`, or None if the segment
         has none (up to `size`)."""
         end = self.size
-        start = self.offset_index.lookup(offset).position
-        for position, header in self._iter_batches(start, end, verify=False):
+        recent = self.recent
+        if recent and offset >= recent[0][1].base_offset:
+            start = recent[0][0]  # no batch before it reaches `offset`
+        else:
+            start = self.offset_index.lookup(offset).position
+        for position, header in self._headers(start, end):
             if header.last_offset >= offset:
                 return position
         return None
@@ -98,7 +133,7 @@ class SegmentReads:
         stays within it. No batch whose last offset is >= `upper_offset` counts; None if the
         first one is such a batch."""
         length, first_offset, next_offset = 0, -1, -1
-        for _, header in self._iter_batches(position, self.size, verify=False):
+        for _, header in self._headers(position, self.size):
             if header.last_offset >= upper_offset:
                 break
             if length and length + header.size_bytes > bytes_max:

@@ -6,9 +6,12 @@ import os
 import struct
 from pathlib import Path
 
+import pytest
+
 from pykraft.broker.log import LogConfig
 from pykraft.broker.log.segment import LogSegment
 from pykraft.broker.log.segment_names import base_offset_of, file_name
+from pykraft.broker.log.segment_reads import RECENT_BATCHES_MAX
 from pykraft.proto.record_batch import BatchHeader, iter_batches
 
 from .support import batch
@@ -123,4 +126,52 @@ def test_truncate_drops_whole_batches_from_the_one_holding_the_offset(tmp_path: 
     assert removed == sum(header.size_bytes for _, header in batches[7:])
     assert segment.next_offset == 64 and segment.size == batches[7][0]
     assert segment.offset_index.last_entry().offset < 64
+    segment.close_files()
+
+
+def _reads(segment: LogSegment, offsets: range) -> list[object]:
+    """What find_position and batch_span (a few budgets and bounds) say at each offset."""
+    answers: list[object] = []
+    for offset in offsets:
+        position = segment.find_position(offset)
+        answers.append(position)
+        if position is not None:
+            for bytes_max, upper_offset in ((1, 10**9), (500, 10**9), (10**6, offset + 3)):
+                span = segment.batch_span(position, bytes_max=bytes_max, upper_offset=upper_offset)
+                answers.append(span)
+    return answers
+
+
+def test_tail_reads_from_the_recent_headers_agree_with_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segment = LogSegment.create(tmp_path, 0, CONFIG)
+    offset = 0
+    for number in range(RECENT_BATCHES_MAX + 40):
+        _append(segment, offset, 1 + number % 3)  # batches of 1, 2 and 3 records
+        offset += 1 + number % 3
+    assert len(segment.recent) == RECENT_BATCHES_MAX
+    offsets = range(0, offset + 2)
+    with_recent = _reads(segment, offsets)
+    tail = segment.recent[0][1].base_offset
+    reads_at = segment._read_at
+
+    def no_header_reads(size: int, position: int) -> bytes:
+        raise AssertionError(f"a header read at {position} for the tail")
+
+    monkeypatch.setattr(segment, "_read_at", no_header_reads)
+    _reads(segment, range(tail, offset + 2))  # the tail needs no file read to be found
+    monkeypatch.setattr(segment, "_read_at", reads_at)
+    recent, segment.recent = segment.recent, ()
+    assert _reads(segment, offsets) == with_recent
+    segment.recent = recent
+
+    segment.truncate_to(offset - 10)  # then other batches at the same offsets
+    offset = segment.next_offset
+    for _ in range(5):
+        _append(segment, offset, 4)
+        offset += 4
+    after = _reads(segment, range(0, offset + 2))
+    segment.recent = ()
+    assert _reads(segment, range(0, offset + 2)) == after
     segment.close_files()
