@@ -41,6 +41,10 @@ def _position(located: Located) -> int:
     return located[0]
 
 
+def _last_offset(located: Located) -> int:
+    return located[1].last_offset
+
+
 class SegmentReads:
     """The reads of `LogSegment`, over the files and the published size it keeps."""
 
@@ -100,11 +104,13 @@ class SegmentReads:
         has none (up to `size`)."""
         end = self.size
         recent = self.recent
-        if recent and offset >= recent[0][1].base_offset:
-            start = recent[0][0]  # no batch before it reaches `offset`
-        else:
-            start = self.offset_index.lookup(offset).position
-        for position, header in self._headers(start, end):
+        if recent and offset >= recent[0][1].base_offset:  # no batch before these reaches it
+            slot = bisect_left(recent, offset, key=_last_offset)
+            if slot == len(recent) or recent[slot][0] >= end:
+                return None
+            return recent[slot][0]
+        start = self.offset_index.lookup(offset).position
+        for position, header in self._iter_batches(start, end, verify=False):
             if header.last_offset >= offset:
                 return position
         return None
