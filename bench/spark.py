@@ -8,6 +8,9 @@ Prints, for the same N rows in the same run:
   earliest) into Spark's noop sink, from `start()` to the end of `awaitTermination`;
 - records/s of the same query shape reading the same rows from Parquet files
   (`readStream.parquet`), written from the topic beforehand and not timed;
+- each of them the median of `STREAM_RUNS` queries, the stream shapes (these two and the
+  Python sources' below) taken in turn: the first query of a shape with full-size batches
+  pays for the JVM compiling its hot paths (about 100 ms more, whichever shape runs first);
 - pykraft / parquet;
 - the same comparison as batch reads (`spark.read` of every row and column, written to the
   noop sink), the median of `BATCH_READS` reads of each, taken in turn: no streaming query,
@@ -91,6 +94,8 @@ FLUSH_TIMEOUT_S = 600
 QUERY_TIMEOUT_S = 1_800
 # Batch reads of each source, taken in turn; the median is reported.
 BATCH_READS = 5
+# Queries of each stream shape, taken in turn; the median is reported (module doc).
+STREAM_RUNS = 3
 # What starts the line each measurement ends with (the summary of several trees collects them).
 RATIO_LINE = "pykraft / parquet"
 
@@ -343,11 +348,24 @@ def consumer_alone(bootstrap: str, topic: str, records: int) -> float:
     return rate
 
 
-def timed(name: str, stream: DataFrame, checkpoint: Path, records: int) -> float:
-    """Runs `stream` to its end, prints its figures and returns its seconds."""
-    seconds = drain(stream, checkpoint, records)
-    print(f"{name}: {records:,} records in {seconds:,.2f} s, {records / seconds:,.0f} records/s")
-    return seconds
+def stream_runs(streams: dict[str, tuple[DataFrame, int]], checkpoints: Path) -> dict[str, float]:
+    """Median seconds of STREAM_RUNS queries of each of `streams` (name: the stream and the
+    rows it must count), taken in turn, each from its start (a checkpoint of its own under
+    `checkpoints`); prints them."""
+    seconds: dict[str, list[float]] = {name: [] for name in streams}
+    for run in range(STREAM_RUNS):
+        for index, (name, (stream, records)) in enumerate(streams.items()):
+            checkpoint = checkpoints / f"checkpoint-{index}-{run}"
+            seconds[name].append(drain(stream, checkpoint, records))
+    medians = {name: statistics.median(each) for name, each in seconds.items()}
+    for name, (_, records) in streams.items():
+        rounded = ", ".join(f"{s:.2f}" for s in seconds[name])
+        median = medians[name]
+        print(
+            f"{name}: {records:,} records in {median:,.2f} s (median of {rounded}), "
+            f"{records / median:,.0f} records/s"
+        )
+    return medians
 
 
 def warm_up(spark: SparkSession, quorum: Quorum, bootstrap: str, tmp: Path, tasks: int) -> None:
@@ -390,18 +408,20 @@ def _measure(records: int) -> None:
             warm_up(spark, quorum, bootstrap, tmp, tasks)
             parquet = tmp / "bench.parquet"
             to_parquet(spark, bootstrap, TOPIC, parquet)
-            from_topic = timed(
-                f"pykraft, {PARTITIONS} partitions",
-                pykraft_stream(spark, bootstrap, TOPIC),
-                tmp / "checkpoint-pykraft",
-                records,
+            topic_name, parquet_name = f"pykraft, {PARTITIONS} partitions", "parquet"
+            nothing_name = "Python source yielding nothing (one empty task)"
+            memory_name = f"Python source yielding the rows from memory ({tasks} tasks)"
+            streams = stream_runs(
+                {
+                    topic_name: (pykraft_stream(spark, bootstrap, TOPIC), records),
+                    parquet_name: (parquet_stream(spark, parquet), records),
+                    nothing_name: (memory_frame(spark.readStream, 0, 1), 0),
+                    memory_name: (memory_frame(spark.readStream, records, tasks), records),
+                },
+                tmp,
             )
-            from_parquet = timed(
-                "parquet",
-                parquet_stream(spark, parquet),
-                tmp / "checkpoint-parquet",
-                records,
-            )
+            from_topic, from_parquet = streams[topic_name], streams[parquet_name]
+            nothing, from_memory = streams[nothing_name], streams[memory_name]
             batch = batch_reads(
                 spark,
                 {
@@ -415,18 +435,6 @@ def _measure(records: int) -> None:
             )
             memory_batch_s = batch[f"Python source from memory ({tasks} tasks)"]
             consumer_alone(bootstrap, TOPIC, records)
-            nothing = timed(
-                "Python source yielding nothing (one empty task)",
-                memory_frame(spark.readStream, 0, 1),
-                tmp / "checkpoint-nothing",
-                0,
-            )
-            from_memory = timed(
-                f"Python source yielding the rows from memory ({tasks} tasks)",
-                memory_frame(spark.readStream, records, tasks),
-                tmp / "checkpoint-memory",
-                records,
-            )
         finally:
             spark.stop()
         print(
