@@ -142,7 +142,7 @@ class IsrUpdater:
             )
         except ControllerUnavailableError:
             for partition in sent.values():
-                partition.alter_failed()
+                partition.alter_failed(self._clock_ms())
             raise
         self._apply(response, sent)
 
@@ -168,7 +168,7 @@ class IsrUpdater:
         if response.header.error_code != common_pb2.NONE:
             log.warning("AlterPartition refused: %s", response.header.error_message)
             for partition in sent.values():
-                partition.alter_failed()
+                partition.alter_failed(self._clock_ms())
             return
         for result in response.partitions:
             partition_ = sent.pop((result.topic_id, result.partition), None)
@@ -176,7 +176,8 @@ class IsrUpdater:
                 continue
             if result.error_code == common_pb2.NONE:
                 if result.partition_epoch <= partition_.local.registration.partition_epoch:
-                    partition_.alter_failed()  # nothing changed: no metadata will come
+                    # Nothing changed: no metadata will come.
+                    partition_.alter_failed(self._clock_ms())
                 continue
             log.info(
                 "%s-%d: ISR change refused: %s",
@@ -185,6 +186,6 @@ class IsrUpdater:
                 result.error_message,
             )
             if result.error_code not in _WAIT_FOR_METADATA:
-                partition_.alter_failed()
+                partition_.alter_failed(self._clock_ms())
         for partition in sent.values():
-            partition.alter_failed()  # no answer for it
+            partition.alter_failed(self._clock_ms())  # no answer for it

@@ -54,13 +54,13 @@ class FollowerState:
             caught_up_ms = now_ms
         elif fetch_offset >= self.leader_end_at_last_fetch >= 0:
             caught_up_ms = max(caught_up_ms, self.last_fetch_ms)
-        return dataclasses.replace(
-            self,
+        return FollowerState(  # every field named: dataclasses.replace costs twice as much
             log_end_offset=fetch_offset,
             last_caught_up_ms=caught_up_ms,
             leader_end_at_last_fetch=leader_end_offset,
             last_fetch_ms=now_ms,
             broker_epoch=broker_epoch,
+            high_watermark_sent=self.high_watermark_sent,
             log_start_offset=log_start_offset,
         )
 

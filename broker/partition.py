@@ -259,6 +259,8 @@ class Partition:
         or as a follower serving a consumer up to its high-water mark (its log is the
         leader's there)."""
         log_ = self.log
+        if last_fetched_epoch == log_.latest_epoch and fetch_offset <= log_.log_end_offset:
+            return None  # its last batch is of the latest epoch, which runs to the log end
         return isr_rules.diverging_epoch(
             last_fetched_epoch=last_fetched_epoch,
             fetch_offset=fetch_offset,
@@ -285,13 +287,16 @@ class Partition:
             if replica_id not in self._local.registration.replicas:
                 return False
             state = self._followers.get(replica_id, FollowerState(last_caught_up_ms=now_ms))
-            self._followers[replica_id] = state.after_fetch(
+            new = state.after_fetch(
                 fetch_offset,
                 self.log.log_end_offset,
                 now_ms,
                 broker_epoch,
                 log_start_offset=log_start_offset,
             )
+            self._followers[replica_id] = new
+        if new.log_end_offset == state.log_end_offset and new.broker_epoch == state.broker_epoch:
+            return False  # what the mark is computed from did not change (a caught-up poll)
         return self._maybe_advance_high_watermark(now_ms)
 
     def high_watermark_for(self, replica_id: int) -> tuple[int, int | None]:
@@ -391,11 +396,13 @@ class Partition:
             allowed = set(eligible) | {self._broker_id}
             return tuple(sorted(((set(registration.isr) - lagging) | joining) & allowed))
 
-    def alter_failed(self) -> None:
-        """The AlterPartition in flight got no usable answer: a later check may send again."""
+    def alter_failed(self, now_ms: int) -> None:
+        """The AlterPartition in flight got no usable answer: a later check may send again. The
+        replicas it would have added no longer hold the high-water mark back."""
         with self._lock:
             self._alter_in_flight = None
             self._joining = frozenset()
+        self._maybe_advance_high_watermark(now_ms)
 
     @contextmanager
     def following(self, leader_id: int, leader_epoch: int) -> Iterator[bool]:

@@ -52,6 +52,10 @@ class PartitionLogReads(PartitionLogBase):
     ) -> Read[_Taken]:
         """`take` of the span a read finds, under the shared lock (the segment stays open)."""
         assert bytes_max >= 0, bytes_max
+        if offset == self._log_end_offset:  # a caught-up follower: nothing to read, no lock
+            log_start_offset, high_watermark = self._start.offset, self._high_watermark
+            if log_start_offset <= offset:
+                return Read(None, offset, offset, high_watermark, log_start_offset)
         with self._local.reading():
             # The end before the view: an append publishes its segments before its end.
             log_end_offset = self._log_end_offset

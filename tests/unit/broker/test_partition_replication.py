@@ -80,7 +80,7 @@ def test_isr_proposals_one_in_flight(log: PartitionLog) -> None:
     partition.on_follower_fetch(3, 5, now_ms=LAG_MS + 3)
     expand = partition.propose_isr(now_ms=LAG_MS + 3, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
     assert expand == (1, 2, 3)
-    partition.alter_failed()
+    partition.alter_failed(now_ms=LAG_MS + 3)
     retry = partition.propose_isr(now_ms=LAG_MS + 4, lag_time_max_ms=LAG_MS, eligible={1: 1, 2: 2})
     assert retry is None  # 3 is fenced now: nothing to ask for
 
@@ -139,8 +139,7 @@ def test_a_joiner_in_flight_holds_the_high_watermark_back(log: PartitionLog) -> 
     assert partition.log.high_watermark == 5  # 3 has only 5 of the 10
     partition.on_follower_fetch(3, 8, now_ms=3)
     assert partition.log.high_watermark == 8
-    partition.alter_failed()  # refused: the committed ISR alone counts again
-    partition.on_follower_fetch(2, 10, now_ms=4)
+    partition.alter_failed(now_ms=4)  # refused: the committed ISR alone counts again, at once
     assert partition.log.high_watermark == 10
 
 
