@@ -420,8 +420,8 @@ class Partition:
         """As follower: appends fetched batches and takes the leader's high-water mark, capped
         by the local log end."""
         info = self.log.append_as_follower(batches)
-        self._take_leader_high_watermark(leader_high_watermark)
-        self._on_change(Change.LOG_END | Change.HIGH_WATERMARK)
+        moved = self._take_leader_high_watermark(leader_high_watermark)
+        self._on_change(Change.LOG_END | Change.HIGH_WATERMARK if moved else Change.LOG_END)
         if latency_trace.TRACE is not None:
             latency_trace.TRACE.note(
                 latency_trace.Step.FOLLOWER_APPEND,
@@ -434,13 +434,13 @@ class Partition:
 
     def take_leader_high_watermark(self, leader_high_watermark: int) -> None:
         """As follower, from a fetch that brought no records: the leader's high-water mark,
-        capped by the local log end (it never moves back)."""
-        self._take_leader_high_watermark(leader_high_watermark)
-        self._on_change(Change.HIGH_WATERMARK)
+        capped by the local log end (it never moves back); wakes waiters only if it moved."""
+        if self._take_leader_high_watermark(leader_high_watermark):
+            self._on_change(Change.HIGH_WATERMARK)
 
-    def _take_leader_high_watermark(self, leader_high_watermark: int) -> None:
+    def _take_leader_high_watermark(self, leader_high_watermark: int) -> bool:
         log_end_offset = self.log.log_end_offset
-        self.log.update_high_watermark(min(max(leader_high_watermark, 0), log_end_offset))
+        return self.log.update_high_watermark(min(max(leader_high_watermark, 0), log_end_offset))
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """The local answer to OffsetForLeaderEpoch (see PartitionLog.end_offset_for_epoch)."""

@@ -86,6 +86,16 @@ class _RoundNotes:
         log.info("fetch from broker %d: %s", leader_id, "; ".join(kinds))
 
 
+def _nothing_new(partition: Partition, result: broker_pb2.FetchPartitionResult) -> bool:
+    """Whether an answer without records brings nothing to apply: no error, no divergence, a
+    high-water mark the partition already holds."""
+    return (
+        result.error_code == common_pb2.NONE
+        and result.high_watermark <= partition.high_watermark
+        and not result.HasField("diverging_epoch")
+    )
+
+
 class FetcherThread:
     """Fetches the partitions led by one broker at one address."""
 
@@ -252,6 +262,8 @@ class FetcherThread:
                         records = result.records
                         if key in fetch.throttled:
                             throttled_bytes += len(records)
+                        if not records and _nothing_new(entry[0], result):
+                            continue  # a caught-up poll of an idle partition: no role lock
                         held = self._apply_partition(*entry, result, records, deferred, notes)
                         if held is not None:
                             truncated.enter_context(held)

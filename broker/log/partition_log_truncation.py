@@ -12,13 +12,16 @@ from pykraft.broker.log.partition_log_base import PartitionLogBase
 class PartitionLogTruncation(PartitionLogBase):
     """The high watermark and truncation of `PartitionLog`."""
 
-    def update_high_watermark(self, offset: int) -> None:
+    def update_high_watermark(self, offset: int) -> bool:
         """Raises the high watermark to `offset`; a lower value is ignored (it never moves
-        back, except when truncation cuts the log below it)."""
+        back, except when truncation cuts the log below it). Says whether it moved."""
         with self._lock:
             assert 0 <= offset <= self._log_end_offset, (offset, self._log_end_offset)
-            self._high_watermark = max(self._high_watermark, offset)
+            if offset <= self._high_watermark:
+                return False
+            self._high_watermark = offset
             self._assert_offsets()
+            return True
 
     def truncate_to(self, offset: int, deferred: DeferredWrites | None = None) -> None:
         """Drops every batch that holds an offset >= `offset` (a follower that diverged). A

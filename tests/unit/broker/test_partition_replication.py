@@ -14,6 +14,7 @@ import pytest
 from pykraft.broker.local_changes import LocalPartition
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.partition import Partition
+from pykraft.broker.partition_watches import Change
 from pykraft.metadata_log import PartitionRegistration
 from pykraft.proto import common_pb2
 from pykraft.proto.record_batch import build_batch
@@ -170,3 +171,22 @@ def test_a_fetch_from_a_previous_incarnation_does_not_bring_a_replica_back(
     assert partition.propose_isr(now_ms=2, lag_time_max_ms=LAG_MS, eligible=restarted) is None
     partition.on_follower_fetch(3, 5, now_ms=3, broker_epoch=30)
     assert partition.propose_isr(now_ms=3, lag_time_max_ms=LAG_MS, eligible=restarted) == (1, 2, 3)
+
+
+def test_a_follower_wakes_its_waiters_only_when_the_leader_mark_moves_its_own(
+    log: PartitionLog,
+) -> None:
+    """An idle partition's fetch answer brings the mark the follower already holds: no change,
+    so no wake-up of its waiters (consumers reading from it, KIP-392)."""
+    changes: list[Change] = []
+    follower = Partition(
+        _local((1, 2), leader=2), log, broker_id=1, min_insync_replicas=2, now_ms=0,
+        on_change=changes.append,
+    )  # fmt: skip
+    follower.append_as_follower(build_batch([(0, None, b"v")] * 2), leader_high_watermark=0)
+    changes.clear()
+    follower.take_leader_high_watermark(1)
+    assert follower.high_watermark == 1 and changes == [Change.HIGH_WATERMARK]
+    for leader_mark in (1, 0, 5):  # the same mark, an older one, one above the log end
+        follower.take_leader_high_watermark(leader_mark)
+    assert follower.high_watermark == 2 and changes == [Change.HIGH_WATERMARK] * 2
