@@ -277,6 +277,19 @@ def _read_one(
     epoch_error = partition.epoch_error(item.current_leader_epoch)
     if epoch_error is not None:
         raise epoch_error
+    if not consumer and latency_trace.TRACE is None:  # the trace notes each follower fetch
+        polled = partition.caught_up_poll(
+            request.replica_id,
+            item.fetch_offset,
+            item.last_fetched_epoch,
+            now_ms,
+            request.replica_epoch,
+            log_start_offset=item.log_start_offset,
+        )
+        if polled is not None:
+            result.high_watermark = result.last_stable_offset = polled.high_watermark
+            result.log_start_offset = polled.log_start_offset
+            return b"", None
     # Set before reading: a follower answered OFFSET_OUT_OF_RANGE restarts at the log start.
     log_start_offset = result.log_start_offset = partition.log_start_offset
     result.high_watermark = result.last_stable_offset = partition.high_watermark

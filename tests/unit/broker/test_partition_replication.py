@@ -190,3 +190,24 @@ def test_a_follower_wakes_its_waiters_only_when_the_leader_mark_moves_its_own(
     for leader_mark in (1, 0, 5):  # the same mark, an older one, one above the log end
         follower.take_leader_high_watermark(leader_mark)
     assert follower.high_watermark == 2 and changes == [Change.HIGH_WATERMARK] * 2
+
+
+def test_a_caught_up_poll_of_an_idle_partition_takes_the_cheap_path_only_when_nothing_moved(
+    log: PartitionLog,
+) -> None:
+    partition = _partition(log, (1, 2, 3))
+    _append(partition, 5)
+    for follower in (2, 3):
+        partition.on_follower_fetch(follower, 5, now_ms=1)
+    partition.high_watermark_sent(2, 5)
+    polled = partition.caught_up_poll(
+        2, 5, 0, now_ms=LAG_MS * 5, broker_epoch=-1, log_start_offset=0
+    )
+    assert polled == (5, 0)
+    assert partition.follower_states()[2].last_caught_up_ms == LAG_MS * 5  # stays in the ISR
+    assert partition.caught_up_poll(3, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
+    assert partition.caught_up_poll(2, 5, 7, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
+    assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=9, log_start_offset=0) is None
+    assert partition.caught_up_poll(4, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
+    _append(partition, 1)
+    assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
