@@ -221,9 +221,14 @@ def _read_all(
     size_bytes, answer_by_ms = 0, None
     marks: list[tuple[Partition, int]] = []
     topic_bytes = [0] * len(request.topics)
+    # A follower's answer leaves out what has nothing new for it (see `_caught_up`).
+    follower = request.replica_id != CONSUMER_REPLICA_ID and latency_trace.TRACE is None
     for topic_slot, topic in enumerate(request.topics):
         topic_result = response.topics.add(topic=topic.topic)
-        for partition_slot, item in enumerate(topic.partitions):
+        for item in topic.partitions:
+            if follower and _caught_up(manager, request, topic.topic, item, now_ms):
+                continue
+            partition_slot = len(topic_result.partitions)  # its place in the answer
             result = topic_result.partitions.add(
                 partition=item.partition, high_watermark=-1, last_stable_offset=-1
             )
@@ -257,6 +262,33 @@ def _read_all(
     return _Pass(response, topic_bytes, answer_by_ms, marks)
 
 
+def _caught_up(
+    manager: ReplicaManager,
+    request: broker_pb2.FetchRequest,
+    topic: str,
+    item: broker_pb2.FetchPartition,
+    now_ms: int,
+) -> bool:
+    """Whether a follower's fetch of this partition is a caught-up poll of an idle one
+    (`Partition.caught_up_poll`, which notes it): nothing new for the answer, which leaves it
+    out, as Kafka's incremental fetch answers do (KIP-227). Any doubt (an error included)
+    says no: the whole path answers it."""
+    try:
+        partition = manager.leader(topic, item.partition, now_ms)
+    except LogError:
+        return False
+    if partition.epoch_error(item.current_leader_epoch) is not None:
+        return False
+    return partition.caught_up_poll(
+        request.replica_id,
+        item.fetch_offset,
+        item.last_fetched_epoch,
+        now_ms,
+        request.replica_epoch,
+        log_start_offset=item.log_start_offset,
+    )
+
+
 def _read_one(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
@@ -277,19 +309,6 @@ def _read_one(
     epoch_error = partition.epoch_error(item.current_leader_epoch)
     if epoch_error is not None:
         raise epoch_error
-    if not consumer and latency_trace.TRACE is None:  # the trace notes each follower fetch
-        polled = partition.caught_up_poll(
-            request.replica_id,
-            item.fetch_offset,
-            item.last_fetched_epoch,
-            now_ms,
-            request.replica_epoch,
-            log_start_offset=item.log_start_offset,
-        )
-        if polled is not None:
-            result.high_watermark = result.last_stable_offset = polled.high_watermark
-            result.log_start_offset = polled.log_start_offset
-            return b"", None
     # Set before reading: a follower answered OFFSET_OUT_OF_RANGE restarts at the log start.
     log_start_offset = result.log_start_offset = partition.log_start_offset
     result.high_watermark = result.last_stable_offset = partition.high_watermark

@@ -48,13 +48,6 @@ class LeaderAppend(NamedTuple):
     leader_epoch: int
 
 
-class Marks(NamedTuple):
-    """What an answer to a follower's fetch without records carries."""
-
-    high_watermark: int
-    log_start_offset: int
-
-
 class AckState(enum.Enum):
     """Where an acks=all append stands (`Partition.ack_state`)."""
 
@@ -315,12 +308,13 @@ class Partition:
         broker_epoch: int,
         *,
         log_start_offset: int,
-    ) -> Marks | None:
+    ) -> bool:
         """As leader, the cheap path of a follower's fetch of an idle partition: when it asks
         for the log end, after a batch of the latest epoch (no divergence), with the log end
         and incarnation its last fetch gave and the current mark already sent to it, notes
-        the fetch (caught up now; the mark cannot move) and returns what the answer carries.
-        None when the fetch needs the whole path (`on_follower_fetch` and the rest)."""
+        the fetch (caught up now; the mark cannot move) and says so: the follower has all
+        there is. False when the fetch needs the whole path (`on_follower_fetch` and the
+        rest)."""
         log_ = self.log
         with self._lock:
             state = self._followers.get(replica_id)
@@ -329,16 +323,16 @@ class Partition:
                 or fetch_offset != state.log_end_offset
                 or fetch_offset != log_.log_end_offset
                 or broker_epoch != state.broker_epoch
-                or last_fetched_epoch != log_.latest_epoch
+                or last_fetched_epoch not in (log_.latest_epoch, isr_rules.UNDEFINED_EPOCH)
                 or log_.high_watermark != state.high_watermark_sent
                 or not self.is_leader
                 or replica_id not in self._local.registration.replicas
             ):
-                return None
+                return False
             self._followers[replica_id] = state.after_fetch(
                 fetch_offset, fetch_offset, now_ms, broker_epoch, log_start_offset=log_start_offset
             )
-            return Marks(log_.high_watermark, log_.log_start_offset)
+            return True
 
     def high_watermark_for(self, replica_id: int) -> tuple[int, int | None]:
         """As leader, building an answer to follower `replica_id`: the high-water mark to

@@ -61,8 +61,9 @@ def test_a_parked_follower_fetch_is_answered_when_the_mark_moves(
     harness.produce(0, [b"a"])
     for follower in (2, 3):
         assert harness.fetch({0: 0}, replica_id=follower)[0].high_watermark == 0
-    # Follower 2 is at the log end and has been sent the mark (0): its fetch parks.
-    assert _follower_fetch(harness, 2, 1)[0] == 0
+    # Follower 2 is at the log end and has been sent the mark (0): its fetch parks, and the
+    # answer at the wait's end leaves the partition out (nothing new).
+    assert 0 not in harness.fetch({0: 1}, replica_id=2, wait_ms=300, min_bytes=1)
     partition = harness.manager.partition("orders", 0)
     assert partition is not None
     before = partition.follower_states()[2]
@@ -84,5 +85,23 @@ def test_a_follower_with_nothing_new_waits_out_its_long_poll(three_replicas: Har
     for follower in (2, 3):
         harness.fetch({0: 0}, replica_id=follower)
     started = monotonic_ms()
-    assert harness.fetch({0: 0}, replica_id=2, wait_ms=300, min_bytes=1)[0].high_watermark == 0
+    assert 0 not in harness.fetch({0: 0}, replica_id=2, wait_ms=300, min_bytes=1)  # nothing new
     assert monotonic_ms() - started >= 300
+
+
+def test_a_follower_answer_leaves_out_the_partitions_with_nothing_new(tmp_path: Path) -> None:
+    """As Kafka's incremental fetch answers (KIP-227): an idle partition the follower holds
+    whole, whose mark it was sent, costs the answer nothing; any news brings it back."""
+    harness = Harness(tmp_path, assignments=[(1, 2, 3), (1, 2, 3)])
+    try:
+        for partition in (0, 1):
+            harness.produce(partition, [b"a"])
+        assert set(harness.fetch({0: 0, 1: 0}, replica_id=2)) == {0, 1}  # records
+        assert set(harness.fetch({0: 1, 1: 1}, replica_id=2)) == {0, 1}  # its new log end
+        harness.produce(0, [b"b"])
+        answer = harness.fetch({0: 1, 1: 1}, replica_id=2)
+        assert set(answer) == {0} and answer[0].records
+        harness.fetch({0: 2, 1: 1}, replica_id=3)  # follower 3 catches up: the marks move
+        assert set(harness.fetch({0: 2, 1: 1}, replica_id=2, wait_ms=5000, min_bytes=1)) == {0, 1}
+    finally:
+        harness.manager.close()

@@ -203,11 +203,11 @@ def test_a_caught_up_poll_of_an_idle_partition_takes_the_cheap_path_only_when_no
     polled = partition.caught_up_poll(
         2, 5, 0, now_ms=LAG_MS * 5, broker_epoch=-1, log_start_offset=0
     )
-    assert polled == (5, 0)
+    assert polled
     assert partition.follower_states()[2].last_caught_up_ms == LAG_MS * 5  # stays in the ISR
-    assert partition.caught_up_poll(3, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
-    assert partition.caught_up_poll(2, 5, 7, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
-    assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=9, log_start_offset=0) is None
-    assert partition.caught_up_poll(4, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
+    assert partition.caught_up_poll(3, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is False
+    assert partition.caught_up_poll(2, 5, 7, now_ms=2, broker_epoch=-1, log_start_offset=0) is False
+    assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=9, log_start_offset=0) is False
+    assert partition.caught_up_poll(4, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is False
     _append(partition, 1)
-    assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is None
+    assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is False
