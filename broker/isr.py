@@ -29,8 +29,8 @@ class FollowerState:
     last_fetch_ms: int = 0
     # The broker epoch of the incarnation that sent the last fetch (KIP-903); -1: not said.
     broker_epoch: int = UNDEFINED_BROKER_EPOCH
-    # The high-water mark in the last answer built for it (Kafka's lastSentHighWatermark): a
-    # higher one is news that answers its long poll at once.
+    # The high-water mark in the last answer sent to it (Kafka's lastSentHighWatermark): a
+    # higher one is news that answers its long poll (Partition.high_watermark_for).
     high_watermark_sent: int = UNDEFINED_OFFSET
     # Its log start offset, as its last fetch said (-1: not said).
     log_start_offset: int = UNDEFINED_OFFSET
@@ -65,7 +65,7 @@ class FollowerState:
         )
 
     def after_answer(self, high_watermark: int) -> FollowerState:
-        """The state once an answer carrying `high_watermark` is built for the follower."""
+        """The state once an answer carrying `high_watermark` went to the follower."""
         return dataclasses.replace(self, high_watermark_sent=high_watermark)
 
 

@@ -310,11 +310,10 @@ class Partition:
         log_start_offset: int,
     ) -> bool:
         """As leader, the cheap path of a follower's fetch of an idle partition: when it asks
-        for the log end, after a batch of the latest epoch (no divergence), with the log end
-        and incarnation its last fetch gave and the current mark already sent to it, notes
-        the fetch (caught up now; the mark cannot move) and says so: the follower has all
-        there is. False when the fetch needs the whole path (`on_follower_fetch` and the
-        rest)."""
+        for the log end, after a batch of the latest epoch or of none (no divergence), with the
+        log end and incarnation its last fetch gave, and was sent the current mark, notes the
+        fetch (caught up now; the mark cannot move) and says so: it has all there is. False
+        when the fetch needs the whole path (`on_follower_fetch` and the rest)."""
         log_ = self.log
         with self._lock:
             state = self._followers.get(replica_id)
