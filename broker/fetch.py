@@ -20,7 +20,9 @@ Limits as Kafka's: `partition_max_bytes` per partition and `max_bytes` in all, e
 first batch found is returned whole even if larger (so a consumer always makes progress). With
 less than `min_bytes` found and no error, the fetch waits up to `max_wait_ms` for appends; a
 follower's fetch is also answered when the high-water mark moved past what it was last sent
-(`Partition.high_watermark_for` says when that news is due).
+(`Partition.high_watermark_for` says when that news is due). A follower's answer leaves out the
+idle partitions it holds whole (`_caught_up`), as Kafka's incremental fetch answers do (KIP-227):
+with many partitions per leader, most of each fetch's work was saying "nothing new".
 Every answered Fetch is counted (`counters`).
 """
 
