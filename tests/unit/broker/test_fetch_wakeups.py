@@ -45,24 +45,41 @@ def test_a_watch_wakes_only_for_the_changes_it_cares_for() -> None:
             watch.clear()
 
 
-def test_a_parked_fetch_rereads_only_when_its_partition_changes(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _consumer_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The record bytes each look of a consumer's Fetch found, in order, from now on."""
     reads: list[int] = []
     read_all = fetch._read_all
 
     def counting(*args: object) -> fetch._Pass:
         answer = read_all(*args)  # type: ignore[arg-type]
-        reads.append(sum(answer[1]))
+        request = args[1]
+        assert isinstance(request, broker_pb2.FetchRequest)
+        if request.replica_id == fetch.CONSUMER_REPLICA_ID:
+            reads.append(sum(answer.topic_bytes))
         return answer
 
     monkeypatch.setattr(fetch, "_read_all", counting)
+    return reads
+
+
+def _parked(
+    harness: Harness, partition: int
+) -> tuple[threading.Thread, list[dict[int, broker_pb2.FetchPartitionResult]]]:
+    """A consumer's long poll of `partition` from offset 0, parked: its thread and answer."""
     answered: list[dict[int, broker_pb2.FetchPartitionResult]] = []
     waiter = threading.Thread(
-        target=lambda: answered.append(harness.fetch({0: 0}, wait_ms=30_000, min_bytes=1))
+        target=lambda: answered.append(harness.fetch({partition: 0}, wait_ms=30_000, min_bytes=1))
     )
     waiter.start()
     wait_until(lambda: harness.manager.fetch_waits.held == 1, "the fetch parks")
+    return waiter, answered
+
+
+def test_a_parked_fetch_rereads_only_when_its_partition_changes(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = _consumer_reads(monkeypatch)
+    waiter, answered = _parked(harness, 0)
     for i in range(OTHER_APPENDS):
         harness.produce(1, [b"other-%d" % i])
     harness.produce(0, [b"mine"])
@@ -99,24 +116,8 @@ def test_a_parked_consumer_fetch_rereads_only_when_the_high_watermark_moves(
     """A consumer reads up to the high-water mark, so an append that moves only the log end
     (orders-1's follower, broker 2, has not fetched it yet) is no news to it; the follower's
     fetch that moves the mark is."""
-    reads: list[int] = []
-    read_all = fetch._read_all
-
-    def counting(*args: object) -> fetch._Pass:
-        answer = read_all(*args)  # type: ignore[arg-type]
-        request = args[1]
-        assert isinstance(request, broker_pb2.FetchRequest)
-        if request.replica_id == fetch.CONSUMER_REPLICA_ID:
-            reads.append(sum(answer[1]))
-        return answer
-
-    monkeypatch.setattr(fetch, "_read_all", counting)
-    answered: list[dict[int, broker_pb2.FetchPartitionResult]] = []
-    waiter = threading.Thread(
-        target=lambda: answered.append(harness.fetch({1: 0}, wait_ms=30_000, min_bytes=1))
-    )
-    waiter.start()
-    wait_until(lambda: harness.manager.fetch_waits.held == 1, "the fetch parks")
+    reads = _consumer_reads(monkeypatch)
+    waiter, answered = _parked(harness, 1)
     for i in range(OTHER_APPENDS):
         harness.produce(1, [b"uncommitted-%d" % i])
     assert harness.fetch({1: 0}, replica_id=2)[1].records  # the follower reads them...
