@@ -30,8 +30,9 @@ from pykraft.proto.record_batch import (
 
 _SCAN_BYTES: Final = 1 << 16  # bytes read at a time when walking batch headers
 assert _SCAN_BYTES >= HEADER_SIZE
-# How many of the latest batches' headers an active segment keeps in memory.
-RECENT_BATCHES_MAX: Final = 64
+# How many of the latest batches' headers an active segment keeps in memory: enough for what a
+# follower's or a caught-up consumer's fetch finds since its last one, about 12 KiB a partition.
+RECENT_BATCHES_MAX: Final = 32
 
 # (position, header) of a batch.
 Located = tuple[int, BatchHeader]
