@@ -228,18 +228,19 @@ def _read_all(
     for topic_slot, topic in enumerate(request.topics):
         topic_result = response.topics.add(topic=topic.topic)
         for item in topic.partitions:
-            if follower and _caught_up(manager, request, topic.topic, item, now_ms):
-                continue
-            partition_slot = len(topic_result.partitions)  # its place in the answer
-            result = topic_result.partitions.add(
-                partition=item.partition, high_watermark=-1, last_stable_offset=-1
-            )
+            partition_slot = len(topic_result.partitions)  # its place in the answer, if any
+            result: broker_pb2.FetchPartitionResult | None = None
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
+                partition = _served(manager, request, topic.topic, item, now_ms)
+                if follower and _caught_up(partition, request, item, now_ms):
+                    continue
+                result = _result(topic_result, item)
                 data, due_ms = _read_one(
-                    manager, request, topic.topic, item, result, now_ms, marks, where
+                    manager, request, partition, item, result, now_ms, marks, where
                 )
             except LogError as error:
+                result = _result(topic_result, item) if result is None else result
                 fill_error(result, error)
                 if isinstance(error, LeaderError):
                     result.current_leader.CopyFrom(error.current_leader)
@@ -264,23 +265,42 @@ def _read_all(
     return _Pass(response, topic_bytes, answer_by_ms, marks)
 
 
-def _caught_up(
+def _result(
+    topic_result: broker_pb2.FetchTopicResult, item: broker_pb2.FetchPartition
+) -> broker_pb2.FetchPartitionResult:
+    """The answer's entry for `item`, marks unknown until read."""
+    return topic_result.partitions.add(
+        partition=item.partition, high_watermark=-1, last_stable_offset=-1
+    )
+
+
+def _served(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
     topic: str,
     item: broker_pb2.FetchPartition,
     now_ms: int,
+) -> Partition:
+    """The replica that serves `item` (the leader, or any in-sync one for a consumer that
+    names its rack), in the leader epoch the fetcher names; LogError otherwise."""
+    any_replica = request.replica_id == CONSUMER_REPLICA_ID and request.HasField("rack_id")
+    find = manager.replica if any_replica else manager.leader
+    partition = find(topic, item.partition, now_ms)
+    epoch_error = partition.epoch_error(item.current_leader_epoch)
+    if epoch_error is not None:
+        raise epoch_error
+    return partition
+
+
+def _caught_up(
+    partition: Partition,
+    request: broker_pb2.FetchRequest,
+    item: broker_pb2.FetchPartition,
+    now_ms: int,
 ) -> bool:
     """Whether a follower's fetch of this partition is a caught-up poll of an idle one
     (`Partition.caught_up_poll`, which notes it): nothing new for the answer, which leaves it
-    out, as Kafka's incremental fetch answers do (KIP-227). Any doubt (an error included)
-    says no: the whole path answers it."""
-    try:
-        partition = manager.leader(topic, item.partition, now_ms)
-    except LogError:
-        return False
-    if partition.epoch_error(item.current_leader_epoch) is not None:
-        return False
+    out, as Kafka's incremental fetch answers do (KIP-227)."""
     return partition.caught_up_poll(
         request.replica_id,
         item.fetch_offset,
@@ -294,23 +314,19 @@ def _caught_up(
 def _read_one(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
-    topic: str,
+    partition: Partition,
     item: broker_pb2.FetchPartition,
     result: broker_pb2.FetchPartitionResult,
     now_ms: int,
     marks: list[tuple[Partition, int]],
     where: _Records,
 ) -> tuple[Records, int | None]:
-    """The partition's records, and when to answer for it (None: when records or the wait's
-    end answer): now if it names a preferred read replica, when news is due to a follower
-    (see Partition.high_watermark_for); the mark a follower is sent goes into `marks`."""
+    """The records of `partition` (`_served`), and when to answer for it (None: when records
+    or the wait's end answer): now if it names a preferred read replica, when news is due to a
+    follower (see Partition.high_watermark_for); the mark a follower is sent goes into
+    `marks`."""
     consumer = request.replica_id == CONSUMER_REPLICA_ID
     any_replica = consumer and request.HasField("rack_id")
-    find = manager.replica if any_replica else manager.leader
-    partition = find(topic, item.partition, now_ms)
-    epoch_error = partition.epoch_error(item.current_leader_epoch)
-    if epoch_error is not None:
-        raise epoch_error
     # Set before reading: a follower answered OFFSET_OUT_OF_RANGE restarts at the log start.
     log_start_offset = result.log_start_offset = partition.log_start_offset
     result.high_watermark = result.last_stable_offset = partition.high_watermark
@@ -322,7 +338,8 @@ def _read_one(
     if not partition.is_leader and not partition.in_sync:
         raise LeaderError(
             common_pb2.NOT_LEADER_OR_FOLLOWER,
-            f"this follower of {topic}-{item.partition} is out of its ISR: read from the leader",
+            f"this follower of {partition.topic}-{partition.partition} is out of its ISR: "
+            "read from the leader",
             partition.leader_id,
             partition.leader_epoch,
         )
