@@ -55,22 +55,28 @@ def test_a_follower_fetches_over_one_connection_and_reconnects_after_a_failure(
         listener.stop()
 
 
+def _fetching(link: LeaderLink, *, timeout_s: float) -> tuple[threading.Thread, list[LinkError]]:
+    """A fetch from offset 0 started on a thread of its own, and the LinkError it ends with."""
+    failed: list[LinkError] = []
+
+    def fetch() -> None:
+        try:
+            link.fetch(follower_fetch(0), timeout_s=timeout_s)
+        except LinkError as error:
+            failed.append(error)
+
+    thread = threading.Thread(target=fetch)
+    thread.start()
+    return thread, failed
+
+
 def test_a_fetch_not_answered_in_time_fails_and_close_ends_one_in_flight(harness: Harness) -> None:
     silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
     link = LeaderLink(f"127.0.0.1:{silent.getsockname()[1]}")
     try:
         with pytest.raises(LinkError, match="timed out"):
             link.fetch(follower_fetch(0), timeout_s=0.2)
-        failed: list[BaseException] = []
-
-        def fetch() -> None:
-            try:
-                link.fetch(follower_fetch(0), timeout_s=30)
-            except LinkError as error:
-                failed.append(error)
-
-        thread = threading.Thread(target=fetch)
-        thread.start()
+        thread, failed = _fetching(link, timeout_s=30)
         silent.settimeout(10)
         dropped, connected = (
             silent.accept()[0],
@@ -92,17 +98,8 @@ def test_close_does_not_wait_for_a_connect_in_progress(harness: Harness) -> None
     full = socket.create_server(("127.0.0.1", 0), backlog=0)
     queued = [socket.create_connection(full.getsockname(), timeout=1)]  # fills the queue
     link = LeaderLink(f"127.0.0.1:{full.getsockname()[1]}")
-    failed: list[LinkError] = []
-
-    def fetch() -> None:
-        try:
-            link.fetch(follower_fetch(0), timeout_s=20)
-        except LinkError as error:
-            failed.append(error)
-
-    thread = threading.Thread(target=fetch)
     try:
-        thread.start()
+        thread, failed = _fetching(link, timeout_s=20)
         thread.join(0.5)
         assert thread.is_alive(), "the connect should hang"
         started = time.monotonic()
