@@ -28,6 +28,7 @@ Every answered Fetch is counted (`counters`).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Callable
 from typing import NamedTuple
@@ -41,10 +42,11 @@ from pykraft.broker.counters import (
     REQUESTS_TOTAL,
     Counters,
 )
+from pykraft.broker.fetch_sessions import FetchSession, Plan
 from pykraft.broker.fetch_wire import Slot, SplicedFetch
 from pykraft.broker.log import FileRange, LogError, RangeRead, ReadResult
 from pykraft.broker.partition import Partition
-from pykraft.broker.partition_watches import COMMITTED, Change
+from pykraft.broker.partition_watches import COMMITTED, Change, Key, Watch
 from pykraft.broker.replica_lookup import LeaderError
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.proto import broker_pb2, common_pb2
@@ -115,25 +117,34 @@ def _fetch(
     wait_ms_max: int,
     where: _Records,
 ) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
-    """Looks; without an answer yet, waits on the request's partitions and looks again after
-    each change of what it reads, or when news is due."""
-    deadline_ms = clock_ms() + min(max(request.max_wait_ms, 0), wait_ms_max)
-    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    # A consumer reads committed records only: an append that moves only the log end is no news.
-    interest = COMMITTED if request.replica_id == CONSUMER_REPLICA_ID else Change.ALL
+    """Looks; without an answer yet, waits on the request's partitions (a session's, for a
+    follower in one) and looks again after each change of what it reads, or when news is
+    due."""
+    now_ms = clock_ms()
+    deadline_ms = now_ms + min(max(request.max_wait_ms, 0), wait_ms_max)
+    session: FetchSession | None = None
+    named: list[Key] = []
+    if request.replica_id != CONSUMER_REPLICA_ID and request.HasField("session_epoch"):
+        try:
+            session, named = manager.fetch_sessions.session_for(request, now_ms)
+        except LogError as error:
+            refused = broker_pb2.FetchResponse(session_id=request.session_id)
+            fill_error(refused.header, error)
+            return refused, {}
     waiting = False  # holds one of manager.fetch_waits' slots
     try:
-        with manager.watches.watch(keys, interest) as watch:
+        with _watching(manager, request, session) as watch:
             while True:
                 watch.clear()  # before looking: a change during the look ends the wait at once
                 held: dict[Slot, Records] = {}
-                read = _look(manager, request, clock_ms, held, where)
+                plan = _whole_plan(request) if session is None else session.plan(named)
+                read = _look(manager, request, plan, clock_ms, held, where)
                 if _answers(request, read, clock_ms(), deadline_ms):
-                    return _answer(manager, request, read, held)
+                    return _answer(manager, request, session, read, held)
                 if not waiting:
                     waiting = manager.fetch_waits.take()
                     if not waiting:  # every slot held: answer without waiting
-                        return _answer(manager, request, read, held)
+                        return _answer(manager, request, session, read, held)
                 _close(held)
                 wake_ms = deadline_ms
                 if read.answer_by_ms is not None:
@@ -144,16 +155,35 @@ def _fetch(
             manager.fetch_waits.give_back()
 
 
+def _watching(
+    manager: ReplicaManager, request: broker_pb2.FetchRequest, session: FetchSession | None
+) -> contextlib.AbstractContextManager[Watch]:
+    """The watch a fetch waits on: its session's (watching all the session's partitions), or
+    one over the partitions it names, for the changes it reads (a consumer reads committed
+    records only: an append that moves only the log end is no news to it)."""
+    if session is not None:
+        return contextlib.nullcontext(session.watch)
+    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    interest = COMMITTED if request.replica_id == CONSUMER_REPLICA_ID else Change.ALL
+    return manager.watches.watch(keys, interest)
+
+
+def _whole_plan(request: broker_pb2.FetchRequest) -> Plan:
+    """A fetch without a session reads every partition it names."""
+    return [(t.topic, t.partitions) for t in request.topics]
+
+
 def _look(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
+    plan: Plan,
     clock_ms: Callable[[], int],
     held: dict[Slot, Records],
     where: _Records,
 ) -> _Pass:
     """`_read_all` now, closing what it held if it fails."""
     try:
-        return _read_all(manager, request, clock_ms(), held, where)
+        return _read_all(manager, request, plan, clock_ms(), held, where)
     except BaseException:
         _close(held)
         raise
@@ -168,12 +198,17 @@ def _answers(request: broker_pb2.FetchRequest, read: _Pass, now_ms: int, deadlin
 def _answer(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
+    session: FetchSession | None,
     read: _Pass,
     held: dict[Slot, Records],
 ) -> tuple[broker_pb2.FetchResponse, dict[Slot, Records]]:
-    """Answers with `read`: notes the marks it carries to a follower and counts it."""
+    """Answers with `read`: notes the marks it carries to a follower, and what it left out
+    to the follower's session, and counts it."""
     for partition, high_watermark in read.marks:
         partition.high_watermark_sent(request.replica_id, high_watermark)
+    if session is not None:
+        session.answered(read.left)
+        read.response.session_id = session.session_id
     _count(manager.counters, request, read.response, read.topic_bytes)
     return read.response, held
 
@@ -208,31 +243,34 @@ class _Pass(NamedTuple):
     # Partition.high_watermark_for): None if only records or the wait's end answer it.
     answer_by_ms: int | None
     marks: list[tuple[Partition, int]]  # the high-water marks an answer to a follower carries
+    left: list[Key]  # partitions with records left out for the answer's size
 
 
 def _read_all(
     manager: ReplicaManager,
     request: broker_pb2.FetchRequest,
+    plan: Plan,
     now_ms: int,
     held: dict[Slot, Records],
     where: _Records,
 ) -> _Pass:
-    """One pass over the partitions. Records go into the response or `held`, as `where`
-    says."""
+    """One pass over the partitions of `plan`. Records go into the response or `held`, as
+    `where` says."""
     response = broker_pb2.FetchResponse()
     size_bytes, answer_by_ms = 0, None
     marks: list[tuple[Partition, int]] = []
-    topic_bytes = [0] * len(request.topics)
+    left: list[Key] = []
+    topic_bytes = [0] * len(plan)
     # A follower's answer leaves out what has nothing new for it (see `_caught_up`).
     follower = request.replica_id != CONSUMER_REPLICA_ID and latency_trace.TRACE is None
-    for topic_slot, topic in enumerate(request.topics):
-        topic_result = response.topics.add(topic=topic.topic)
-        for item in topic.partitions:
+    for topic_slot, (topic, items) in enumerate(plan):
+        topic_result = response.topics.add(topic=topic)
+        for item in items:
             partition_slot = len(topic_result.partitions)  # its place in the answer, if any
             result: broker_pb2.FetchPartitionResult | None = None
             budget_bytes = min(item.partition_max_bytes, request.max_bytes - size_bytes)
             try:
-                partition = _served(manager, request, topic.topic, item, now_ms)
+                partition = _served(manager, request, topic, item, now_ms)
                 if follower and _caught_up(partition, request, item, now_ms):
                     continue
                 result = _result(topic_result, item)
@@ -255,6 +293,7 @@ def _read_all(
             if data_bytes > max(budget_bytes, 0) and size_bytes > 0:
                 if isinstance(data, FileRange):
                     data.close()
+                left.append((topic, item.partition))
                 continue  # over the request's budget: only the first batch may exceed it
             if isinstance(data, FileRange) or (where is _Records.HELD and data):
                 held[topic_slot, partition_slot] = data
@@ -262,7 +301,7 @@ def _read_all(
                 result.records = data
             size_bytes += data_bytes
             topic_bytes[topic_slot] += data_bytes
-    return _Pass(response, topic_bytes, answer_by_ms, marks)
+    return _Pass(response, topic_bytes, answer_by_ms, marks, left)
 
 
 def _result(

@@ -98,17 +98,23 @@ def out_of_sync_replicas(
     leader_id: int,
     isr: Iterable[int],
     followers: Mapping[int, FollowerState],
+    leader_end_offset: int,
     now_ms: int,
     lag_time_max_ms: int,
 ) -> set[int]:
     """ISR members (never the leader) not caught up within `lag_time_max_ms`, Kafka's
-    replica.lag.time.max.ms rule. A follower never seen counts from its default state (0), so
-    the caller must seed it with the time it became leader."""
+    replica.lag.time.max.ms rule, except those holding the leader's whole log (Kafka's
+    ReplicaState.isCaughtUp): a follower's fetch session names an idle partition only when
+    its fetch changes (`fetch_sessions`), so its last caught-up time there stays old. A
+    follower never seen counts from its default state (0), so the caller must seed it with the
+    time it became leader."""
     lagging: set[int] = set()
     for replica in isr:
         if replica == leader_id:
             continue
         state = followers.get(replica, FollowerState())
+        if state.log_end_offset == leader_end_offset:
+            continue
         if now_ms - state.last_caught_up_ms > lag_time_max_ms:
             lagging.add(replica)
     return lagging

@@ -410,6 +410,7 @@ class Partition:
                 leader_id=self._broker_id,
                 isr=registration.isr,
                 followers=self._followers,
+                leader_end_offset=self.log.log_end_offset,
                 now_ms=now_ms,
                 lag_time_max_ms=lag_time_max_ms,
             )

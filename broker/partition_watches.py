@@ -47,7 +47,10 @@ class Watch:
         """Forgets earlier changes: call it before looking."""
         self._event.clear()
 
-    def set(self) -> None:
+    def note(self, key: Key | None) -> None:
+        """A change in its interest of partition `key` (None: of every partition): wakes the
+        waiter. A subclass may also keep which partitions changed (`fetch_sessions`)."""
+        del key  # a plain waiter rereads all its partitions
         self._event.set()
 
     def wait(self, *, deadline_ms: int, clock_ms: Callable[[], int]) -> bool:
@@ -72,19 +75,27 @@ class PartitionWatches:
     def watch(self, keys: Collection[Key], interest: Change = Change.ALL) -> Iterator[Watch]:
         """A watch woken by changes in `interest` of `keys` (or of all) while the block runs."""
         watch = Watch(interest)
-        with self._lock:
-            for key in keys:
-                self._by_key.setdefault(key, set()).add(watch)
+        self.add(watch, keys)
         try:
             yield watch
         finally:
-            with self._lock:
-                for key in keys:
-                    watching = self._by_key.get(key)
-                    if watching is not None:
-                        watching.discard(watch)
-                        if not watching:
-                            del self._by_key[key]
+            self.remove(watch, keys)
+
+    def add(self, watch: Watch, keys: Collection[Key]) -> None:
+        """Notes changes of `keys` to `watch` from now on, until `remove`: for a watch that
+        outlives a request (a fetch session's)."""
+        with self._lock:
+            for key in keys:
+                self._by_key.setdefault(key, set()).add(watch)
+
+    def remove(self, watch: Watch, keys: Collection[Key]) -> None:
+        with self._lock:
+            for key in keys:
+                watching = self._by_key.get(key)
+                if watching is not None:
+                    watching.discard(watch)
+                    if not watching:
+                        del self._by_key[key]
 
     def wait_until(
         self,
@@ -117,4 +128,4 @@ class PartitionWatches:
                 woken = set(self._by_key.get(key, ()))
         for watch in woken:
             if watch.interest & change:
-                watch.set()
+                watch.note(key)

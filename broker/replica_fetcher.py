@@ -26,6 +26,7 @@ import grpc
 
 from pykraft.broker import isr as isr_rules
 from pykraft.broker.config import DATA_ENDPOINT_NAME
+from pykraft.broker.follower_session import FetchState, FollowerSession
 from pykraft.broker.leader_link import LeaderLink, LinkError
 from pykraft.broker.log import LogError
 from pykraft.broker.log.dir_checkpoints import DeferredWrites
@@ -118,7 +119,8 @@ class FetcherThread:
         self._broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._clock_ms = clock_ms
-        self._keys: frozenset[_Key] = frozenset()
+        self._keys: tuple[_Key, ...] = ()  # sorted
+        self._session = FollowerSession()  # used by the thread only
         self._parked_until_ms: dict[_Key, int] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -137,7 +139,7 @@ class FetcherThread:
     def set_partitions(self, keys: frozenset[_Key]) -> None:
         """The partitions to fetch from now on; new metadata also unparks every partition."""
         with self._lock:
-            self._keys = keys
+            self._keys = tuple(sorted(keys))
             self._parked_until_ms.clear()
         self._wake.set()
 
@@ -171,9 +173,11 @@ class FetcherThread:
                     response = self._stub.Fetch(fetch.request, timeout=timeout_s)
             except (grpc.RpcError, LinkError) as error:
                 log.debug("fetch from broker %d failed: %s", self.leader_id, error)
+                self._session.drop()
                 self._wake.wait(REPLICA_FETCH_BACKOFF_MS / 1000)
                 continue
             except ValueError:  # the channel was closed by `stop` between two fetches
+                self._session.drop()
                 continue
             self.apply_response(response, fetch)
 
@@ -188,11 +192,12 @@ class FetcherThread:
         return self._throttle.fetch_bytes_max(image, now_ms)
 
     def build_request(self, now_ms: int) -> FollowerFetch:
-        """The next request: every followed partition not parked, the throttled ones only while
-        the throttle allows (and then for a slice of its rate)."""
+        """The next request, of every followed partition not parked, the throttled ones only
+        while the throttle allows (and then for a slice of its rate): in the fetch session
+        (`FollowerSession`), it names only those whose fetch changed."""
         with self._lock:
-            keys = sorted(self._keys)
-            parked = dict(self._parked_until_ms)
+            keys = self._keys
+            parked = dict(self._parked_until_ms) if self._parked_until_ms else {}
         request = broker_pb2.FetchRequest(
             replica_id=self._broker_id,
             replica_epoch=self._broker_epoch(),
@@ -201,7 +206,7 @@ class FetcherThread:
             max_bytes=REPLICA_FETCH_RESPONSE_BYTES_MAX,
         )
         fetch = FollowerFetch(request)
-        topics: dict[str, broker_pb2.FetchTopic] = {}
+        wanted: dict[_Key, FetchState] = {}
         for key in keys:
             partition = self._manager.partition(*key)
             if parked.get(key, 0) > now_ms or not self._follows(partition):
@@ -213,11 +218,7 @@ class FetcherThread:
                 continue
             if throttled_bytes_max is not None:
                 fetch.throttled.add(key)
-            topic = topics.get(key[0])
-            if topic is None:
-                topic = topics[key[0]] = request.topics.add(topic=key[0])
-            topic.partitions.add(
-                partition=key[1],
+            state = wanted[key] = FetchState(
                 current_leader_epoch=partition.leader_epoch,
                 fetch_offset=partition.log_end_offset,
                 last_fetched_epoch=partition.latest_epoch,
@@ -227,7 +228,8 @@ class FetcherThread:
                     throttled_bytes_max or REPLICA_FETCH_PARTITION_BYTES_MAX,
                 ),
             )
-            fetch.partitions[key] = (partition, partition.leader_epoch)
+            fetch.partitions[key] = (partition, state.current_leader_epoch)
+        self._session.fill(request, wanted)
         if fetch.held_back:
             # Come back when the throttle refills rather than after a full long poll.
             request.max_wait_ms = min(REPLICA_FETCH_WAIT_MS_MAX, self._throttle.wait_ms(now_ms))
@@ -245,7 +247,15 @@ class FetcherThread:
         lowered checkpoint offsets: the round writes each log directory's files once at its end
         (`DeferredWrites`, as Kafka's LogManager.truncateTo), while the truncated partitions
         still hold off role changes, so none takes a write as leader before its lowered offsets
-        are stored. What happened beyond appends is logged in one line per round."""
+        are stored. What happened beyond appends is logged in one line per round. An answer
+        refusing the fetch session is not applied: the next request opens a new session."""
+        if not self._session.answered(response):
+            log.info(
+                "fetch session with broker %d dropped: %s",
+                self.leader_id,
+                response.header.error_message,
+            )
+            return
         throttled_bytes = 0
         notes = _RoundNotes()
         deferred = DeferredWrites()

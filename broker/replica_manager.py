@@ -37,6 +37,7 @@ from uuid import UUID
 
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.counters import ISR_EXPANDS_TOTAL, ISR_SHRINKS_TOTAL, Counters
+from pykraft.broker.fetch_sessions import FetchSessions
 from pykraft.broker.local_changes import LocalChanges, LocalPartition, local_changes
 from pykraft.broker.log import LogConfig, LogError, PartitionLog
 from pykraft.broker.log.dir_checkpoints import DeferredWrites, LogDirCheckpoints
@@ -96,6 +97,7 @@ class ReplicaManager(ReplicaLookup):
         self.changed = threading.Condition()
         self._version = 0
         self.watches = PartitionWatches()
+        self.fetch_sessions = FetchSessions(self.watches)  # followers' (KIP-227)
         # A parked fetch holds a request thread while it waits: at most this many may (the
         # listeners' pools have that many threads beyond those for short requests), so idle
         # consumers long-polling never take the threads produce and metadata requests need.

@@ -33,6 +33,8 @@ retriable errors until their timeout, so one that reaches a caller means the con
     │   ├── NotEnoughReplicasError                     19
     │   ├── NotEnoughReplicasAfterAppendError          20
     │   ├── NotControllerError                         41
+    │   ├── FetchSessionIdNotFoundError                70
+    │   ├── InvalidFetchSessionEpochError              71
     │   ├── UnknownLeaderEpochError                    75
     │   └── OffsetNotAvailableError                    78
     ├── UnknownServerError                             -1
@@ -507,6 +509,20 @@ class GroupIdNotFoundError(KafkaError):
     """No such consumer group. Check the group id."""
 
     code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class FetchSessionIdNotFoundError(RetriableError):
+    """The broker holds no fetch session of that id (it evicted it, or restarted): the
+    fetcher opens a new one with a whole fetch (KIP-227). Retriable."""
+
+    code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+class InvalidFetchSessionEpochError(RetriableError):
+    """The fetch session's epoch is not the one the broker expects (a request or an answer
+    was lost): the fetcher opens a new session with a whole fetch (KIP-227). Retriable."""
+
+    code = ErrorCode.INVALID_FETCH_SESSION_EPOCH
 
 
 class FencedLeaderEpochError(InvalidMetadataError):

@@ -93,7 +93,7 @@ class FetchTopic(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "replica_epoch", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "rack_id")
+    __slots__ = ("replica_id", "replica_epoch", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "rack_id", "session_epoch", "session_id", "forgotten")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,9 @@ class FetchRequest(_message.Message):
     ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     replica_epoch: int
     max_wait_ms: int
@@ -110,7 +113,18 @@ class FetchRequest(_message.Message):
     isolation_level: int
     topics: _containers.RepeatedCompositeFieldContainer[FetchTopic]
     rack_id: str
-    def __init__(self, replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., rack_id: _Optional[str] = ...) -> None: ...
+    session_epoch: int
+    session_id: int
+    forgotten: _containers.RepeatedCompositeFieldContainer[FetchTopicPartitions]
+    def __init__(self, replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., rack_id: _Optional[str] = ..., session_epoch: _Optional[int] = ..., session_id: _Optional[int] = ..., forgotten: _Optional[_Iterable[_Union[FetchTopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class FetchTopicPartitions(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EpochEndOffset(_message.Message):
     __slots__ = ("epoch", "end_offset")
@@ -161,12 +175,14 @@ class FetchTopicResult(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchPartitionResult, _Mapping]]] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("header", "topics")
+    __slots__ = ("header", "topics", "session_id")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     header: _common_pb2.ResponseHeader
     topics: _containers.RepeatedCompositeFieldContainer[FetchTopicResult]
-    def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[FetchTopicResult, _Mapping]]] = ...) -> None: ...
+    session_id: int
+    def __init__(self, header: _Optional[_Union[_common_pb2.ResponseHeader, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[FetchTopicResult, _Mapping]]] = ..., session_id: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsPartition(_message.Message):
     __slots__ = ("partition", "current_leader_epoch", "timestamp")

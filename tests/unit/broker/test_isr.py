@@ -79,9 +79,29 @@ def test_follower_log_end_is_its_fetch_offset_even_after_losing_records() -> Non
 def test_out_of_sync_replicas(caught_up: dict[int, int], now_ms: int, expected: set[int]) -> None:
     followers = {r: _at(0, ms) for r, ms in caught_up.items()}
     lagging = out_of_sync_replicas(
-        leader_id=1, isr=(1, 2, 3), followers=followers, now_ms=now_ms, lag_time_max_ms=500
+        leader_id=1,
+        isr=(1, 2, 3),
+        followers=followers,
+        leader_end_offset=10,
+        now_ms=now_ms,
+        lag_time_max_ms=500,
     )
     assert lagging == expected
+
+
+def test_a_follower_at_the_leader_log_end_is_in_sync_however_long_ago_it_fetched() -> None:
+    """Kafka's ReplicaState.isCaughtUp: a follower holding the whole log lags nothing. A fetch
+    session (KIP-227) does not name an idle partition, so its last caught-up time stays old."""
+    followers = {2: _at(10, 0), 3: _at(9, 0)}
+    lagging = out_of_sync_replicas(
+        leader_id=1,
+        isr=(1, 2, 3),
+        followers=followers,
+        leader_end_offset=10,
+        now_ms=100_000,
+        lag_time_max_ms=500,
+    )
+    assert lagging == {3}
 
 
 @pytest.mark.parametrize(
