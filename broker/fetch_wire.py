@@ -50,9 +50,7 @@ class SplicedFetch(SelfSerialized):
 
     def _spliced(self) -> bytes:
         response, held = self.response, self.records
-        pieces: list[bytes] = []
-        if response.HasField("header"):
-            pieces.append(broker_pb2.FetchResponse(header=response.header).SerializeToString())
+        pieces = [_without_topics(response).SerializeToString()]
         for topic_slot, topic in enumerate(response.topics):
             if not any((topic_slot, p) in held for p in range(len(topic.partitions))):
                 _field(pieces, _TOPICS_KEY, [topic.SerializeToString()])
@@ -66,6 +64,20 @@ class SplicedFetch(SelfSerialized):
                 _field(topic_pieces, _PARTITIONS_KEY, partition_pieces)
             _field(pieces, _TOPICS_KEY, topic_pieces)
         return b"".join(pieces)
+
+
+def _without_topics(response: broker_pb2.FetchResponse) -> broker_pb2.FetchResponse:
+    """Every field of `response` but its topics (the header, the session id, any added later),
+    for `_spliced` to write before the topics."""
+    rest = broker_pb2.FetchResponse()
+    for field, value in response.ListFields():
+        if field.name == "topics":
+            continue
+        if field.message_type is None:
+            setattr(rest, field.name, value)
+        else:
+            getattr(rest, field.name).CopyFrom(value)
+    return rest
 
 
 def _field(out: list[bytes], key: bytes, value: list[bytes]) -> None:

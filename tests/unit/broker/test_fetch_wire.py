@@ -28,6 +28,7 @@ def spliced_fetches(draw: st.DrawFn) -> tuple[SplicedFetch, broker_pb2.FetchResp
     if draw(st.booleans()):
         response.header.error_code = common_pb2.NOT_CONTROLLER
         response.header.error_message = "header"
+    response.session_id = draw(st.integers(0, (1 << 31) - 1))  # a follower's fetch session
     held: dict[tuple[int, int], bytes] = {}
     for topic_slot in range(draw(st.integers(0, 3))):
         topic = response.topics.add(topic=draw(st.text(max_size=8)))
