@@ -8,7 +8,7 @@ answers of `PartitionLog.end_offset_for_epoch`, so every rule is table-tested.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -64,6 +64,9 @@ class FollowerState:
             log_start_offset=log_start_offset,
         )
 
+    def caught_up_at(self, now_ms: int) -> FollowerState:
+        return dataclasses.replace(self, last_caught_up_ms=now_ms)
+
     def after_answer(self, high_watermark: int) -> FollowerState:
         """The state once an answer carrying `high_watermark` went to the follower."""
         return dataclasses.replace(self, high_watermark_sent=high_watermark)
@@ -91,6 +94,18 @@ def high_watermark_candidate(
             state = followers.get(replica)
             candidate = min(candidate, UNDEFINED_OFFSET if state is None else state.log_end_offset)
     return candidate if candidate >= 0 else None
+
+
+def note_caught_up_until_append(
+    followers: MutableMapping[int, FollowerState], old_end_offset: int, now_ms: int
+) -> None:
+    """Followers that held the whole log (to `old_end_offset`) when an append came at `now_ms`
+    were caught up until then. Kafka's leader sees each poll of an idle partition; in a fetch
+    session (`fetch_sessions`) the leader does not, so their last caught-up time there may be
+    old, and without this the first append after a quiet spell would drop them from the ISR."""
+    for replica, state in followers.items():
+        if state.log_end_offset == old_end_offset and state.last_caught_up_ms < now_ms:
+            followers[replica] = state.caught_up_at(now_ms)
 
 
 def out_of_sync_replicas(

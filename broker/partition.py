@@ -226,7 +226,8 @@ class Partition:
                 )
             epoch = self.leader_epoch
             info = self.log.append_as_leader(batches, leader_epoch=epoch, now_ms=now_ms)
-        self._maybe_advance_high_watermark(now_ms, Change.LOG_END)  # followers' long polls wake
+        appended_from = None if info.duplicate else info.first_offset
+        self._maybe_advance_high_watermark(now_ms, Change.LOG_END, appended_from)
         return LeaderAppend(info, epoch)
 
     def leads_in(self, leader_epoch: int) -> bool:
@@ -359,12 +360,18 @@ class Partition:
         with self._lock:
             return dict(self._followers)
 
-    def _maybe_advance_high_watermark(self, now_ms: int, change: Change = Change.NONE) -> bool:
+    def _maybe_advance_high_watermark(
+        self, now_ms: int, change: Change = Change.NONE, appended_from: int | None = None
+    ) -> bool:
         """Raises the high-water mark to the smallest log end offset over the maximal ISR (the
         ISR and the replicas an AlterPartition in flight adds; only as leader, and only with
         at least min.insync.replicas in the ISR); says whether it moved. Wakes the waiters of
-        `change` (what the caller moved), and of the mark if it moved."""
+        `change` (what the caller moved: followers' long polls for an append), and of the mark
+        if it moved. After an append at `appended_from`, the followers that held the whole log
+        were caught up until now (`isr.note_caught_up_until_append`)."""
         with self._lock:
+            if appended_from is not None:
+                isr_rules.note_caught_up_until_append(self._followers, appended_from, now_ms)
             moved = self._advance_high_watermark(now_ms)
             high_watermark = self.log.high_watermark
         if moved:

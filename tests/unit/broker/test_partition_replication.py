@@ -211,3 +211,29 @@ def test_a_caught_up_poll_of_an_idle_partition_takes_the_cheap_path_only_when_no
     assert partition.caught_up_poll(4, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is False
     _append(partition, 1)
     assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is False
+
+
+def test_a_follower_holding_an_idle_log_is_in_sync_until_the_next_append_and_just_after(
+    log: PartitionLog,
+) -> None:
+    """A fetch session does not show the leader a follower's polls of an idle partition, so
+    its last caught-up time there grows old: the follower is in sync while it holds the whole
+    log, and an append finds it caught up until that append (not as of its last named fetch),
+    also after the session's next fetch reads it the new records."""
+    partition = _partition(log, (1, 2, 3))
+    _append(partition, 5)
+    for follower in (2, 3):
+        partition.on_follower_fetch(follower, 5, now_ms=1)
+    quiet_ms = LAG_MS * 10
+    assert partition.propose_isr(now_ms=quiet_ms, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE) is None
+    batch = build_batch([(0, None, b"v")])
+    partition.append_as_leader(batch, acks=-1, now_ms=quiet_ms)
+    assert (
+        partition.propose_isr(now_ms=quiet_ms + 1, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
+        is None
+    )
+    partition.on_follower_fetch(2, 5, now_ms=quiet_ms + 2)  # the session's look, behind by one
+    assert (
+        partition.propose_isr(now_ms=quiet_ms + 3, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
+        is None
+    )
