@@ -1,6 +1,6 @@
 """Which pykraft source tree a bench's processes run: the one `--code` flag of the benches that
 take "before" figures in the same conditions (broker_restart, broker_scale, broker_cpu, client,
-latency, spark and log_open_close).
+idle_partitions, latency, spark and log_open_close).
 
 `--code DIR` names a directory holding a `pykraft` package: export a commit there with
 `git archive REV | tar -x -C DIR/pykraft`, and build its extensions (or copy this tree's `*.so`
