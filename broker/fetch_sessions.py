@@ -73,15 +73,21 @@ class FetchSession:
     """One follower's session: the fetch of each partition as last named, and the partitions
     to look at in every look until an answer goes out."""
 
-    def __init__(self, session_id: int, replica_id: int, now_ms: int) -> None:
+    def __init__(
+        self, session_id: int, replica_id: int, now_ms: int, watches: PartitionWatches
+    ) -> None:
         self.session_id = session_id
         self.replica_id = replica_id
         self.next_epoch = 1
         self.used_ms = now_ms
         self.watch = SessionWatch()
-        self.items: dict[Key, broker_pb2.FetchPartition] = {}
+        self._watches = watches
+        self._items: dict[Key, broker_pb2.FetchPartition] = {}
         self._pending: set[Key] = set()
-        self._lock = threading.Lock()  # one request at a time, even from a misbehaving peer
+        self._closed = False
+        # Its partitions and their watching change together, and a request still running in
+        # a session that was just replaced must not watch again what `close` stopped watching.
+        self._lock = threading.Lock()
 
     def plan(self, named: Iterable[Key]) -> Plan:
         """What this look reads: the partitions the request `named`, those changed since they
@@ -89,35 +95,44 @@ class FetchSession:
         with self._lock:
             changed = self.watch.take()
             if changed is None:
-                self._pending = set(self.items)
+                self._pending = set(self._items)
             else:
-                self._pending.update(k for k in changed if k in self.items)
+                self._pending.update(k for k in changed if k in self._items)
             keys = sorted(self._pending.union(named))
             by_topic: dict[str, list[broker_pb2.FetchPartition]] = {}
             for key in keys:
-                item = self.items.get(key)
+                item = self._items.get(key)
                 if item is not None:
                     by_topic.setdefault(key[0], []).append(item)
             return list(by_topic.items())
 
-    def name(self, request: broker_pb2.FetchRequest) -> tuple[list[Key], list[Key]]:
-        """Notes the fetches `request` names and drops the partitions it forgets; returns the
-        partitions new to the session and those dropped."""
+    def name(self, request: broker_pb2.FetchRequest) -> None:
+        """Notes the fetches `request` names and drops the partitions it forgets, watching the
+        session's partitions (and only those) from now on; nothing once closed."""
         added: list[Key] = []
         with self._lock:
+            if self._closed:
+                return
             for topic in request.topics:
                 for item in topic.partitions:
                     key = (topic.topic, item.partition)
-                    if key not in self.items:
+                    if key not in self._items:
                         added.append(key)
-                    self.items[key] = item
+                    self._items[key] = item
             forgotten = [
                 (t.topic, p)
                 for t in request.forgotten
                 for p in t.partitions
-                if self.items.pop((t.topic, p), None) is not None
+                if self._items.pop((t.topic, p), None) is not None
             ]
-        return added, forgotten
+            self._watches.add(self.watch, added)
+            self._watches.remove(self.watch, forgotten)
+
+    def close(self) -> None:
+        """Stops watching: the session was replaced or evicted."""
+        with self._lock:
+            self._closed = True
+            self._watches.remove(self.watch, self._items)
 
     def answered(self, left: Collection[Key]) -> None:
         """An answer went out, from the last look: its partitions are done but `left` (left
@@ -172,7 +187,7 @@ class FetchSessions:
                 )
             session.next_epoch = session.next_epoch % SESSION_EPOCH_MAX + 1
             session.used_ms = now_ms
-        self._name(session, request)
+        session.name(request)
         return session, named
 
     def _open(
@@ -181,28 +196,29 @@ class FetchSessions:
         """A new session for the follower (replacing its old one) over the partitions it
         names, or None when every slot is held by a session used lately."""
         with self._lock:
-            old = self._by_replica.pop(request.replica_id, None)
+            old = self._by_replica.get(request.replica_id)
             if old is not None:
-                del self._by_id[old.session_id]
+                self._drop(old)
             if len(self._by_id) >= self._sessions_max:
                 self._evict_idle(now_ms)
-            session = None
-            if len(self._by_id) < self._sessions_max:
-                session = FetchSession(self._new_id(), request.replica_id, now_ms)
-                self._by_id[session.session_id] = self._by_replica[request.replica_id] = session
-        if old is not None:
-            self._watches.remove(old.watch, old.items)
-        if session is not None:
-            self._name(session, request)
+            if len(self._by_id) >= self._sessions_max:
+                return None
+            session = FetchSession(self._new_id(), request.replica_id, now_ms, self._watches)
+            self._by_id[session.session_id] = self._by_replica[request.replica_id] = session
+        session.name(request)
         return session
 
     def _evict_idle(self, now_ms: int) -> None:
         """Holds `_lock`."""
         idle = [s for s in self._by_id.values() if now_ms - s.used_ms > self._idle_ms_max]
         for session in idle:
-            del self._by_id[session.session_id]
-            del self._by_replica[session.replica_id]
-            self._watches.remove(session.watch, session.items)
+            self._drop(session)
+
+    def _drop(self, session: FetchSession) -> None:
+        """Holds `_lock`."""
+        del self._by_id[session.session_id]
+        del self._by_replica[session.replica_id]
+        session.close()
 
     def _new_id(self) -> int:
         """Holds `_lock`. Random, so that an id from before a restart is not found."""
@@ -210,10 +226,3 @@ class FetchSessions:
             session_id = self._random.randint(1, SESSION_ID_MAX)
             if session_id not in self._by_id:
                 return session_id
-
-    def _name(self, session: FetchSession, request: broker_pb2.FetchRequest) -> None:
-        """Notes what `request` names and forgets, watching the session's partitions (and only
-        those) from now on."""
-        added, forgotten = session.name(request)
-        self._watches.add(session.watch, added)
-        self._watches.remove(session.watch, forgotten)

@@ -208,3 +208,16 @@ def test_a_follower_session_without_an_id_from_the_leader_stays_whole() -> None:
     assert not session.answered(broker_pb2.FetchResponse(session_id=8))  # not its session
     session.fill(request := broker_pb2.FetchRequest(), wanted)
     assert (request.session_epoch, len(request.topics)) == (0, 1)
+
+
+def test_a_request_still_running_in_a_replaced_session_watches_nothing_again() -> None:
+    watches = PartitionWatches()
+    sessions = FetchSessions(watches, seed=7)
+    old, _ = sessions.session_for(_opening(2), now_ms=0)
+    assert old is not None
+    sessions.session_for(_opening(2), now_ms=1)  # the follower gave up on `old` and reopened
+    late = broker_pb2.FetchRequest(replica_id=2, session_id=old.session_id, session_epoch=1)
+    late.topics.add(topic="orders").partitions.add(partition=9)
+    old.name(late)  # as the request that was on its way when the session was replaced
+    assert all(old.watch not in watching for watching in watches._by_key.values())
+    assert set(watches._by_key) == {("orders", 2)}
