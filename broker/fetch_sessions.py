@@ -14,7 +14,8 @@ looked at but not answered (over the answer's size) is looked at again next time
 
 A follower's fetch of an idle partition it holds whole is no longer seen by the leader, so the
 ISR rule counts a follower at the leader's log end as in sync (`isr.out_of_sync_replicas`, as
-Kafka's ReplicaState.isCaughtUp).
+Kafka's ReplicaState.isCaughtUp), and an append finds such a follower caught up as of its
+session's last fetch (`last_fetch_ms`, `isr.note_caught_up_until_append`).
 
 One session per follower broker: a whole fetch from the same broker replaces its session (a
 restarted follower, or one that lost an answer). At most FETCH_SESSIONS_MAX sessions; when
@@ -162,6 +163,12 @@ class FetchSessions:
 
     def __len__(self) -> int:
         return len(self._by_id)
+
+    def last_fetch_ms(self, broker_id: int) -> int:
+        """When the follower `broker_id` last fetched in its session (0: it has none): it
+        polled every partition of its session then."""
+        session = self._by_replica.get(broker_id)
+        return 0 if session is None else session.used_ms
 
     def session_for(
         self, request: broker_pb2.FetchRequest, now_ms: int

@@ -8,7 +8,7 @@ answers of `PartitionLog.end_offset_for_epoch`, so every rule is table-tested.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -97,15 +97,23 @@ def high_watermark_candidate(
 
 
 def note_caught_up_until_append(
-    followers: MutableMapping[int, FollowerState], old_end_offset: int, now_ms: int
+    followers: MutableMapping[int, FollowerState],
+    old_end_offset: int,
+    now_ms: int,
+    last_fetch_ms: Callable[[int], int],
 ) -> None:
     """Followers that held the whole log (to `old_end_offset`) when an append came at `now_ms`
-    were caught up until then. Kafka's leader sees each poll of an idle partition; in a fetch
-    session (`fetch_sessions`) the leader does not, so their last caught-up time there may be
-    old, and without this the first append after a quiet spell would drop them from the ISR."""
+    were caught up as of their last fetch from this broker (`last_fetch_ms`, by broker id):
+    in its fetch session (`fetch_sessions`) each such fetch polled this partition at the log
+    end, though the leader did not look at it. Kafka's leader sees every poll; without this
+    the first append after a quiet spell would drop them from the ISR, while a follower that
+    stopped fetching long ago still leaves it at once."""
     for replica, state in followers.items():
-        if state.log_end_offset == old_end_offset and state.last_caught_up_ms < now_ms:
-            followers[replica] = state.caught_up_at(now_ms)
+        if state.log_end_offset != old_end_offset:
+            continue
+        polled_ms = min(now_ms, last_fetch_ms(replica))
+        if polled_ms > state.last_caught_up_ms:
+            followers[replica] = state.caught_up_at(polled_ms)
 
 
 def out_of_sync_replicas(

@@ -68,9 +68,12 @@ class Partition:
         min_insync_replicas: int,
         now_ms: int,
         on_change: Callable[[Change], None],
+        last_fetch_ms: Callable[[int], int] = lambda broker_id: 0,
     ) -> None:
         self.log = log
         self._on_change = on_change
+        # When a broker last fetched from this one, in its fetch session (0: not in one).
+        self._last_fetch_ms = last_fetch_ms
         self._broker_id = broker_id
         self._lock = threading.Lock()
         # Held across a role change and across a fetcher's write, so neither sees half the other.
@@ -368,10 +371,12 @@ class Partition:
         at least min.insync.replicas in the ISR); says whether it moved. Wakes the waiters of
         `change` (what the caller moved: followers' long polls for an append), and of the mark
         if it moved. After an append at `appended_from`, the followers that held the whole log
-        were caught up until now (`isr.note_caught_up_until_append`)."""
+        were caught up as of their last fetch (`isr.note_caught_up_until_append`)."""
         with self._lock:
             if appended_from is not None:
-                isr_rules.note_caught_up_until_append(self._followers, appended_from, now_ms)
+                isr_rules.note_caught_up_until_append(
+                    self._followers, appended_from, now_ms, self._last_fetch_ms
+                )
             moved = self._advance_high_watermark(now_ms)
             high_watermark = self.log.high_watermark
         if moved:

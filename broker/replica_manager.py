@@ -263,6 +263,7 @@ class ReplicaManager(ReplicaLookup):
             min_insync_replicas=min_insync,
             now_ms=now_ms,
             on_change=functools.partial(self.notify, key),
+            last_fetch_ms=self.fetch_sessions.last_fetch_ms,
         )
         self._partitions[key] = partition
         return partition

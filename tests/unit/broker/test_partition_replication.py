@@ -213,27 +213,34 @@ def test_a_caught_up_poll_of_an_idle_partition_takes_the_cheap_path_only_when_no
     assert partition.caught_up_poll(2, 5, 0, now_ms=2, broker_epoch=-1, log_start_offset=0) is False
 
 
-def test_a_follower_holding_an_idle_log_is_in_sync_until_the_next_append_and_just_after(
+def test_a_follower_holding_an_idle_log_is_in_sync_as_of_its_last_fetch_from_the_leader(
     log: PartitionLog,
 ) -> None:
     """A fetch session does not show the leader a follower's polls of an idle partition, so
     its last caught-up time there grows old: the follower is in sync while it holds the whole
-    log, and an append finds it caught up until that append (not as of its last named fetch),
-    also after the session's next fetch reads it the new records."""
-    partition = _partition(log, (1, 2, 3))
+    log, and an append finds it caught up as of its last fetch from this leader (it polled the
+    partition in its session), also after the session's next fetch reads it the new records;
+    one that stopped fetching long ago leaves the ISR at once, as in Kafka."""
+    quiet_ms = LAG_MS * 10
+    last_fetch_ms = {2: quiet_ms - 5, 3: 1}  # broker 3 stopped fetching after its first one
+    partition = Partition(
+        _local((1, 2, 3)),
+        log,
+        broker_id=1,
+        min_insync_replicas=2,
+        now_ms=0,
+        on_change=lambda _: None,
+        last_fetch_ms=lambda broker_id: last_fetch_ms.get(broker_id, 0),
+    )
     _append(partition, 5)
     for follower in (2, 3):
         partition.on_follower_fetch(follower, 5, now_ms=1)
-    quiet_ms = LAG_MS * 10
     assert partition.propose_isr(now_ms=quiet_ms, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE) is None
     batch = build_batch([(0, None, b"v")])
     partition.append_as_leader(batch, acks=-1, now_ms=quiet_ms)
-    assert (
-        partition.propose_isr(now_ms=quiet_ms + 1, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
-        is None
-    )
+    proposed = partition.propose_isr(now_ms=quiet_ms + 1, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
+    assert proposed == (1, 2)
+    partition.alter_failed(now_ms=quiet_ms + 1)
     partition.on_follower_fetch(2, 5, now_ms=quiet_ms + 2)  # the session's look, behind by one
-    assert (
-        partition.propose_isr(now_ms=quiet_ms + 3, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
-        is None
-    )
+    proposed = partition.propose_isr(now_ms=quiet_ms + 3, lag_time_max_ms=LAG_MS, eligible=ELIGIBLE)
+    assert proposed == (1, 2)
