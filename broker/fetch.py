@@ -22,7 +22,9 @@ less than `min_bytes` found and no error, the fetch waits up to `max_wait_ms` fo
 follower's fetch is also answered when the high-water mark moved past what it was last sent
 (`Partition.high_watermark_for` says when that news is due). A follower's answer leaves out the
 idle partitions it holds whole (`_caught_up`), as Kafka's incremental fetch answers do (KIP-227):
-with many partitions per leader, most of each fetch's work was saying "nothing new".
+with many partitions per leader, most of each fetch's work was saying "nothing new". In a
+fetch session (KIP-227, `fetch_sessions`), a follower's fetch reads only what its session's
+plan holds: the partitions the request names, and those that changed since last looked at.
 Every answered Fetch is counted (`counters`).
 """
 
@@ -130,6 +132,7 @@ def _fetch(
         except LogError as error:
             refused = broker_pb2.FetchResponse(session_id=request.session_id)
             fill_error(refused.header, error)
+            _count(manager.counters, request, refused, [])
             return refused, {}
     waiting = False  # holds one of manager.fetch_waits' slots
     try:
