@@ -113,6 +113,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/kafka_data_path.py --mib 32
 	$(BIN)/python bench/kafka_fetch_sendfile.py --mib 64
 	$(BIN)/python bench/cluster.py --records 200000
+	$(BIN)/python bench/idle_partitions.py --records 300000 --runs 1
 	$(BIN)/python bench/follower_fetch_latency.py
 	$(BIN)/python bench/latency.py --seconds 5
 	$(BIN)/python bench/broker_scale.py
