@@ -60,8 +60,8 @@ def test_a_window_line_is_returned_once_the_reporting_interval_has_passed() -> N
     )
 
 
-def test_a_sample_stands_for_at_least_sixteen_records_and_samples_stay_bounded() -> None:
-    assert ProducerStats(num_records=10, start_ms=0, record_size_bytes=1).sample_every == 16
+def test_a_sample_stands_for_at_least_sixty_four_records_and_samples_stay_bounded() -> None:
+    assert ProducerStats(num_records=10, start_ms=0, record_size_bytes=1).sample_every == 64
     huge = ProducerStats(num_records=100_000_001, start_ms=0, record_size_bytes=1)
     assert huge.sample_every == 201  # at most LATENCY_SAMPLES_MAX samples
 
