@@ -107,19 +107,20 @@ class FetchSession:
                     by_topic.setdefault(key[0], []).append(item)
             return list(by_topic.items())
 
-    def name(self, request: broker_pb2.FetchRequest) -> None:
+    def name(self, request: broker_pb2.FetchRequest) -> list[Key]:
         """Notes the fetches `request` names and drops the partitions it forgets, watching the
-        session's partitions (and only those) from now on; nothing once closed."""
+        session's partitions (and only those) from now on (nothing once closed); returns the
+        partitions it names."""
+        fetches = [((t.topic, p.partition), p) for t in request.topics for p in t.partitions]
+        named = [key for key, _ in fetches]
         added: list[Key] = []
         with self._lock:
             if self._closed:
-                return
-            for topic in request.topics:
-                for item in topic.partitions:
-                    key = (topic.topic, item.partition)
-                    if key not in self._items:
-                        added.append(key)
-                    self._items[key] = item
+                return named
+            for key, item in fetches:
+                if key not in self._items:
+                    added.append(key)
+                self._items[key] = item
             forgotten = [
                 (t.topic, p)
                 for t in request.forgotten
@@ -128,6 +129,7 @@ class FetchSession:
             ]
             self._watches.add(self.watch, added)
             self._watches.remove(self.watch, forgotten)
+        return named
 
     def close(self) -> None:
         """Stops watching: the session was replaced or evicted."""
@@ -176,9 +178,8 @@ class FetchSessions:
         """The session a follower's `request` runs in (None: answer it whole without one) and
         the partitions it names, its fetches noted; LogError when the request does not fit
         its session (the follower opens a new one)."""
-        named = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
         if request.session_epoch == 0:
-            return self._open(request, named, now_ms), named
+            return self._open(request, now_ms)
         with self._lock:
             session = self._by_id.get(request.session_id)
             if session is None or session.replica_id != request.replica_id:
@@ -194,14 +195,14 @@ class FetchSessions:
                 )
             session.next_epoch = session.next_epoch % SESSION_EPOCH_MAX + 1
             session.used_ms = now_ms
-        session.name(request)
-        return session, named
+        return session, session.name(request)
 
     def _open(
-        self, request: broker_pb2.FetchRequest, named: list[Key], now_ms: int
-    ) -> FetchSession | None:
+        self, request: broker_pb2.FetchRequest, now_ms: int
+    ) -> tuple[FetchSession | None, list[Key]]:
         """A new session for the follower (replacing its old one) over the partitions it
-        names, or None when every slot is held by a session used lately."""
+        names, and those; None when every slot is held by a session used lately (the fetch
+        reads what it names without one)."""
         with self._lock:
             old = self._by_replica.get(request.replica_id)
             if old is not None:
@@ -209,11 +210,10 @@ class FetchSessions:
             if len(self._by_id) >= self._sessions_max:
                 self._evict_idle(now_ms)
             if len(self._by_id) >= self._sessions_max:
-                return None
+                return None, []
             session = FetchSession(self._new_id(), request.replica_id, now_ms, self._watches)
             self._by_id[session.session_id] = self._by_replica[request.replica_id] = session
-        session.name(request)
-        return session
+        return session, session.name(request)
 
     def _evict_idle(self, now_ms: int) -> None:
         """Holds `_lock`."""
