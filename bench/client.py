@@ -16,9 +16,9 @@ factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this
 - `--rounds N` runs all of the above N times over (the library's four runs in reverse order
   every other round) and keeps each one's median;
 - first of all, on the fresh cluster: end-to-end latency at a paced 10,000 records/s, acks=all,
-  linger_ms 0, `bench/latency.py`'s measure (the reference figure; taken after the throughput
-  runs it came out 2-3x higher: their topics' 36 partitions are in every follower fetch, and
-  their records in the brokers' logs and heaps).
+  linger_ms `bench/latency.py`'s GOAL_LINGER_MS, its measure (the reference figure; taken after
+  the throughput runs it came out 2-3x higher: their topics' 36 partitions are in every follower
+  fetch, and their records in the brokers' logs and heaps).
 
 Peers: the same record count through Redis Streams, NATS JetStream and RabbitMQ Streams, one
 node each and no replication (bench/peers.py), right after our cluster is stopped, so no run
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.client_process import run_in_process  # noqa: E402
 from bench.cluster import VALUE_BYTES, percentile  # noqa: E402
-from bench.latency import measure  # noqa: E402
+from bench.latency import GOAL_LINGER_MS, measure  # noqa: E402
 from bench.peers import PEER_RUNS, PeerFigures, run_peer  # noqa: E402
 from bench.perf_cli_runs import perf_consume, perf_produce  # noqa: E402
 from bench.source_tree import SourceTree, add_code_argument, trees_of  # noqa: E402
@@ -207,11 +207,11 @@ def ours(
 
 
 def _latency_ms(address: str, seconds: float) -> list[float]:
-    run = measure(address, LATENCY_RATE, seconds, acks="all", linger_ms=0)
+    run = measure(address, LATENCY_RATE, seconds, acks="all", linger_ms=GOAL_LINGER_MS)
     latencies = run.end_to_end_ms()
     print(
         f"pykraft end-to-end latency at {LATENCY_RATE:,} records/s (reached {run.reached:,.0f}/s) "
-        f"for {seconds:g} s, acks=all, linger_ms=0: p50 "
+        f"for {seconds:g} s, acks=all, linger_ms={GOAL_LINGER_MS}: p50 "
         f"{percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms",
         flush=True,
     )
