@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,17 +221,21 @@ def pykraft_tasks(records: int) -> int:
     return len(pack(ranges, TASK_RECORDS_MIN, 1))
 
 
-def start_spark() -> SparkSession:
+def start_spark(jars: Sequence[Path] = ()) -> SparkSession:
+    """The bench's session; `jars` reach the class path only if this process started no Spark
+    yet (bench/spark_kafka.py's connector)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("pykraft-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
     )
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
+    spark = builder.getOrCreate()
     register(spark)
     spark.dataSource.register(MemorySource)
     return spark
