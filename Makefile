@@ -123,6 +123,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/producer_pipelining.py --records 200000
 	$(BIN)/python bench/groups.py --records 200000
 	$(BIN)/python bench/spark.py --records 200000
+	$(BIN)/python bench/spark_kafka.py --records 200000
 	$(BIN)/python bench/kafka_compare.py --records 200000
 	$(BIN)/python bench/mirror_throughput.py --records 200000
 
