@@ -4,9 +4,9 @@ Three controllers and three brokers on 127.0.0.1, each broker with a Kafka liste
 gRPC one (`tests/integration/kafka_cluster.py`), a topic of 6 partitions (replication factor 3)
 holding N keyed records of 100-byte values (bench/spark.py's `produce`), and one local[2]
 SparkSession in this process (bench/spark.py's) with Spark's JVM Kafka connector,
-`spark-sql-kafka-0-10`, on its class path: the jars of `tests/java/spark-kafka/pom.xml`, fetched by
-Maven into build/spark-kafka-jars on the first run (`tests/integration/maven_jars.py`). The same
-rows are written to Parquet (through the pykraft source, as bench/spark.py does; not timed).
+`spark-sql-kafka-0-10`, on its class path: `tests/integration/maven_jars.py`'s
+`spark_kafka_jars`, which the connector's test uses too (Maven fetches them on the first run). The
+same rows are written to Parquet (through the pykraft source, as bench/spark.py does; not timed).
 
 Prints, for the same N rows in the same run, records/s of:
 - a batch read of every row and column with `spark.read.format("kafka")` (startingOffsets
@@ -16,9 +16,10 @@ Prints, for the same N rows in the same run, records/s of:
 - an availableNow query on `spark.readStream.format("kafka")` into the noop sink, from `start()`
   to the end of `awaitTermination`;
 - the same query shape on the Parquet files (`readStream.parquet`);
-each the median of `RUNS` runs, the four taken in turn, after one warm-up run of each (so the
-JVM has compiled each shape's hot paths and the connector has its consumers before anything is
-timed). Then the ratios kafka connector / parquet, batch and stream, one line each: what the
+after one warm-up run of each shape (so the JVM has compiled each shape's hot paths and the
+connector has its consumers before anything is timed), the batch reads and then the streams
+timed as bench/spark.py times them (`batch_reads`, `stream_runs`: the sources in turn, medians).
+Then the ratios kafka connector / parquet, batch and stream, one line each: what the
 fastest way to read pykraft from Spark reaches (bench/spark.py measures the Python source,
 `format("pykraft")`, and the best any Python source can do here).
 
@@ -41,12 +42,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,32 +55,29 @@ from pyspark.sql.streaming.readwriter import DataStreamReader  # noqa: E402
 
 from bench.spark import (  # noqa: E402
     PARTITIONS,
+    batch_reads,
     batch_seconds,
     drain,
     parquet_stream,
     produce,
     start_spark,
+    stream_runs,
     to_parquet,
 )
 from tests.integration.kafka_cluster import running_kafka_cluster  # noqa: E402
-from tests.integration.maven_jars import maven_jars  # noqa: E402
+from tests.integration.maven_jars import missing_java_tools, spark_kafka_jars  # noqa: E402
 
 TOPIC = "bench-spark-kafka"
-POM = ROOT / "tests" / "java" / "spark-kafka" / "pom.xml"
-JARS_DIR = ROOT / "build" / "spark-kafka-jars"
-# Timed runs of each of the four shapes, taken in turn after one warm-up run each; the median
-# is reported.
-RUNS = 3
+CONNECTOR, PARQUET = "kafka connector", "parquet"
+STREAM = "stream, "  # what starts a stream's name (batch_reads names its lines itself)
 RATIO_LINE = "kafka connector / parquet"
 
 
 def connector_jars() -> list[Path]:
-    """The connector's jars (only the pom's own: pyspark ships the rest, and a second copy of a
-    jar would be a conflict); fails naming what is missing where `java` or `mvn` is."""
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-    if missing:
+    """The connector's jars; fails naming what is missing where `java` or `mvn` is."""
+    if missing := missing_java_tools():
         raise RuntimeError(f"Spark's Kafka connector needs {' and '.join(missing)} on PATH")
-    return maven_jars(POM, JARS_DIR, transitive=False)
+    return spark_kafka_jars()
 
 
 def kafka_frame(
@@ -104,20 +99,6 @@ def kafka_frame(
     return reader.load()
 
 
-def timed_runs(shapes: dict[str, Callable[[int], float]]) -> dict[str, list[float]]:
-    """Seconds of RUNS runs of each of `shapes` (name: a run, given its index, returning its
-    seconds), taken in turn after one warm-up run of each (index 0, printed, not counted)."""
-    seconds: dict[str, list[float]] = {name: [] for name in shapes}
-    for run in range(RUNS + 1):
-        for name, shape in shapes.items():
-            took = shape(run)
-            if run:
-                seconds[name].append(took)
-            else:
-                print(f"  warm-up, {name}: {took:.2f} s")
-    return seconds
-
-
 def _measure(records: int, fetch_max_wait_ms: int | None) -> None:
     """Every figure of the module docstring, on a fresh cluster and Spark session."""
     jars = connector_jars()
@@ -133,48 +114,34 @@ def _measure(records: int, fetch_max_wait_ms: int | None) -> None:
             parquet = tmp / "bench.parquet"
             to_parquet(spark, grpc_bootstrap, TOPIC, parquet)
             batch = {
-                "kafka connector": kafka_frame(spark.read, cluster.bootstrap, fetch_max_wait_ms),
-                "parquet": spark.read.parquet(str(parquet)),
+                CONNECTOR: kafka_frame(spark.read, cluster.bootstrap, fetch_max_wait_ms),
+                PARQUET: spark.read.parquet(str(parquet)),
+            }
+            streams = {
+                STREAM + CONNECTOR: (
+                    kafka_frame(spark.readStream, cluster.bootstrap, fetch_max_wait_ms),
+                    records,
+                ),
+                STREAM + PARQUET: (parquet_stream(spark, parquet), records),
             }
             for name, frame in batch.items():
-                if (rows := frame.count()) != records:
-                    raise RuntimeError(f"a batch read of {name} counted {rows:,} rows")
-            streams = {
-                "kafka connector": kafka_frame(
-                    spark.readStream, cluster.bootstrap, fetch_max_wait_ms
-                ),
-                "parquet": parquet_stream(spark, parquet),
+                print(f"  warm-up, batch read, {name}: {batch_seconds(frame):.2f} s")
+            for index, (name, (stream, _)) in enumerate(streams.items()):
+                warm_s = drain(stream, tmp / f"checkpoint-warm-up-{index}", records)
+                print(f"  warm-up, {name}: {warm_s:.2f} s")
+            batch_s = batch_reads(spark, batch, records)
+            stream_s = stream_runs(streams, tmp / "checkpoints")
+            ratios = {
+                "batch read": batch_s[PARQUET] / batch_s[CONNECTOR],
+                "stream": stream_s[STREAM + PARQUET] / stream_s[STREAM + CONNECTOR],
             }
-
-            def batch_run(name: str) -> Callable[[int], float]:
-                return lambda run: batch_seconds(batch[name])
-
-            def stream_run(name: str) -> Callable[[int], float]:
-                def run_once(run: int) -> float:
-                    checkpoint = tmp / f"checkpoint-{name.replace(' ', '-')}-{run}"
-                    return drain(streams[name], checkpoint, records)
-
-                return run_once
-
-            shapes = {f"batch read, {name}": batch_run(name) for name in batch} | {
-                f"stream, {name}": stream_run(name) for name in streams
-            }
-            seconds = timed_runs(shapes)
         finally:
             spark.stop()
-    medians = {name: statistics.median(each) for name, each in seconds.items()}
-    for name, median in medians.items():
-        rounded = ", ".join(f"{s:.2f}" for s in seconds[name])
-        print(
-            f"{name}: {records:,} records in {median:.2f} s (median of {rounded}), "
-            f"{records / median:,.0f} records/s"
-        )
     wait = "500, Kafka's default" if fetch_max_wait_ms is None else fetch_max_wait_ms
-    for shape in ("batch read", "stream"):
-        ratio = medians[f"{shape}, parquet"] / medians[f"{shape}, kafka connector"]
+    for shape, ratio in ratios.items():
         print(
-            f"{RATIO_LINE}, {shape}: {ratio:.2f} (local[2], {PARTITIONS} partitions, noop "
-            f"sink, fetch.max.wait.ms {wait}; cores: {os.cpu_count()})"
+            f"{RATIO_LINE}, {shape}: {ratio:.2f} (local[2], {PARTITIONS} partitions, noop sink, "
+            f"fetch.max.wait.ms {wait}; cores: {os.cpu_count()})"
         )
 
 

@@ -14,13 +14,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# Spark's Kafka connector (spark-sql-kafka-0-10): its pom and where its jars are fetched.
+SPARK_KAFKA_POM = ROOT / "tests" / "java" / "spark-kafka" / "pom.xml"
+SPARK_KAFKA_JARS_DIR = ROOT / "build" / "spark-kafka-jars"
+
+
+def missing_java_tools() -> list[str]:
+    """Which of `java` and `mvn` are not on PATH (what running these jars needs)."""
+    return [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
 
 
 def skip_without_java_and_maven(what: str) -> None:
     """Skips the calling test or fixture, naming what is missing, where `java` or `mvn` is not on
     PATH (the only machines where these tests may not run)."""
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-    if missing:
+    if missing := missing_java_tools():
         pytest.skip(f"{what} needs {' and '.join(missing)} on PATH")
 
 
@@ -41,3 +48,9 @@ def maven_jars(pom: Path, into: Path, *, transitive: bool = True) -> list[Path]:
         assert fetched.returncode == 0, fetched.stdout + fetched.stderr
         stamp.write_text(digest)
     return sorted(into.glob("*.jar"))
+
+
+def spark_kafka_jars() -> list[Path]:
+    """The Spark Kafka connector's own jars (pyspark ships the rest, and a second copy of a jar
+    would be a conflict)."""
+    return maven_jars(SPARK_KAFKA_POM, SPARK_KAFKA_JARS_DIR, transitive=False)

@@ -28,15 +28,13 @@ import pytest
 
 from .kafka_clients import Confluent, Landed, Outgoing, headers_of
 from .kafka_cluster import running_kafka_cluster
-from .maven_jars import ROOT, maven_jars, skip_without_java_and_maven
+from .maven_jars import ROOT, skip_without_java_and_maven, spark_kafka_jars
 
 pytestmark = pytest.mark.integration
 
 pytest.importorskip("pyspark")
 parquet = pytest.importorskip("pyarrow.parquet")
 
-POM = ROOT / "tests" / "java" / "spark-kafka" / "pom.xml"
-JARS_DIR = ROOT / "build" / "spark-kafka-jars"
 TOPIC = "spark-kafka-in"
 OTHER = "spark-kafka-out"
 PARTITIONS = 3
@@ -57,7 +55,7 @@ class Ran(NamedTuple):
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     """A cluster with TOPIC filled and OTHER empty, and the driver run once against it."""
     skip_without_java_and_maven("the Spark Kafka connector test")
-    jars = maven_jars(POM, JARS_DIR, transitive=False)  # pyspark ships the rest
+    jars = spark_kafka_jars()
     work = tmp_path_factory.mktemp("spark-kafka-work")
     cluster_dir = tmp_path_factory.mktemp("spark-kafka-cluster")
     with running_kafka_cluster(cluster_dir, topic=TOPIC, partitions=PARTITIONS) as cluster:
