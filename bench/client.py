@@ -15,10 +15,10 @@ factor 3 (min.insync.replicas=2), produce with acks=all and idempotence, in this
   `--produce-only` runs only the library's produce runs;
 - `--rounds N` runs all of the above N times over (the library's four runs in reverse order
   every other round) and keeps each one's median;
-- first of all, on the fresh cluster: end-to-end latency at a paced 10,000 records/s, acks=all,
-  linger_ms `bench/latency.py`'s GOAL_LINGER_MS, its measure (the reference figure; taken after
-  the throughput runs it came out 2-3x higher: their topics' 36 partitions are in every follower
-  fetch, and their records in the brokers' logs and heaps).
+- first of all, on the fresh cluster: end-to-end latency at a paced 10,000 records/s with acks=all
+  and the goal's linger (`bench/latency.py`'s `measure` and GOAL_LINGER_MS: the reference figure;
+  taken after the throughput runs it came out 2-3x higher: their topics' 36 partitions are in
+  every follower fetch, and their records in the brokers' logs and heaps).
 
 Peers: the same record count through Redis Streams, NATS JetStream and RabbitMQ Streams, one
 node each and no replication (bench/peers.py), right after our cluster is stopped, so no run
